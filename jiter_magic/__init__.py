@@ -1,0 +1,71 @@
+"""jiter_magic: write an elementwise kernel as a C++ functor string, call it like a Python function.
+
+A drop-in for `torch.cuda.jiterator._create_jit_fn` / `_create_multi_output_jit_fn` that
+runs on CUDA (NVRTC through CuPy) and on the CPU (host C++), caches kernels in memory and
+on disk, and comes with a `%%jiterator` notebook magic (`%load_ext jiter_magic`).
+Importing this package imports neither torch, CuPy nor IPython.
+"""
+from __future__ import annotations
+
+from ._version import __version__
+from .build import Specialization
+from .cache import CacheWarning
+from .cache import stats as cache_stats
+from .errors import (BindError, CompileError, DeviceError, DTypeError, JiterError, LaunchError, ParseError,
+                     ShapeError, ToolchainError)
+from .function import JitFunction
+
+__all__ = [
+    "create_jit_fn", "create_multi_output_jit_fn", "JitFunction", "Specialization",
+    "cache_stats", "clear_cache", "cache_dir",
+    "JiterError", "ParseError", "BindError", "DTypeError", "ShapeError", "DeviceError", "CompileError",
+    "ToolchainError", "LaunchError", "CacheWarning", "__version__",
+    "load_ipython_extension", "unload_ipython_extension",
+]
+
+
+def create_jit_fn(code_string: str, **kwargs: object) -> JitFunction:
+    """Jit an elementwise functor with one output (its return value).
+
+    `code_string` holds C++ functions; the last one is the entry point. `kwargs` name entry
+    parameters that are extra scalar arguments, with their defaults; every other value
+    parameter is an array input, in declaration order.
+    """
+    return JitFunction(code_string, None, kwargs)
+
+
+def create_multi_output_jit_fn(code_string: str, num_outputs: int, **kwargs: object) -> JitFunction:
+    """Jit a functor that writes `num_outputs` outputs through non-const reference parameters."""
+    return JitFunction(code_string, num_outputs, kwargs)
+
+
+def cache_dir() -> str | None:
+    """The disk cache directory in use (None when JITER_MAGIC_DISK_CACHE=0)."""
+    from .cache import disk_cache
+
+    return disk_cache().root
+
+
+def clear_cache(memory: bool = True, disk: bool = True) -> None:
+    """Empty the disk cache and/or reset the counters (loaded kernels stay with their functions)."""
+    from .cache import COUNTERS, disk_cache
+
+    if disk:
+        disk_cache().clear()
+    if memory:
+        with COUNTERS.lock:
+            COUNTERS.memory_hits = COUNTERS.disk_hits = COUNTERS.compiles = COUNTERS.corrupt_entries = 0
+            COUNTERS.compile_seconds = 0.0
+
+
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext jiter_magic`: registers the %%jiterator and %jiterator_cache magics."""
+    from .magic import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython) -> None:
+    from .magic import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -1,0 +1,1 @@
+"""Backends load a built specialization and launch it: `cuda` (CuPy driver API) and `cpu` (ctypes)."""

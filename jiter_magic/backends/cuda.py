@@ -1,0 +1,67 @@
+"""Load cubins with CuPy and launch them with cuLaunchKernel on the caller's stream.
+
+The launch passes one by-value `Args` struct (packed by the caller) and returns at once:
+no synchronization, no allocation, nothing that would break CUDA graph capture.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+from ..codegen.kernel import KERNEL_NAME
+from ..compilers.nvrtc import NvrtcCompiler
+from ..errors import DeviceError, LaunchError
+from ..plan import BLOCK, CONTIGUOUS, ITEMS, UNROLL, KernelSpec
+
+NAME = "cuda"
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError as exc:
+        raise DeviceError(
+            "CUDA inputs need CuPy to launch kernels: pip install 'jiter_magic[cuda13]' (or [cuda12])"
+        ) from exc
+    return cupy
+
+
+@functools.lru_cache(maxsize=None)
+def device_arch(device: int) -> str:
+    cupy = _cupy()
+    return "sm_" + cupy.cuda.Device(device).compute_capability
+
+
+def current_device() -> int:
+    return _cupy().cuda.runtime.getDevice()
+
+
+def compiler(device: int) -> NvrtcCompiler:
+    return NvrtcCompiler(device_arch(device))
+
+
+class CudaLauncher:
+    """One loaded specialization on one device."""
+
+    __slots__ = ("module", "function", "work", "device", "_launch")
+
+    def __init__(self, binary: bytes, spec: KernelSpec, device: int):
+        cupy = _cupy()
+        from cupy.cuda import driver, function
+
+        with cupy.cuda.Device(device):
+            self.module = function.Module()
+            try:
+                self.module.load(binary)
+                self.function = self.module.get_function(KERNEL_NAME).ptr
+            except Exception as exc:  # noqa: BLE001 - the driver's own error, re-raised with context
+                raise LaunchError(f"could not load the compiled kernel on CUDA device {device}: {exc}") from exc
+        self.work = BLOCK * spec.vec * UNROLL if spec.path == CONTIGUOUS else BLOCK * ITEMS
+        self.device = device
+        self._launch = driver.launchKernel
+
+    def __call__(self, packed: bytes, numel: int, stream: int) -> None:
+        blocks = (numel + self.work - 1) // self.work
+        buffer = ctypes.create_string_buffer(packed, len(packed))
+        params = (ctypes.c_void_p * 1)(ctypes.addressof(buffer))
+        self._launch(self.function, blocks, 1, 1, BLOCK, 1, 1, 0, stream, ctypes.addressof(params), 0)

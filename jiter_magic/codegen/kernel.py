@@ -1,0 +1,234 @@
+"""Render the full kernel source of one specialization, for CUDA (NVRTC) or the host (C++).
+
+Strings in, string out. Both targets share the `Args` struct, the per-element body
+(load, convert in registers, call the functor, convert, store) and the `#line`
+directives that make compiler messages point at the user's own lines. They differ
+only in the loop around the body: a vectorized or a strided CUDA kernel, an OpenMP
+loop on the host.
+"""
+from __future__ import annotations
+
+from ..bind import EXTRA, INPUT, OUTPUT, Binding
+from ..dtypes import DTYPES
+from ..plan import BLOCK, CONTIGUOUS, ITEMS, UNROLL, KernelSpec, args_layout
+from .prelude import prelude
+
+USER_FILE = "jiterator"
+KERNEL_NAME = "jm_kernel"
+
+
+def _ctype(name: str) -> str:
+    return DTYPES[name].ctype
+
+
+def convert(expr: str, source: str, target: str) -> str:
+    """C++ expression converting `expr` of dtype `source` to dtype `target`, in registers."""
+    if source == target:
+        return expr
+    if source in ("float16", "bfloat16"):
+        expr, source = f"jm::to_float({expr})", "float32"
+        if source == target:
+            return expr
+    src, dst = DTYPES[source], DTYPES[target]
+    if src.kind == "c" and dst.kind != "c":
+        expr, source = f"({expr}).real()", ("float32" if source == "complex64" else "float64")
+    if target == "float16":
+        return f"jm::to_half((float)({expr}))"
+    if target == "bfloat16":
+        return f"jm::to_bfloat16((float)({expr}))"
+    if dst.kind == "c":
+        return f"{dst.ctype}({expr})"
+    return f"static_cast<{dst.ctype}>({expr})"
+
+
+def _call(binding: Binding, spec: KernelSpec, values: list[str], outs: list[str]) -> list[str]:
+    """Statements computing the outputs `outs` (compute-typed locals) from input `values`."""
+    f = binding.functor
+    args = []
+    for role, index in binding.roles:
+        if role == INPUT:
+            args.append(values[index])
+        elif role == EXTRA:
+            args.append(f"a.extra{index}")
+        else:
+            args.append(outs[index])
+    template = f"<compute_t>" if len(f.template_params) == 1 and not f.template_params[0].startswith(("int ", "bool ")) else ""
+    call = f"{f.name}{template}({', '.join(args)})"
+    if binding.returns_value:
+        return [f"{outs[0]} = {call};"]
+    return [f"{call};"]
+
+
+def element_body(binding: Binding, spec: KernelSpec, loaded: dict[int, str], stores: list[str]) -> list[str]:
+    """Body for one element: `loaded[i]` is input i's storage expression, `stores[j]` output j's lvalue."""
+    lines, values = [], []
+    for i, dtype in enumerate(spec.inputs):
+        source = f"a.scalar{i}" if spec.scalar_inputs[i] else loaded[i]
+        lines.append(f"const compute_t v{i} = {convert(source, dtype, spec.compute)};")
+        values.append(f"v{i}")
+    outs = [f"r{j}" for j in range(len(spec.outputs))]
+    lines.append(f"compute_t {', '.join(outs)};")
+    lines += _call(binding, spec, values, outs)
+    for j, dtype in enumerate(spec.outputs):
+        lines.append(f"{stores[j]} = {convert(outs[j], spec.compute, dtype)};")
+    return lines
+
+
+def _indent(lines: list[str], depth: int) -> str:
+    pad = "  " * depth
+    return "\n".join(pad + line for line in lines)
+
+
+def _header(binding: Binding, spec: KernelSpec, target: str) -> tuple[str, int]:
+    """Prelude, then the user's code under `#line 1`, then the Args struct; returns text and user line offset."""
+    code = binding.functor.code
+    head = prelude(target, spec.needs_complex or "complex" in code)
+    head += f'\ntypedef {_ctype(spec.compute)} compute_t;\n'
+    user_start = head.count("\n") + 2
+    text = head + f'#line 1 "{USER_FILE}"\n' + code + "\n"
+    text += f'#line {text.count(chr(10)) + 2} "jiter_magic_kernel"\n'
+    text += args_layout(spec).declaration() + "\n"
+    return text, user_start
+
+
+def _offsets(spec: KernelSpec, linear: str, indent: int) -> list[str]:
+    """Statements turning a linear index into each operand's element offset `o{k}`."""
+    nops = spec.num_operands
+    lines = [f"index_t rem = {linear};"]
+    lines.append("index_t " + ", ".join(f"o{k} = 0" for k in range(nops)) + ";")
+    for d in range(spec.ndim):
+        if d == spec.ndim - 1:
+            lines.append("const index_t idx = rem;")
+        elif spec.index64:
+            lines.append(f"const index_t q{d} = rem / (index_t)a.sizes[{d}];")
+        else:
+            lines.append(
+                f"const index_t q{d} = (index_t)((__umulhi((unsigned)rem, a.div_mul[{d}]) + (unsigned)rem) >> a.div_shift[{d}]);"
+            )
+        if d != spec.ndim - 1:
+            lines.append(f"{{ const index_t idx = rem - q{d} * (index_t)a.sizes[{d}];")
+        for k in range(nops):
+            lines.append(f"  o{k} += idx * (index_t)a.strides{k}[{d}];")
+        if d != spec.ndim - 1:
+            lines.append(f"  rem = q{d}; }}")
+    return lines
+
+
+def _operand_pointer(spec: KernelSpec, k: int) -> str:
+    """Operand k (outputs first) as a pointer expression."""
+    nout = len(spec.outputs)
+    return f"a.out{k}" if k < nout else f"a.in{spec.array_inputs[k - nout]}"
+
+
+def _cuda_contiguous(binding: Binding, spec: KernelSpec) -> list[str]:
+    v = spec.vec
+    work = BLOCK * v * UNROLL
+    ins = spec.array_inputs
+    lines = [
+        "const index_t n = (index_t)a.n;",
+        f"const index_t start = (index_t)blockIdx.x * {work};",
+        f"if (start + {work} <= n) {{",
+    ]
+    for i in ins:
+        lines.append(f"  jm::vec<{_ctype(spec.inputs[i])}, {v}> x{i}[{UNROLL}];")
+    lines.append(f"  #pragma unroll\n  for (int u = 0; u < {UNROLL}; ++u) {{")
+    lines.append(f"    const index_t i = start + (u * {BLOCK} + (index_t)threadIdx.x) * {v};")
+    for i in ins:
+        lines.append(f"    x{i}[u] = *reinterpret_cast<const jm::vec<{_ctype(spec.inputs[i])}, {v}>*>(a.in{i} + i);")
+    lines.append("  }")
+    lines.append(f"  #pragma unroll\n  for (int u = 0; u < {UNROLL}; ++u) {{")
+    for j, d in enumerate(spec.outputs):
+        lines.append(f"    jm::vec<{_ctype(d)}, {v}> y{j};")
+    lines.append(f"    #pragma unroll\n    for (int k = 0; k < {v}; ++k) {{")
+    body = element_body(binding, spec, {i: f"x{i}[u].v[k]" for i in ins}, [f"y{j}.v[k]" for j in range(len(spec.outputs))])
+    lines.append(_indent(body, 3))
+    lines.append("    }")
+    lines.append(f"    const index_t i = start + (u * {BLOCK} + (index_t)threadIdx.x) * {v};")
+    for j, d in enumerate(spec.outputs):
+        lines.append(f"    *reinterpret_cast<jm::vec<{_ctype(d)}, {v}>*>(a.out{j} + i) = y{j};")
+    lines.append("  }")
+    lines.append("} else {")
+    lines.append(f"  for (index_t i = start + (index_t)threadIdx.x; i < n; i += {BLOCK}) {{")
+    body = element_body(binding, spec, {i: f"a.in{i}[i]" for i in ins}, [f"a.out{j}[i]" for j in range(len(spec.outputs))])
+    lines.append(_indent(body, 2))
+    lines.append("  }")
+    lines.append("}")
+    return lines
+
+
+def _cuda_strided(binding: Binding, spec: KernelSpec) -> list[str]:
+    nout = len(spec.outputs)
+    ins = spec.array_inputs
+    lines = [
+        "const index_t n = (index_t)a.n;",
+        f"const index_t base = (index_t)blockIdx.x * {BLOCK * ITEMS} + (index_t)threadIdx.x;",
+    ]
+    for i in ins:
+        lines.append(f"{_ctype(spec.inputs[i])} x{i}[{ITEMS}];")
+    lines.append(f"index_t out_offset[{ITEMS}][{max(nout, 1)}];")
+    lines.append(f"#pragma unroll\nfor (int it = 0; it < {ITEMS}; ++it) {{")
+    lines.append(f"  const index_t li = base + it * {BLOCK};")
+    lines.append("  if (li < n) {")
+    lines.append(_indent(_offsets(spec, "li", 2), 2))
+    for k in range(nout):
+        lines.append(f"    out_offset[it][{k}] = o{k};")
+    for pos, i in enumerate(ins):
+        lines.append(f"    x{i}[it] = a.in{i}[o{nout + pos}];")
+    lines.append("  }\n}")
+    lines.append(f"#pragma unroll\nfor (int it = 0; it < {ITEMS}; ++it) {{")
+    lines.append(f"  if (base + it * {BLOCK} < n) {{")
+    body = element_body(binding, spec, {i: f"x{i}[it]" for i in ins}, [f"a.out{j}[out_offset[it][{j}]]" for j in range(nout)])
+    lines.append(_indent(body, 2))
+    lines.append("  }\n}")
+    return lines
+
+
+def render_cuda(binding: Binding, spec: KernelSpec) -> tuple[str, int]:
+    """CUDA source of one specialization, and the line where the user's code starts."""
+    text, user_start = _header(binding, spec, "cuda")
+    body = _cuda_contiguous(binding, spec) if spec.path == CONTIGUOUS else _cuda_strided(binding, spec)
+    index_t = "long long" if spec.index64 else "int"
+    text += (
+        f'extern "C" __global__ void __launch_bounds__({BLOCK}) {KERNEL_NAME}(const Args a) {{\n'
+        f"  typedef {index_t} index_t;\n{_indent(body, 1)}\n}}\n"
+    )
+    return text, user_start
+
+
+def render_host(binding: Binding, spec: KernelSpec) -> tuple[str, int]:
+    """Host C++ source of one specialization: an OpenMP loop over the same body."""
+    text, user_start = _header(binding, spec, "host")
+    nout = len(spec.outputs)
+    ins = spec.array_inputs
+    if spec.path == CONTIGUOUS:
+        body = element_body(binding, spec, {i: f"a.in{i}[i]" for i in ins}, [f"a.out{j}[i]" for j in range(nout)])
+        loop = [
+            "#pragma omp parallel for schedule(static) if (n > 32768)",
+            "for (index_t i = 0; i < n; ++i) {",
+            _indent(body, 1),
+            "}",
+        ]
+    else:
+        body = element_body(binding, spec, {i: f"a.in{i}[o{nout + p}]" for p, i in enumerate(ins)},
+                            [f"a.out{j}[o{j}]" for j in range(nout)])
+        inner = [
+            "const index_t inner = (index_t)a.sizes[0];",
+            "const index_t rows = n / inner;",
+            "#pragma omp parallel for schedule(static) if (n > 32768)",
+            "for (index_t row = 0; row < rows; ++row) {",
+            _indent(_offsets(spec, "row * inner", 1), 1),
+            "  for (index_t j = 0; j < inner; ++j) {",
+            _indent(body, 2),
+            "".join(f"    o{k} += (index_t)a.strides{k}[0];" for k in range(spec.num_operands)),
+            "  }",
+            "}",
+        ]
+        loop = inner
+    text += (
+        f'extern "C" void {KERNEL_NAME}(const Args* args) {{\n'
+        "  const Args& a = *args;\n"
+        "  typedef int64_t index_t;\n"
+        "  const index_t n = (index_t)a.n;\n"
+        f"{_indent(loop, 1)}\n}}\n"
+    )
+    return text, user_start

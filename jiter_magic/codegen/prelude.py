@@ -1,0 +1,138 @@
+"""The C++ prelude placed before the user's code, for NVRTC and for the host compiler.
+
+Kept small on purpose (no CUDA headers): it is what makes a cold compile cheap. It
+provides the fixed-width integer names, half and bfloat16 storage types with their
+conversions, a complex type (`jm::complex<T>`, also reachable as `c10::complex<T>`)
+that works in device and host code alike, and, for the host, the CUDA qualifiers and
+the global-namespace math overloads that CUDA code relies on.
+"""
+from __future__ import annotations
+
+CUDA_BASE = r"""
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#define JM_INLINE __host__ __device__ __forceinline__
+namespace jm {
+struct half { unsigned short x; };
+struct bfloat16 { unsigned short x; };
+__device__ __forceinline__ float to_float(half h) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.x)); return f;
+}
+__device__ __forceinline__ half to_half(float f) {
+  half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.x) : "f"(f)); return h;
+}
+__device__ __forceinline__ float to_float(bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
+__device__ __forceinline__ bfloat16 to_bfloat16(float f) {
+  bfloat16 b; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f)); return b;
+}
+template <typename T, int N> struct alignas(sizeof(T) * N) vec { T v[N]; };
+}  // namespace jm
+"""
+
+HOST_BASE = r"""
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include <cmath>
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __restrict__ __restrict
+#define JM_INLINE inline __attribute__((always_inline))
+using std::abs; using std::sqrt; using std::exp; using std::log; using std::sin; using std::cos;
+using std::tan; using std::pow; using std::floor; using std::ceil; using std::round; using std::trunc;
+using std::fabs; using std::fmin; using std::fmax; using std::isnan; using std::isinf; using std::isfinite;
+// CUDA's mixed-type min/max, in the global namespace as device code sees them
+template <typename A, typename B> JM_INLINE auto min(A a, B b) -> decltype(a + b) { return b < a ? b : a; }
+template <typename A, typename B> JM_INLINE auto max(A a, B b) -> decltype(a + b) { return a < b ? b : a; }
+JM_INLINE float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+JM_INLINE double rsqrt(double x) { return 1.0 / sqrt(x); }
+JM_INLINE float __expf(float x) { return expf(x); }
+JM_INLINE float __logf(float x) { return logf(x); }
+JM_INLINE float __sinf(float x) { return sinf(x); }
+JM_INLINE float __cosf(float x) { return cosf(x); }
+JM_INLINE float __fdividef(float a, float b) { return a / b; }
+JM_INLINE float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+JM_INLINE int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+JM_INLINE float __uint_as_float(unsigned int i) { float f; memcpy(&f, &i, 4); return f; }
+JM_INLINE unsigned int __float_as_uint(float f) { unsigned int i; memcpy(&i, &f, 4); return i; }
+namespace jm {
+struct half { unsigned short x; };
+struct bfloat16 { unsigned short x; };
+JM_INLINE float to_float(half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
+JM_INLINE half to_half(float f) { _Float16 g = (_Float16)f; half h; memcpy(&h.x, &g, 2); return h; }
+JM_INLINE float to_float(bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
+JM_INLINE bfloat16 to_bfloat16(float f) {
+  unsigned int u = __float_as_uint(f);
+  bfloat16 b;
+  if ((u & 0x7fffffffu) > 0x7f800000u) { b.x = (unsigned short)((u >> 16) | 0x40u); return b; }
+  u += 0x7fffu + ((u >> 16) & 1u);
+  b.x = (unsigned short)(u >> 16);
+  return b;
+}
+}  // namespace jm
+"""
+
+COMPLEX = r"""
+namespace jm {
+template <typename T> struct alignas(2 * sizeof(T)) complex {
+  T re, im;
+  JM_INLINE complex(T r = T(0), T i = T(0)) : re(r), im(i) {}
+  template <typename U> JM_INLINE complex(const complex<U>& o) : re(T(o.real())), im(T(o.imag())) {}
+  JM_INLINE T real() const { return re; }
+  JM_INLINE T imag() const { return im; }
+  JM_INLINE complex& operator+=(const complex& o) { re += o.re; im += o.im; return *this; }
+  JM_INLINE complex& operator-=(const complex& o) { re -= o.re; im -= o.im; return *this; }
+  JM_INLINE complex& operator*=(const complex& o) { *this = *this * o; return *this; }
+  JM_INLINE complex& operator/=(const complex& o) { *this = *this / o; return *this; }
+  JM_INLINE explicit operator bool() const { return re != T(0) || im != T(0); }
+  friend JM_INLINE complex operator+(const complex& a) { return a; }
+  friend JM_INLINE complex operator-(const complex& a) { return complex(-a.re, -a.im); }
+  friend JM_INLINE complex operator+(const complex& a, const complex& b) { return complex(a.re + b.re, a.im + b.im); }
+  friend JM_INLINE complex operator-(const complex& a, const complex& b) { return complex(a.re - b.re, a.im - b.im); }
+  friend JM_INLINE complex operator*(const complex& a, const complex& b) {
+    return complex(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re);
+  }
+  friend JM_INLINE complex operator/(const complex& a, const complex& b) {
+    T scale = (b.re < T(0) ? -b.re : b.re) + (b.im < T(0) ? -b.im : b.im);
+    T ar = a.re / scale, ai = a.im / scale, br = b.re / scale, bi = b.im / scale;
+    T d = br * br + bi * bi;
+    return complex((ar * br + ai * bi) / d, (ai * br - ar * bi) / d);
+  }
+  friend JM_INLINE bool operator==(const complex& a, const complex& b) { return a.re == b.re && a.im == b.im; }
+  friend JM_INLINE bool operator!=(const complex& a, const complex& b) { return !(a == b); }
+};
+template <typename T> JM_INLINE T real(const complex<T>& z) { return z.re; }
+template <typename T> JM_INLINE T imag(const complex<T>& z) { return z.im; }
+template <typename T> JM_INLINE complex<T> conj(const complex<T>& z) { return complex<T>(z.re, -z.im); }
+template <typename T> JM_INLINE T norm(const complex<T>& z) { return z.re * z.re + z.im * z.im; }
+template <typename T> JM_INLINE T abs(const complex<T>& z) { return ::hypot(z.re, z.im); }
+template <typename T> JM_INLINE T arg(const complex<T>& z) { return ::atan2(z.im, z.re); }
+template <typename T> JM_INLINE complex<T> exp(const complex<T>& z) {
+  T e = ::exp(z.re); return complex<T>(e * ::cos(z.im), e * ::sin(z.im));
+}
+template <typename T> JM_INLINE complex<T> log(const complex<T>& z) { return complex<T>(::log(abs(z)), arg(z)); }
+template <typename T> JM_INLINE complex<T> sqrt(const complex<T>& z) {
+  T r = abs(z);
+  T re = ::sqrt((r + z.re) / T(2));
+  T im = ::sqrt((r - z.re) / T(2));
+  return complex<T>(re, z.im < T(0) ? -im : im);
+}
+}  // namespace jm
+namespace c10 { template <typename T> using complex = jm::complex<T>; }
+using jm::real; using jm::imag; using jm::conj; using jm::norm; using jm::arg;
+"""
+
+
+def prelude(target: str, needs_complex: bool) -> str:
+    """The prelude for 'cuda' or 'host', with the complex type only when a kernel needs it."""
+    base = CUDA_BASE if target == "cuda" else HOST_BASE
+    return base + (COMPLEX if needs_complex else "")

@@ -1,0 +1,43 @@
+"""What every compiler returns, and how compiler logs are mapped back to the user's code."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..codegen.kernel import USER_FILE
+
+_USER_LOCATION = re.compile(rf"^{USER_FILE}(?:\((\d+)\)|:(\d+)(?::(\d+))?):\s*")
+_KERNEL_LOCATION = re.compile(r"^(?:jiter_magic_kernel|\S*jm_\w+\.(?:cu|cpp))(?:\((\d+)\)|:(\d+)(?::\d+)?):\s*")
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    binary: bytes
+    log: str  # the compiler's own output (warnings on success), already mapped to user lines
+    seconds: float
+    options: tuple[str, ...]
+
+
+def map_log(log: str) -> str:
+    """Rewrite compiler locations: the user's lines as 'line N', generated code as 'generated kernel'."""
+    out = []
+    for line in log.splitlines():
+        match = _USER_LOCATION.match(line)
+        if match:
+            number = match.group(1) or match.group(2)
+            column = f", column {match.group(3)}" if match.group(3) else ""
+            line = f"line {number}{column}: " + line[match.end():]
+        else:
+            match = _KERNEL_LOCATION.match(line)
+            if match:
+                line = "in the generated kernel: " + line[match.end():]
+        out.append(line)
+    return "\n".join(out).strip()
+
+
+def first_error(log: str) -> str:
+    """The first line of a mapped log that reports an error, for one-line summaries."""
+    for line in log.splitlines():
+        if "error" in line:
+            return line.strip()
+    return log.strip().splitlines()[0] if log.strip() else ""

@@ -1,0 +1,99 @@
+"""The host C++ compiler: source to a shared library for the CPU backend.
+
+`$CXX`, else the first of c++, g++, clang++ on the PATH. OpenMP is used when the
+compiler accepts `-fopenmp` (honouring OMP_NUM_THREADS at run time); `-march=native`
+lets the contiguous loop vectorize for this CPU, so the CPU model is part of the key.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+
+from ..errors import CompileError, ToolchainError
+from .base import CompileResult, map_log
+
+BASE_OPTIONS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno", "-ffp-contract=off", "-w")
+
+
+@functools.lru_cache(maxsize=None)
+def find_cxx(explicit: str | None = None) -> str:
+    """Path of the host compiler, or a ToolchainError saying how to get one."""
+    candidates = [explicit] if explicit else ["c++", "g++", "clang++"]
+    for name in candidates:
+        path = shutil.which(name) if name else None
+        if path:
+            return path
+    wanted = f"$CXX={explicit!r}" if explicit else "c++, g++ or clang++"
+    raise ToolchainError(
+        f"the CPU backend needs a C++ compiler and found no {wanted} on the PATH; install one "
+        "(Debian/Ubuntu: apt-get install g++; macOS: xcode-select --install; conda: conda install gxx) "
+        "or point $CXX at it"
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def _version(cxx: str) -> str:
+    result = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
+    return (result.stdout.splitlines() or ["unknown"])[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _accepts(cxx: str, flag: str) -> bool:
+    with tempfile.TemporaryDirectory() as folder:
+        source = os.path.join(folder, "probe.cpp")
+        with open(source, "w") as handle:
+            handle.write("int main() { return 0; }\n")
+        result = subprocess.run([cxx, flag, source, "-o", os.path.join(folder, "probe")],
+                                capture_output=True, check=False)
+    return result.returncode == 0
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith(("model name", "flags")):
+                    return line.split(":", 1)[1].strip()[:200]
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class CxxCompiler:
+    """Compiles host C++ into a shared library; `compile` returns the library's bytes."""
+
+    def __init__(self, cxx: str | None = None):
+        self.cxx = find_cxx(cxx or os.environ.get("CXX") or None)
+
+    @property
+    def identity(self) -> str:
+        return f"{_version(self.cxx)}|{platform.machine()}|{_cpu_model()}"
+
+    def options(self) -> tuple[str, ...]:
+        options = list(BASE_OPTIONS)
+        for flag in ("-fopenmp", "-march=native"):
+            if _accepts(self.cxx, flag):
+                options.append(flag)
+        return tuple(options)
+
+    def compile(self, source: str, name: str) -> CompileResult:
+        options = self.options()
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="jiter_magic-") as folder:
+            src = os.path.join(folder, f"jm_{name}.cpp")
+            lib = os.path.join(folder, f"jm_{name}.so")
+            with open(src, "w") as handle:
+                handle.write(source)
+            result = subprocess.run([self.cxx, *options, src, "-o", lib], capture_output=True, text=True, check=False)
+            log = map_log((result.stdout + result.stderr).replace(folder + os.sep, ""))
+            if result.returncode != 0:
+                raise CompileError(f"the C++ compiler could not compile {name} for the CPU:\n{log}", log, source)
+            with open(lib, "rb") as handle:
+                binary = handle.read()
+        return CompileResult(binary, log, time.perf_counter() - start, options)

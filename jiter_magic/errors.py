@@ -1,0 +1,47 @@
+"""Every error jiter_magic raises, in one place.
+
+Each class also inherits the standard exception type a user would naturally catch,
+so `except ValueError` keeps working for code written against torch's jiterator.
+"""
+from __future__ import annotations
+
+
+class JiterError(Exception):
+    """Base class of every error raised by jiter_magic."""
+
+
+class ParseError(JiterError, ValueError):
+    """The code string holds no usable C++ function definition."""
+
+
+class BindError(JiterError, TypeError):
+    """kwargs, inputs or outputs do not match the entry function's parameters."""
+
+
+class DTypeError(JiterError, TypeError):
+    """An unsupported dtype, or a cast that the safe-casting rules forbid."""
+
+
+class ShapeError(JiterError, ValueError):
+    """Shapes that do not broadcast, or an `out=` array of the wrong shape."""
+
+
+class DeviceError(JiterError, RuntimeError):
+    """Inputs on different devices, or on a device no backend can run on."""
+
+
+class CompileError(JiterError, RuntimeError):
+    """The compiler rejected the generated source; the message is its log, mapped to the user's lines."""
+
+    def __init__(self, message: str, log: str = "", source: str = ""):
+        super().__init__(message)
+        self.log = log
+        self.source = source
+
+
+class ToolchainError(JiterError, RuntimeError):
+    """A compiler or runtime component needed for the requested backend is missing."""
+
+
+class LaunchError(JiterError, RuntimeError):
+    """The kernel could not be loaded or launched."""

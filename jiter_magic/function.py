@@ -1,0 +1,416 @@
+"""`JitFunction`: the callable returned by `create_jit_fn`, and its call path.
+
+A call describes its arguments into a cheap tuple key. A known key (the hot path) finds
+a `CallPlan` holding the loaded kernel, the output layout and the argument packer, so
+only pointers are packed and the kernel is launched. An unknown key goes through the
+pipeline once: resolve dtypes and layout, build (disk cache or compile) and load.
+"""
+from __future__ import annotations
+
+import numbers
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import dtypes as dt
+from .arrays import adapter_for, coerce
+from .bind import bind
+from .build import Specialization, build, render
+from .cache import COUNTERS
+from .errors import BindError, DeviceError, DTypeError, ShapeError
+from .layout import Layout, plan_layout
+from .parse import parse_functor
+from .plan import CONTIGUOUS, STRIDED, KernelSpec, args_layout, fast_divisor
+
+_PLAN_LIMIT = 4096
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """Everything a call with a known key needs besides its pointers and scalar values."""
+
+    spec: KernelSpec
+    layout: Layout
+    launcher: Callable[[bytes, int, int], None] | None
+    packer: Any  # struct.Struct of the Args layout
+    geometry: tuple[int, ...]  # sizes, strides, divisors: packed after the values
+    output_dtypes: tuple[str, ...]
+    cuda: bool
+
+
+def _flatten(value: object, dtype: str) -> tuple:
+    """A scalar as the struct module packs it for `dtype` (complex as two floats)."""
+    kind = dt.DTYPES[dtype].kind
+    if kind == "c":
+        value = complex(value)
+        return (value.real, value.imag)
+    if kind == "f":
+        return (float(value.real if isinstance(value, complex) else value),)
+    if kind == "b":
+        return (bool(value),)
+    bits = dt.DTYPES[dtype].itemsize * 8
+    number = int(value.real if isinstance(value, complex) else value)
+    if kind == "u":
+        return (number % (1 << bits),)
+    return (((number + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1)),)
+
+
+def _scalar_value(value: object, where: str) -> object:
+    """A kwarg value as a Python scalar: 1-element tensors/arrays are `.item()`-ed, as torch does."""
+    if isinstance(value, numbers.Number):
+        return value
+    if hasattr(value, "item") and hasattr(value, "shape"):
+        size = 1
+        for n in value.shape:
+            size *= n
+        if size == 1:
+            return value.item()
+    raise DTypeError(f"{where} must be a bool, int, float or complex (or a 1-element array), got {type(value).__name__}")
+
+
+def cuda_available() -> bool:
+    """Whether a CUDA device can run kernels here (CuPy installed and a device visible)."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no CuPy, no driver or no device all mean "no"
+        return False
+
+
+class JitFunction:
+    """A jitted elementwise function; call it like a Python function on arrays."""
+
+    def __init__(self, code_string: str, num_outputs: int | None, kwargs: dict[str, object]):
+        self.functor = parse_functor(code_string)
+        self.binding = bind(self.functor, list(kwargs), num_outputs)
+        self.kwargs = {name: _scalar_value(value, f"default of {name!r}") for name, value in kwargs.items()}
+        for name, value in self.kwargs.items():
+            dt.extra_arg_type(value)
+        self.num_outputs = self.binding.num_outputs
+        self.multi_output = num_outputs is not None
+        self.__name__ = self.__qualname__ = self.functor.name
+        self.__doc__ = f"jitted elementwise function: {self.functor.signature}"
+        self._backend = "auto"
+        self._plans: dict[tuple, CallPlan] = {}
+        self._launchers: dict[tuple, Callable] = {}
+        self._lock = threading.Lock()
+        self.specializations: list[Specialization] = []
+        self.warnings: list[str] = []
+        self._listeners: list[Callable[[Specialization], None]] = []
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def code(self) -> str:
+        return self.functor.code
+
+    @property
+    def name(self) -> str:
+        return self.functor.name
+
+    @property
+    def backend(self) -> str:
+        """'auto' (by where the inputs live), 'cuda' or 'cpu' (refuse inputs living elsewhere)."""
+        return self._backend
+
+    @backend.setter
+    def backend(self, value: str) -> None:
+        if value not in ("auto", "cuda", "cpu"):
+            raise ValueError(f"backend must be 'auto', 'cuda' or 'cpu', got {value!r}")
+        self._backend = value
+
+    def add_listener(self, callback: Callable[[Specialization], None]) -> None:
+        """Call `callback(specialization)` whenever a new specialization is built."""
+        self._listeners.append(callback)
+
+    def remove_listener(self, callback: Callable[[Specialization], None]) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    def __repr__(self) -> str:
+        return f"<jiter_magic.JitFunction {self.functor.signature}>"
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        from .widgets import mimebundle
+
+        return mimebundle(self, include, exclude)
+
+    # ----------------------------------------------------------------- the call
+    def __call__(self, *args: object, out: object = None, **kwargs: object):
+        binding = self.binding
+        if len(args) != binding.num_inputs:
+            raise BindError(
+                f"{self.name} takes {binding.num_inputs} input(s) {list(binding.input_names)}, "
+                f"got {len(args)}"
+            )
+        values = self.kwargs
+        if kwargs:
+            for name in kwargs:
+                if name not in values:
+                    raise KeyError(f"{name} is not declared in function definition "
+                                   f"(declared: {list(values)})")
+            values = {**values, **kwargs}
+        extras = [_scalar_value(values[name], f"argument {name!r}") for name in binding.extra_names]
+        arrays, adapter, device = self._describe(args)
+        outs = self._outputs(out, adapter, device)
+        key = (
+            adapter.LIBRARY, device,
+            tuple(a[:4] if type(a) is tuple else ("s", dt.scalar_dtype(a)) for a in arrays),
+            tuple(dt.extra_arg_type(v) for v in extras),
+            None if outs is None else tuple(o[:3] for o in outs),
+        )
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plan(key, args, arrays, adapter, device, outs)
+        else:
+            COUNTERS.memory_hits += 1
+        return self._launch(plan, args, arrays, extras, adapter, device, outs)
+
+    def _describe(self, args: tuple) -> tuple[list, Any, int]:
+        """Per input, (dtype, shape, strides, ptr % 16 ... ) or the Python scalar itself."""
+        arrays: list = []
+        adapter = device = None
+        for position, x in enumerate(args):
+            a = adapter_for(x)
+            if a is None:
+                if isinstance(x, numbers.Number):
+                    arrays.append(x)
+                    continue
+                x, a = coerce(x)
+            desc = a.describe(x)
+            if adapter is None:
+                adapter, device = a, desc[4]
+            elif a is not adapter:
+                raise DeviceError(f"inputs mix {adapter.LIBRARY} and {a.LIBRARY} arrays; convert them to one library")
+            elif desc[4] != device:
+                raise DeviceError(
+                    f"inputs live on different devices ({_where(device)} and {_where(desc[4])}); "
+                    "move them to one device"
+                )
+            arrays.append((desc[0], desc[1], desc[2], desc[3] % 16, desc[3], x))
+        if adapter is None:
+            raise BindError(f"{self.name} needs at least one array input; got only Python scalars")
+        self._check_backend(device)
+        return arrays, adapter, device
+
+    def _check_backend(self, device: int) -> None:
+        lives = "cpu" if device < 0 else "cuda"
+        if self._backend != "auto" and self._backend != lives:
+            raise DeviceError(
+                f"{self.name} is set to backend={self._backend!r} but its inputs live on {_where(device)}; "
+                f"move them, or set backend='auto'"
+            )
+
+    def _outputs(self, out: object, adapter, device: int) -> list | None:
+        if out is None:
+            return None
+        given = out if isinstance(out, (tuple, list)) else (out,)
+        if len(given) != self.num_outputs:
+            raise BindError(f"{self.name} has {self.num_outputs} output(s), but out= gives {len(given)}")
+        result = []
+        for o in given:
+            a = adapter_for(o)
+            if a is not adapter:
+                raise DeviceError(f"out= must be a {adapter.LIBRARY} array like the inputs, got {type(o).__name__}")
+            desc = a.describe(o)
+            if desc[4] != device:
+                raise DeviceError(f"out= lives on {_where(desc[4])}, the inputs on {_where(device)}")
+            if not a.writable(o):
+                raise ValueError("out= array is read-only")
+            result.append((desc[0], desc[1], desc[2], desc[3], o))
+        return result
+
+    # ----------------------------------------------------------------- planning (once per key)
+    def _plan(self, key: tuple, args, arrays, adapter, device: int, outs) -> CallPlan:
+        spec, layout = self._resolve(arrays, adapter, device, outs, key[3])
+        cuda = device >= 0
+        launcher = None
+        if layout.numel:
+            launcher = self._launcher(spec, device)
+        geometry: tuple[int, ...] = ()
+        if spec.path == STRIDED:
+            geometry = tuple(layout.sizes) + tuple(s for op in layout.strides for s in op)
+            if not spec.index64:
+                divisors = [fast_divisor(n) for n in layout.sizes]
+                geometry += tuple(m for m, _ in divisors) + tuple(s for _, s in divisors)
+        plan = CallPlan(spec, layout, launcher, args_layout(spec).packer, geometry, spec.outputs, cuda)
+        with self._lock:
+            if len(self._plans) >= _PLAN_LIMIT:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+    def _resolve(self, arrays, adapter, device: int, outs, extras: tuple[str, ...]) -> tuple[KernelSpec, Layout]:
+        rules = adapter.RULES
+        array_items = [a for a in arrays if type(a) is tuple]
+        scalar_kinds = tuple(dt.scalar_dtype(a) for a in arrays if type(a) is not tuple)
+        if rules == "torch":
+            ranked = tuple((a[0], dt.ZERO_DIM if a[1] == () else dt.DIMENSIONED) for a in array_items)
+            common = dt.torch_result_type(ranked + tuple((k, dt.WRAPPED) for k in scalar_kinds))
+        else:
+            common = dt.numpy_result_type(tuple(a[0] for a in array_items), scalar_kinds)
+        dt.dtype(common)
+        compute = dt.compute_dtype(common)
+        if outs is None:
+            output_dtypes = (common,) * self.num_outputs
+        else:
+            output_dtypes = tuple(o[0] for o in outs)
+            for target in output_dtypes:
+                if not dt.can_cast(common, target, rules):
+                    raise DTypeError(f"result type {common} can't be cast to the desired output type {target} (out=)")
+        layout = plan_layout(
+            [a[1] for a in array_items], [a[2] for a in array_items],
+            None if outs is None else [o[1] for o in outs],
+            None if outs is None else [o[2] for o in outs],
+            self.num_outputs,
+        )
+        if outs is not None:
+            _check_overlap(outs, array_items, layout)
+        inputs = tuple(a[0] if type(a) is tuple else compute for a in arrays)
+        scalar = tuple(type(a) is not tuple for a in arrays)
+        cuda = device >= 0
+        path = CONTIGUOUS if layout.is_contiguous else STRIDED
+        vec = _vector_width(output_dtypes, array_items, outs) if cuda and path == CONTIGUOUS else 1
+        spec = KernelSpec(inputs, scalar, output_dtypes, compute, extras, path,
+                          max(layout.ndim, 1) if path == STRIDED else 1, vec,
+                          (not cuda) or layout.needs_int64)
+        return spec, layout
+
+    def _launcher(self, spec: KernelSpec, device: int) -> Callable:
+        launch_key = (device, spec)
+        launcher = self._launchers.get(launch_key)
+        if launcher is not None:
+            return launcher
+        if device >= 0:
+            from .backends import cuda as backend
+
+            specialization = build(self.binding, spec, "cuda", backend.compiler(device))
+            launcher = backend.CudaLauncher(specialization.binary, spec, device)
+        else:
+            from .backends import cpu as backend
+
+            specialization = build(self.binding, spec, "cpu", backend.compiler())
+            launcher = backend.CpuLauncher(specialization.binary, spec, specialization.cache_key)
+        self._launchers[launch_key] = launcher
+        self._record(specialization)
+        return launcher
+
+    def _record(self, specialization: Specialization) -> None:
+        self.specializations.append(specialization)
+        if specialization.log.strip():
+            self.warnings.append(specialization.log.strip())
+        for callback in list(self._listeners):
+            callback(specialization)
+
+    # ----------------------------------------------------------------- launching (every call)
+    def _launch(self, plan: CallPlan, args, arrays, extras, adapter, device: int, outs):
+        layout = plan.layout
+        if outs is None:
+            like = next(a[5] for a in arrays if type(a) is tuple)
+            results = [adapter.empty(layout.shape, layout.output_strides, d, device, like) for d in plan.output_dtypes]
+            pointers = [adapter.pointer(r) for r in results]
+        else:
+            results = [o[4] for o in outs]
+            pointers = [o[3] for o in outs]
+        if layout.numel:
+            spec = plan.spec
+            values: list = pointers + [a[4] for a in arrays if type(a) is tuple]
+            values.append(layout.numel)
+            for value, kind in zip(extras, spec.extras):
+                values.extend(_flatten(value, kind))
+            for value, is_scalar in zip(arrays, spec.scalar_inputs):
+                if is_scalar:
+                    values.extend(_flatten(value, spec.compute))
+            packed = plan.packer.pack(*values, *plan.geometry)
+            plan.launcher(packed, layout.numel, adapter.stream(device) if plan.cuda else 0)
+        if self.num_outputs == 1 and not self.multi_output:
+            return results[0]
+        return tuple(results)
+
+    # ----------------------------------------------------------------- inspection
+    def _spec_for(self, dtypes: tuple, backend: str, path: str, ndim: int) -> KernelSpec:
+        names = list(dtypes) or ["float32"] * self.binding.num_inputs
+        if len(names) != self.binding.num_inputs:
+            raise BindError(f"{self.name} takes {self.binding.num_inputs} input(s), got {len(names)} dtypes")
+        for name in names:
+            dt.dtype(name)
+        common = dt.torch_result_type(tuple((n, dt.DIMENSIONED) for n in names))
+        compute = dt.compute_dtype(common)
+        extras = tuple(dt.extra_arg_type(self.kwargs[n]) for n in self.binding.extra_names)
+        cuda = backend == "cuda"
+        if path not in (CONTIGUOUS, STRIDED):
+            raise ValueError(f"path must be {CONTIGUOUS!r} or {STRIDED!r}, got {path!r}")
+        vec = 1
+        if cuda and path == CONTIGUOUS:
+            widest = max(dt.DTYPES[n].itemsize for n in names + [common])
+            vec = max(1, min(8, 16 // widest))
+        return KernelSpec(tuple(names), (False,) * len(names), (common,) * self.num_outputs, compute, extras,
+                          path, ndim if path == STRIDED else 1, vec, not cuda)
+
+    def source(self, *dtypes: str, backend: str = "cuda", path: str = CONTIGUOUS, ndim: int = 1) -> str:
+        """The generated source of one specialization (no GPU, no compiler needed)."""
+        if backend not in ("cuda", "cpu"):
+            raise ValueError(f"backend must be 'cuda' or 'cpu', got {backend!r}")
+        return render(self.binding, self._spec_for(dtypes, backend, path, ndim), backend)
+
+    def compile(self, *dtypes: str, backend: str | None = None, path: str = CONTIGUOUS, ndim: int = 1) -> Specialization:
+        """Build a specialization now (for the given input dtypes, default all float32), so errors show early."""
+        backend = backend or (self._backend if self._backend != "auto" else ("cuda" if cuda_available() else "cpu"))
+        spec = self._spec_for(dtypes, backend, path, ndim)
+        for existing in self.specializations:
+            if existing.spec == spec and existing.backend == backend:
+                return existing
+        if backend == "cpu":
+            self._launcher(spec, -1)
+        elif cuda_available():
+            from .backends.cuda import current_device
+
+            self._launcher(spec, current_device())
+        else:
+            from .compilers.nvrtc import NvrtcCompiler, default_arch
+
+            self._record(build(self.binding, spec, "cuda", NvrtcCompiler(default_arch())))
+        return self.specializations[-1]
+
+
+def _where(device: int) -> str:
+    return "the CPU" if device < 0 else f"cuda:{device}"
+
+
+def _vector_width(output_dtypes, array_items, outs) -> int:
+    """Elements a thread moves per access: 16 bytes of the widest operand, shrunk until every pointer is aligned."""
+    sizes = [dt.DTYPES[d].itemsize for d in output_dtypes] + [dt.DTYPES[a[0]].itemsize for a in array_items]
+    vec = max(1, min(8, 16 // max(sizes)))
+    residues = [a[3] for a in array_items] + ([o[3] % 16 for o in outs] if outs else [])
+    operand_sizes = [dt.DTYPES[a[0]].itemsize for a in array_items] + (
+        [dt.DTYPES[o[0]].itemsize for o in outs] if outs else [])
+    while vec > 1 and any(r % min(16, vec * s) for r, s in zip(residues, operand_sizes)):
+        vec //= 2
+    return vec
+
+
+def _extent(shape: tuple, strides: tuple) -> tuple[int, int]:
+    low = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+    high = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+    return low, high
+
+
+def _check_overlap(outs, array_items, layout: Layout) -> None:
+    """torch's rules: an output may not overlap itself, nor partially overlap an input."""
+    for o in outs:
+        if any(s == 0 and n > 1 for s, n in zip(o[2], o[1])):
+            raise ShapeError("out= has an expanded (stride 0) dimension: several results would land on one element")
+        size = dt.DTYPES[o[0]].itemsize
+        lo, hi = _extent(o[1], o[2])
+        o_lo, o_hi = o[3] + lo * size, o[3] + (hi + 1) * size
+        for a in array_items:
+            a_size = dt.DTYPES[a[0]].itemsize
+            alo, ahi = _extent(a[1], a[2])
+            a_lo, a_hi = a[4] + alo * a_size, a[4] + (ahi + 1) * a_size
+            if a_lo < o_hi and o_lo < a_hi:
+                same = a[4] == o[3] and a[0] == o[0] and tuple(a[1]) == tuple(o[1]) and tuple(a[2]) == tuple(o[2])
+                if not same:
+                    raise ShapeError(
+                        "out= partially overlaps an input: some elements of the input and the written-to "
+                        "array refer to the same memory; pass a separate output or the input itself"
+                    )
