@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import dtypes as dt
+from .arrays import _BY_TYPE as _ADAPTERS
 from .arrays import adapter_for, coerce
 from .bind import bind
 from .build import Specialization, build, render
@@ -20,7 +21,7 @@ from .cache import COUNTERS
 from .errors import BindError, DeviceError, DTypeError, ShapeError
 from .layout import Layout, plan_layout
 from .parse import parse_functor
-from .plan import CONTIGUOUS, STRIDED, KernelSpec, args_layout, fast_divisor
+from .plan import CONTIGUOUS, STRIDED, KernelSpec, fast_divisor
 
 _PLAN_LIMIT = 4096
 
@@ -31,11 +32,36 @@ class CallPlan:
 
     spec: KernelSpec
     layout: Layout
-    launcher: Callable[[bytes, int, int], None] | None
-    packer: Any  # struct.Struct of the Args layout
+    launcher: Callable[[list, tuple, int], None] | None
     geometry: tuple[int, ...]  # sizes, strides, divisors: packed after the values
-    output_dtypes: tuple[str, ...]
-    cuda: bool
+    allocators: tuple[Callable[[], Any], ...]  # one a output
+    flatten: Callable | None  # None when extras pack as they are and no input is a scalar
+
+
+_PY_SCALAR_KIND = {bool: "bool", int: "int64", float: "float64", complex: "complex128"}
+
+
+def _scalar_kind(value: object) -> str:
+    kind = _PY_SCALAR_KIND.get(type(value))
+    return kind if kind is not None else dt.scalar_dtype(value)
+
+
+def _flattener(spec: KernelSpec) -> Callable | None:
+    """How to turn (numel, extras, items) into packed values; None for the common all-plain case."""
+    simple = all(dt.DTYPES[k].kind != "c" for k in spec.extras) and not any(spec.scalar_inputs)
+    if simple:
+        return None
+
+    def flatten(numel: int, extras: list, items: list) -> list:
+        values = [numel]
+        for value, kind in zip(extras, spec.extras):
+            values.extend(_flatten(value, kind))
+        for value, is_scalar in zip(items, spec.scalar_inputs):
+            if is_scalar:
+                values.extend(_flatten(value, spec.compute))
+        return values
+
+    return flatten
 
 
 def _flatten(value: object, dtype: str) -> tuple:
@@ -57,7 +83,7 @@ def _flatten(value: object, dtype: str) -> tuple:
 
 def _scalar_value(value: object, where: str) -> object:
     """A kwarg value as a Python scalar: 1-element tensors/arrays are `.item()`-ed, as torch does."""
-    if isinstance(value, numbers.Number):
+    if type(value) in _PY_SCALAR_KIND or isinstance(value, numbers.Number):
         return value
     if hasattr(value, "item") and hasattr(value, "shape"):
         size = 1
@@ -92,6 +118,11 @@ class JitFunction:
         self.__name__ = self.__qualname__ = self.functor.name
         self.__doc__ = f"jitted elementwise function: {self.functor.signature}"
         self._backend = "auto"
+        self._checked_device: int | None = None
+        self._num_inputs = self.binding.num_inputs
+        self._returns_one = self.num_outputs == 1 and not self.multi_output
+        self._default_extras = [self.kwargs[n] for n in self.binding.extra_names]
+        self._default_kinds = tuple(_scalar_kind(v) for v in self._default_extras)
         self._plans: dict[tuple, CallPlan] = {}
         self._launchers: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
@@ -118,6 +149,7 @@ class JitFunction:
         if value not in ("auto", "cuda", "cpu"):
             raise ValueError(f"backend must be 'auto', 'cuda' or 'cpu', got {value!r}")
         self._backend = value
+        self._checked_device = None
 
     def add_listener(self, callback: Callable[[Specialization], None]) -> None:
         """Call `callback(specialization)` whenever a new specialization is built."""
@@ -137,61 +169,81 @@ class JitFunction:
 
     # ----------------------------------------------------------------- the call
     def __call__(self, *args: object, out: object = None, **kwargs: object):
-        binding = self.binding
-        if len(args) != binding.num_inputs:
+        if len(args) != self._num_inputs:
             raise BindError(
-                f"{self.name} takes {binding.num_inputs} input(s) {list(binding.input_names)}, "
-                f"got {len(args)}"
+                f"{self.name} takes {self._num_inputs} input(s) {list(self.binding.input_names)}, got {len(args)}"
             )
-        values = self.kwargs
         if kwargs:
-            for name in kwargs:
-                if name not in values:
-                    raise KeyError(f"{name} is not declared in function definition "
-                                   f"(declared: {list(values)})")
-            values = {**values, **kwargs}
-        extras = [_scalar_value(values[name], f"argument {name!r}") for name in binding.extra_names]
-        arrays, adapter, device = self._describe(args)
-        outs = self._outputs(out, adapter, device)
-        key = (
-            adapter.LIBRARY, device,
-            tuple(a[:4] if type(a) is tuple else ("s", dt.scalar_dtype(a)) for a in arrays),
-            tuple(dt.extra_arg_type(v) for v in extras),
-            None if outs is None else tuple(o[:3] for o in outs),
-        )
+            extras, extra_kinds = self._extras(kwargs)
+        else:
+            extras, extra_kinds = self._default_extras, self._default_kinds
+        items, parts, adapter, device = self._describe(args)
+        outs = None if out is None else self._outputs(out, adapter, device)
+        key = (adapter, device, tuple(parts), extra_kinds,
+               None if outs is None else tuple((o[0], o[1], o[2], o[3] % 16) for o in outs))
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plan(key, args, arrays, adapter, device, outs)
+            plan = self._plan(key, items, adapter, device, outs)
         else:
             COUNTERS.memory_hits += 1
-        return self._launch(plan, args, arrays, extras, adapter, device, outs)
+        if outs is None:
+            results = [allocate() for allocate in plan.allocators]
+            pointers = [adapter.pointer(r) for r in results]
+        else:
+            results = [o[5] for o in outs]
+            pointers = [o[3] for o in outs]
+        if plan.launcher is not None:
+            for item in items:
+                if type(item) is tuple:
+                    pointers.append(item[3])
+            if plan.flatten is None:
+                pointers.append(plan.layout.numel)
+                pointers.extend(extras)
+            else:
+                pointers.extend(plan.flatten(plan.layout.numel, extras, items))
+            plan.launcher(pointers, plan.geometry, adapter.stream(device) if device >= 0 else 0)
+        if self._returns_one:
+            return results[0]
+        return tuple(results)
 
-    def _describe(self, args: tuple) -> tuple[list, Any, int]:
-        """Per input, (dtype, shape, strides, ptr % 16 ... ) or the Python scalar itself."""
-        arrays: list = []
+    def _extras(self, kwargs: dict) -> tuple[list, tuple]:
+        values = self.kwargs
+        for name in kwargs:
+            if name not in values:
+                raise KeyError(f"{name} is not declared in function definition (declared: {list(values)})")
+        values = {**values, **kwargs}
+        extras = [_scalar_value(values[name], f"argument {name!r}") for name in self.binding.extra_names]
+        return extras, tuple(_scalar_kind(v) for v in extras)
+
+    def _describe(self, args: tuple) -> tuple[list, list, Any, int]:
+        """Per input: the adapter's cheap description plus the array, or the Python scalar itself."""
+        items: list = []
+        parts: list = []
         adapter = device = None
-        for position, x in enumerate(args):
-            a = adapter_for(x)
+        for x in args:
+            a = _ADAPTERS.get(type(x)) or adapter_for(x)
             if a is None:
                 if isinstance(x, numbers.Number):
-                    arrays.append(x)
+                    items.append(x)
+                    parts.append(_scalar_kind(x))
                     continue
                 x, a = coerce(x)
             desc = a.describe(x)
             if adapter is None:
                 adapter, device = a, desc[4]
+                if device != self._checked_device:
+                    self._check_backend(device)
             elif a is not adapter:
                 raise DeviceError(f"inputs mix {adapter.LIBRARY} and {a.LIBRARY} arrays; convert them to one library")
             elif desc[4] != device:
                 raise DeviceError(
-                    f"inputs live on different devices ({_where(device)} and {_where(desc[4])}); "
-                    "move them to one device"
+                    f"inputs live on different devices ({_where(device)} and {_where(desc[4])}); move them to one device"
                 )
-            arrays.append((desc[0], desc[1], desc[2], desc[3] % 16, desc[3], x))
+            items.append(desc + (x,))
+            parts.append((desc[0], desc[1], desc[2], desc[3] % 16))
         if adapter is None:
             raise BindError(f"{self.name} needs at least one array input; got only Python scalars")
-        self._check_backend(device)
-        return arrays, adapter, device
+        return items, parts, adapter, device
 
     def _check_backend(self, device: int) -> None:
         lives = "cpu" if device < 0 else "cuda"
@@ -200,40 +252,39 @@ class JitFunction:
                 f"{self.name} is set to backend={self._backend!r} but its inputs live on {_where(device)}; "
                 f"move them, or set backend='auto'"
             )
+        self._checked_device = device
 
-    def _outputs(self, out: object, adapter, device: int) -> list | None:
-        if out is None:
-            return None
+    def _outputs(self, out: object, adapter, device: int) -> list:
         given = out if isinstance(out, (tuple, list)) else (out,)
         if len(given) != self.num_outputs:
             raise BindError(f"{self.name} has {self.num_outputs} output(s), but out= gives {len(given)}")
         result = []
         for o in given:
-            a = adapter_for(o)
-            if a is not adapter:
+            if adapter_for(o) is not adapter:
                 raise DeviceError(f"out= must be a {adapter.LIBRARY} array like the inputs, got {type(o).__name__}")
-            desc = a.describe(o)
+            desc = adapter.describe(o)
             if desc[4] != device:
                 raise DeviceError(f"out= lives on {_where(desc[4])}, the inputs on {_where(device)}")
-            if not a.writable(o):
+            if not adapter.writable(o):
                 raise ValueError("out= array is read-only")
-            result.append((desc[0], desc[1], desc[2], desc[3], o))
+            result.append(desc + (o,))
         return result
 
     # ----------------------------------------------------------------- planning (once per key)
-    def _plan(self, key: tuple, args, arrays, adapter, device: int, outs) -> CallPlan:
-        spec, layout = self._resolve(arrays, adapter, device, outs, key[3])
-        cuda = device >= 0
-        launcher = None
-        if layout.numel:
-            launcher = self._launcher(spec, device)
+    def _plan(self, key: tuple, items, adapter, device: int, outs) -> CallPlan:
+        arrays = [adapter.normalize(i[5]) + (i[3],) if type(i) is tuple else i for i in items]
+        normal_outs = None if outs is None else [adapter.normalize(o[5]) + (o[3],) for o in outs]
+        spec, layout = self._resolve(arrays, adapter, device, normal_outs, key[3])
+        launcher = self._launcher(spec, device) if layout.numel else None
         geometry: tuple[int, ...] = ()
-        if spec.path == STRIDED:
+        if spec.path == STRIDED and layout.numel:
             geometry = tuple(layout.sizes) + tuple(s for op in layout.strides for s in op)
             if not spec.index64:
                 divisors = [fast_divisor(n) for n in layout.sizes]
                 geometry += tuple(m for m, _ in divisors) + tuple(s for _, s in divisors)
-        plan = CallPlan(spec, layout, launcher, args_layout(spec).packer, geometry, spec.outputs, cuda)
+        like = next(i[5] for i in items if type(i) is tuple)
+        allocators = tuple(adapter.allocator(layout.shape, layout.output_strides, d, like) for d in spec.outputs)
+        plan = CallPlan(spec, layout, launcher, geometry, allocators, _flattener(spec))
         with self._lock:
             if len(self._plans) >= _PLAN_LIMIT:
                 self._plans.clear()
@@ -241,6 +292,7 @@ class JitFunction:
         return plan
 
     def _resolve(self, arrays, adapter, device: int, outs, extras: tuple[str, ...]) -> tuple[KernelSpec, Layout]:
+        """dtypes, layout and kernel path of a call; `arrays` holds (dtype, shape, strides, ptr) or scalars."""
         rules = adapter.RULES
         array_items = [a for a in arrays if type(a) is tuple]
         scalar_kinds = tuple(dt.scalar_dtype(a) for a in arrays if type(a) is not tuple)
@@ -265,7 +317,7 @@ class JitFunction:
             self.num_outputs,
         )
         if outs is not None:
-            _check_overlap(outs, array_items, layout)
+            _check_overlap(outs, array_items)
         inputs = tuple(a[0] if type(a) is tuple else compute for a in arrays)
         scalar = tuple(type(a) is not tuple for a in arrays)
         cuda = device >= 0
@@ -301,31 +353,6 @@ class JitFunction:
             self.warnings.append(specialization.log.strip())
         for callback in list(self._listeners):
             callback(specialization)
-
-    # ----------------------------------------------------------------- launching (every call)
-    def _launch(self, plan: CallPlan, args, arrays, extras, adapter, device: int, outs):
-        layout = plan.layout
-        if outs is None:
-            like = next(a[5] for a in arrays if type(a) is tuple)
-            results = [adapter.empty(layout.shape, layout.output_strides, d, device, like) for d in plan.output_dtypes]
-            pointers = [adapter.pointer(r) for r in results]
-        else:
-            results = [o[4] for o in outs]
-            pointers = [o[3] for o in outs]
-        if layout.numel:
-            spec = plan.spec
-            values: list = pointers + [a[4] for a in arrays if type(a) is tuple]
-            values.append(layout.numel)
-            for value, kind in zip(extras, spec.extras):
-                values.extend(_flatten(value, kind))
-            for value, is_scalar in zip(arrays, spec.scalar_inputs):
-                if is_scalar:
-                    values.extend(_flatten(value, spec.compute))
-            packed = plan.packer.pack(*values, *plan.geometry)
-            plan.launcher(packed, layout.numel, adapter.stream(device) if plan.cuda else 0)
-        if self.num_outputs == 1 and not self.multi_output:
-            return results[0]
-        return tuple(results)
 
     # ----------------------------------------------------------------- inspection
     def _spec_for(self, dtypes: tuple, backend: str, path: str, ndim: int) -> KernelSpec:
@@ -395,7 +422,7 @@ def _extent(shape: tuple, strides: tuple) -> tuple[int, int]:
     return low, high
 
 
-def _check_overlap(outs, array_items, layout: Layout) -> None:
+def _check_overlap(outs, array_items) -> None:
     """torch's rules: an output may not overlap itself, nor partially overlap an input."""
     for o in outs:
         if any(s == 0 and n > 1 for s, n in zip(o[2], o[1])):

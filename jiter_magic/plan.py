@@ -68,7 +68,7 @@ class ArgsField:
     ctype: str
     format: str  # struct module format of the field itself, no padding
     offset: int
-    count: int = 1  # array length (sizes/strides)
+    count: int = 0  # array length (sizes/strides); 0 for a plain field
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class ArgsLayout:
     def declaration(self) -> str:
         lines = ["struct Args {"]
         for f in self.fields:
-            suffix = f"[{f.count}]" if f.count > 1 else ""
+            suffix = f"[{f.count}]" if f.count else ""
             align = 16 if f.format == "dd" else 8
             lines.append(f"  alignas({align}) {f.ctype} {f.name}{suffix};")
         lines.append("};")
@@ -95,17 +95,17 @@ def args_layout(spec: KernelSpec) -> ArgsLayout:
     """Fields of the kernel's `Args` struct: pointers, n, extras, scalar inputs, then loop geometry."""
     raw: list[tuple[str, str, str, int, int]] = []  # name, ctype, format, size, count
     for j, d in enumerate(spec.outputs):
-        raw.append((f"out{j}", f"{_ctype(d)}*", "Q", 8, 1))
+        raw.append((f"out{j}", f"{_ctype(d)}*", "Q", 8, 0))
     for i in spec.array_inputs:
-        raw.append((f"in{i}", f"const {_ctype(spec.inputs[i])}*", "Q", 8, 1))
-    raw.append(("n", "int64_t", "q", 8, 1))
+        raw.append((f"in{i}", f"const {_ctype(spec.inputs[i])}*", "Q", 8, 0))
+    raw.append(("n", "int64_t", "q", 8, 0))
     for k, d in enumerate(spec.extras):
         fmt, size = _SCALAR_FORMAT[d]
-        raw.append((f"extra{k}", _ctype(d), fmt, size, 1))
+        raw.append((f"extra{k}", _ctype(d), fmt, size, 0))
     for i, is_scalar in enumerate(spec.scalar_inputs):
         if is_scalar:
             fmt, size = _SCALAR_FORMAT[spec.inputs[i]]
-            raw.append((f"scalar{i}", _ctype(spec.inputs[i]), fmt, size, 1))
+            raw.append((f"scalar{i}", _ctype(spec.inputs[i]), fmt, size, 0))
     if spec.path == STRIDED:
         raw.append(("sizes", "int64_t", "q" * spec.ndim, 8 * spec.ndim, spec.ndim))
         for op in range(spec.num_operands):

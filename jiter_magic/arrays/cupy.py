@@ -20,9 +20,23 @@ _SUPPORTED = {"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uin
               "float16", "float32", "float64", "complex64", "complex128"}
 
 
-def describe(a: cupy.ndarray) -> tuple[str, tuple, tuple, int, int]:
+def describe(a: cupy.ndarray) -> tuple:
+    """The hot-path description: (dtype object, shape, byte strides, pointer, device)."""
+    return a.dtype, a.shape, a.strides, a.data.ptr, a.device.id
+
+
+def normalize(a: cupy.ndarray) -> tuple[str, tuple, tuple]:
     size = a.itemsize
-    return dtype_name(a), a.shape, tuple(s // size for s in a.strides), a.data.ptr, a.device.id
+    if any(s % size for s in a.strides):
+        from ..errors import ShapeError
+
+        raise ShapeError(f"array strides {a.strides} are not multiples of its itemsize {size}; pass a copy")
+    return dtype_name(a), tuple(a.shape), tuple(s // size for s in a.strides)
+
+
+def allocator(shape: tuple, strides: tuple, dtype: str, like: cupy.ndarray):
+    device = like.device.id
+    return lambda: empty(shape, strides, dtype, device, like)
 
 
 def empty(shape: tuple, strides: tuple, dtype: str, device: int, like: cupy.ndarray) -> cupy.ndarray:
@@ -37,12 +51,6 @@ def stream(device: int) -> int:
     return cupy.cuda.get_current_stream(device).ptr
 
 
-def is_zero_dim(a: cupy.ndarray) -> bool:
-    return a.ndim == 0
-
-
-def item(a: cupy.ndarray) -> object:
-    return a.item()
 
 
 def writable(a: cupy.ndarray) -> bool:

@@ -18,14 +18,22 @@ def dtype_name(a: numpy.ndarray) -> str:
     return dt.name
 
 
-def describe(a: numpy.ndarray) -> tuple[str, tuple, tuple, int, int]:
+def describe(a: numpy.ndarray) -> tuple:
+    """The hot-path description: (dtype object, shape, byte strides, pointer, device -1)."""
+    return a.dtype, a.shape, a.strides, a.ctypes.data, -1
+
+
+def normalize(a: numpy.ndarray) -> tuple[str, tuple, tuple]:
     size = a.itemsize
-    strides = a.strides
-    if any(s % size for s in strides):
+    if any(s % size for s in a.strides):
         from ..errors import ShapeError
 
-        raise ShapeError(f"array strides {strides} are not multiples of its itemsize {size}; pass a copy")
-    return dtype_name(a), a.shape, tuple(s // size for s in strides), a.__array_interface__["data"][0], -1
+        raise ShapeError(f"array strides {a.strides} are not multiples of its itemsize {size}; pass a copy")
+    return dtype_name(a), tuple(a.shape), tuple(s // size for s in a.strides)
+
+
+def allocator(shape: tuple, strides: tuple, dtype: str, like: numpy.ndarray):
+    return lambda: empty(shape, strides, dtype, -1, like)
 
 
 def empty(shape: tuple, strides: tuple, dtype: str, device: int, like: numpy.ndarray) -> numpy.ndarray:
@@ -39,12 +47,6 @@ def stream(device: int) -> int:
     return 0
 
 
-def is_zero_dim(a: numpy.ndarray) -> bool:
-    return a.ndim == 0
-
-
-def item(a: numpy.ndarray) -> object:
-    return a.item()
 
 
 def writable(a: numpy.ndarray) -> bool:
@@ -52,4 +54,4 @@ def writable(a: numpy.ndarray) -> bool:
 
 
 def pointer(t) -> int:
-    return t.__array_interface__["data"][0]
+    return t.ctypes.data

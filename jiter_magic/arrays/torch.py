@@ -24,8 +24,21 @@ def dtype_name(t: torch.Tensor) -> str:
         raise DTypeError(f"torch dtype {t.dtype} is not supported by jiter_magic") from None
 
 
-def describe(t: torch.Tensor) -> tuple[str, tuple, tuple, int, int]:
-    return dtype_name(t), tuple(t.shape), t.stride(), t.data_ptr(), t.get_device()
+def describe(t: torch.Tensor) -> tuple:
+    """The hot-path description: (dtype object, shape, strides, pointer, device); cheap, hashable parts."""
+    return t.dtype, t.shape, t.stride(), t.data_ptr(), t.get_device()
+
+
+def normalize(t: torch.Tensor) -> tuple[str, tuple, tuple]:
+    """dtype name, shape and element strides, for planning (once per key)."""
+    return dtype_name(t), tuple(t.shape), tuple(t.stride())
+
+
+def allocator(shape: tuple, strides: tuple, dtype: str, like: torch.Tensor):
+    """A zero-argument function allocating one output like this, bound once per plan."""
+    from functools import partial
+
+    return partial(torch.empty_strided, shape, strides, dtype=_DTYPES[dtype], device=like.device)
 
 
 def empty(shape: tuple, strides: tuple, dtype: str, device: int, like: torch.Tensor) -> torch.Tensor:
@@ -36,12 +49,6 @@ def stream(device: int) -> int:
     return _raw_stream(device)
 
 
-def is_zero_dim(t: torch.Tensor) -> bool:
-    return t.dim() == 0
-
-
-def item(t: torch.Tensor) -> object:
-    return t.item()
 
 
 def writable(t: torch.Tensor) -> bool:

@@ -9,7 +9,7 @@ import tempfile
 from ..codegen.kernel import KERNEL_NAME
 from ..compilers.cxx import CxxCompiler
 from ..errors import LaunchError
-from ..plan import KernelSpec
+from ..plan import KernelSpec, args_layout
 
 NAME = "cpu"
 
@@ -28,8 +28,6 @@ def _library_folder() -> str:
 class CpuLauncher:
     """One loaded host specialization."""
 
-    __slots__ = ("library", "function", "path")
-
     def __init__(self, binary: bytes, spec: KernelSpec, key: str):
         self.path = os.path.join(_library_folder(), f"{key}.so")
         if not os.path.exists(self.path):
@@ -44,6 +42,7 @@ class CpuLauncher:
             raise LaunchError(f"could not load the compiled host kernel {self.path}: {exc}") from exc
         self.function.argtypes = (ctypes.c_char_p,)
         self.function.restype = None
+        self.pack = args_layout(spec).packer.pack
 
-    def __call__(self, packed: bytes, numel: int, stream: int) -> None:
-        self.function(packed)
+    def __call__(self, values: list, geometry: tuple, stream: int) -> None:
+        self.function(self.pack(*values, *geometry))

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 
 from ..codegen.kernel import KERNEL_NAME
 from ..compilers.nvrtc import NvrtcCompiler
 from ..errors import DeviceError, LaunchError
-from ..plan import BLOCK, CONTIGUOUS, ITEMS, UNROLL, KernelSpec
+from ..plan import BLOCK, CONTIGUOUS, ITEMS, UNROLL, KernelSpec, args_layout
 
 NAME = "cuda"
 
@@ -41,9 +42,7 @@ def compiler(device: int) -> NvrtcCompiler:
 
 
 class CudaLauncher:
-    """One loaded specialization on one device."""
-
-    __slots__ = ("module", "function", "work", "device", "_launch")
+    """One loaded specialization on one device; packs the Args struct into a buffer it owns."""
 
     def __init__(self, binary: bytes, spec: KernelSpec, device: int):
         cupy = _cupy()
@@ -58,10 +57,16 @@ class CudaLauncher:
                 raise LaunchError(f"could not load the compiled kernel on CUDA device {device}: {exc}") from exc
         self.work = BLOCK * spec.vec * UNROLL if spec.path == CONTIGUOUS else BLOCK * ITEMS
         self.device = device
-        self._launch = driver.launchKernel
+        self.numel_index = spec.num_operands
+        self.pack_into = args_layout(spec).packer.pack_into
+        self.buffer = ctypes.create_string_buffer(args_layout(spec).packer.size)
+        self.params = (ctypes.c_void_p * 1)(ctypes.addressof(self.buffer))
+        self.params_address = ctypes.addressof(self.params)
+        self.launch = driver.launchKernel
+        self.lock = threading.Lock()
 
-    def __call__(self, packed: bytes, numel: int, stream: int) -> None:
-        blocks = (numel + self.work - 1) // self.work
-        buffer = ctypes.create_string_buffer(packed, len(packed))
-        params = (ctypes.c_void_p * 1)(ctypes.addressof(buffer))
-        self._launch(self.function, blocks, 1, 1, BLOCK, 1, 1, 0, stream, ctypes.addressof(params), 0)
+    def __call__(self, values: list, geometry: tuple, stream: int) -> None:
+        blocks = (values[self.numel_index] + self.work - 1) // self.work
+        with self.lock:  # the driver copies the parameters during the launch call
+            self.pack_into(self.buffer, 0, *values, *geometry)
+            self.launch(self.function, blocks, 1, 1, BLOCK, 1, 1, 0, stream, self.params_address, 0)

@@ -1,0 +1,256 @@
+"""GPU benchmark: jiter_magic against torch's jiterator, torch's native ops, CuPy and the bandwidth ceiling.
+
+Every case is timed in the same run with CUDA events (median of many launches, after a
+warm-up), so the figures compare like with like. Writes bench_gpu.json and bench_gpu.md
+into --out and prints the table last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import jiter_magic  # noqa: E402
+
+AXPY = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
+
+
+def timed(fn, reps: int = 50, warmup: int = 5) -> float:
+    """Median seconds of one call, by CUDA events around each call."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def host_cost(fn, reps: int = 2000) -> float:
+    """Microseconds of host time per call on tiny inputs (launch-bound)."""
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / reps * 1e6
+
+
+def cupy_kernel():
+    try:
+        import cupy
+    except ImportError:
+        return None
+    return cupy.ElementwiseKernel("T x, T y, T alpha", "T z", "z = -x + alpha * y", "jm_bench_axpy")
+
+
+def ceilings(n_bytes: int) -> dict:
+    src = torch.empty(n_bytes // 4, dtype=torch.float32, device="cuda").uniform_()
+    dst = torch.empty_like(src)
+    copy = timed(lambda: dst.copy_(src), reps=30)
+    fill = timed(lambda: dst.fill_(1.5), reps=30)
+    return {"copy_GBps": 2 * n_bytes / copy / 1e9, "write_GBps": n_bytes / fill / 1e9}
+
+
+def case(name, bytes_moved, ours, torch_jit=None, native=None, cupy_fn=None, note=""):
+    row = {"case": name, "note": note}
+    for label, fn in (("jiter_magic", ours), ("torch_jiterator", torch_jit), ("torch_native", native), ("cupy", cupy_fn)):
+        if fn is None:
+            row[label] = None
+            continue
+        seconds = timed(fn)
+        row[label] = bytes_moved / seconds / 1e9
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def bandwidth_cases() -> list[dict]:
+    rows = []
+    ours = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
+    ref = torch.cuda.jiterator._create_jit_fn(AXPY, alpha=1.0)
+    ck = cupy_kernel()
+    n = 1 << 28
+    x = torch.rand(n, device="cuda")
+    y = torch.rand(n, device="cuda")
+    out = torch.empty_like(x)
+    cupy_args = None
+    if ck is not None:
+        import cupy
+
+        cx, cy = cupy.asarray(x), cupy.asarray(y)
+        cz = cupy.empty_like(cx)
+        cupy_args = lambda: ck(cx, cy, cupy.float32(2.0), cz)  # noqa: E731
+    rows.append(case("-x + alpha*y, 2^28 float32, contiguous (12 B/elem)", 12 * n,
+                     lambda: ours(x, y, alpha=2.0), lambda: ref(x, y, alpha=2.0),
+                     lambda: torch.add(y, x, alpha=2.0), cupy_args))
+    rows.append(case("same, out= preallocated", 12 * n, lambda: ours(x, y, alpha=2.0, out=out), None,
+                     lambda: torch.add(y, x, alpha=2.0, out=out)))
+    del x, y, out
+    for dtype in (torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.complex64):
+        m = (1 << 30) // torch.empty((), dtype=dtype).element_size()
+        a = (torch.rand(m, device="cuda") * 10).to(dtype)
+        b = (torch.rand(m, device="cuda") * 10).to(dtype)
+        size = a.element_size()
+        alpha = 2 if dtype is torch.int64 else 2.0
+        rows.append(case(f"contiguous {str(dtype)[6:]}, 1 GiB an input", 3 * size * m,
+                         lambda: ours(a, b, alpha=alpha), lambda: ref(a, b, alpha=alpha),
+                         lambda: torch.add(b, a, alpha=alpha)))
+        del a, b
+    s = 16384
+    col = torch.rand(s, 1, device="cuda")
+    row = torch.rand(1, s, device="cuda")
+    rows.append(case("broadcast (16384,1) with (1,16384), GB/s of output", 4 * s * s,
+                     lambda: ours(col, row, alpha=2.0), lambda: ref(col, row, alpha=2.0),
+                     lambda: torch.add(row, col, alpha=2.0)))
+    del col, row
+    t = torch.rand(s, s, device="cuda").T
+    u = torch.rand(s, s, device="cuda")
+    rows.append(case("first input transposed, 16384^2 float32", 12 * s * s,
+                     lambda: ours(t, u, alpha=2.0), lambda: ref(t, u, alpha=2.0),
+                     lambda: torch.add(u, t, alpha=2.0)))
+    del t, u
+    n = 1 << 28
+    h = torch.rand(n, device="cuda").half()
+    f = torch.rand(n, device="cuda")
+    rows.append(case("half + float inputs (cast path), 2^28", 10 * n,
+                     lambda: ours(h, f, alpha=2.0), lambda: ref(h, f, alpha=2.0),
+                     lambda: torch.add(f, h, alpha=2.0)))
+    del h, f
+    m_, n_ = 16384, 8192
+    mat = torch.rand(m_, n_, device="cuda")
+    bias = torch.rand(n_, device="cuda")
+    rows.append(case("bias (N,) over (M,N) float32", 8 * m_ * n_ + 4 * n_,
+                     lambda: ours(mat, bias, alpha=2.0), lambda: ref(mat, bias, alpha=2.0),
+                     lambda: torch.add(bias, mat, alpha=2.0)))
+    del mat, bias
+    nchw = torch.rand(64, 256, 64, 64, device="cuda")
+    nhwc = nchw.permute(0, 2, 3, 1)
+    dense = torch.rand(64, 64, 64, 256, device="cuda")
+    rows.append(case("NCHW tensor read as NHWC + dense NHWC", 12 * nchw.numel(),
+                     lambda: ours(nhwc, dense, alpha=2.0), lambda: ref(nhwc, dense, alpha=2.0),
+                     lambda: torch.add(dense, nhwc, alpha=2.0)))
+    del nchw, nhwc, dense
+    k = 1 << 26
+    xs = [torch.rand(k, device="cuda") for _ in range(8)]
+    code8 = "template <typename T> T f(T a, T b, T c, T d, T e, T g, T h, T i) { return a + b + c + d + e + g + h + i; }"
+    ours8, ref8 = jiter_magic.create_jit_fn(code8), torch.cuda.jiterator._create_jit_fn(code8)
+    rows.append(case("8 inputs, 2^26 float32", 36 * k, lambda: ours8(*xs), lambda: ref8(*xs)))
+    code2 = "template <typename T> void f(T x, T y, T& s, T& d) { s = x + y; d = x - y; }"
+    ours2 = jiter_magic.create_multi_output_jit_fn(code2, 2)
+    ref2 = torch.cuda.jiterator._create_multi_output_jit_fn(code2, 2)
+    rows.append(case("2 outputs, 2^26 float32", 16 * k, lambda: ours2(xs[0], xs[1]), lambda: ref2(xs[0], xs[1])))
+    del xs
+    return rows
+
+
+def latency_cases() -> dict:
+    result = {}
+    ours = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
+    ref = torch.cuda.jiterator._create_jit_fn(AXPY, alpha=1.0)
+    for n in (1, 1024):
+        x, y = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+        result[f"host_us_{n}"] = {
+            "jiter_magic": host_cost(lambda: ours(x, y)),
+            "torch_jiterator": host_cost(lambda: ref(x, y)),
+            "torch_native": host_cost(lambda: torch.add(y, x, alpha=1.0)),
+        }
+    tag = str(time.time_ns())
+    fresh = f"template <typename T> T cold_{tag}(T x, T y, T alpha) {{ return -x + alpha * y; }}"
+    os.environ["JITER_MAGIC_DISK_CACHE"] = "0"
+    x, y = torch.rand(1024, device="cuda"), torch.rand(1024, device="cuda")
+    fn = jiter_magic.create_jit_fn(fresh, alpha=1.0)
+    start = time.perf_counter()
+    fn(x, y)
+    torch.cuda.synchronize()
+    cold = time.perf_counter() - start
+    start = time.perf_counter()
+    fn(x.double(), y.double())
+    torch.cuda.synchronize()
+    cold_dtype = time.perf_counter() - start
+    os.environ.pop("JITER_MAGIC_DISK_CACHE")
+    rfn = torch.cuda.jiterator._create_jit_fn(fresh.replace("cold_", "tcold_"), alpha=1.0)
+    start = time.perf_counter()
+    rfn(x, y)
+    torch.cuda.synchronize()
+    tcold = time.perf_counter() - start
+    result["cold_compile_s"] = {"jiter_magic": cold, "torch_jiterator": tcold}
+    result["cold_new_dtype_s"] = {"jiter_magic": cold_dtype}
+    result["new_process_disk_hit_s"] = {"jiter_magic": _disk_hit_seconds()}
+    return result
+
+
+def _disk_hit_seconds() -> float:
+    script = (
+        "import time, torch, jiter_magic\n"
+        "x = torch.rand(1024, device='cuda'); y = torch.rand(1024, device='cuda'); torch.cuda.synchronize()\n"
+        f"fn = jiter_magic.create_jit_fn({AXPY!r}, alpha=1.0)\n"
+        "t = time.perf_counter(); fn(x, y); torch.cuda.synchronize(); print(time.perf_counter() - t)\n"
+    )
+    with tempfile.TemporaryDirectory() as root:
+        env = dict(os.environ, JITER_MAGIC_CACHE_DIR=root,
+                   PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True)
+        out = subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def markdown(rows, latency, ceiling) -> str:
+    lines = [
+        f"Device: {torch.cuda.get_device_name()}, torch {torch.__version__}, jiter_magic {jiter_magic.__version__}, "
+        f"date {time.strftime('%Y-%m-%d')}",
+        f"Ceilings: copy {ceiling['copy_GBps']:.0f} GB/s (read + write), write-only {ceiling['write_GBps']:.0f} GB/s",
+        "",
+        "| case (GB/s) | jiter_magic | torch jiterator | torch native | CuPy | ours / torch jiterator |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+
+    def fmt(v):
+        return "" if v is None else f"{v:.0f}"
+
+    for r in rows:
+        ratio = f"{r['jiter_magic'] / r['torch_jiterator']:.2f}x" if r.get("torch_jiterator") else ""
+        lines.append(f"| {r['case']} | {fmt(r['jiter_magic'])} | {fmt(r['torch_jiterator'])} | "
+                     f"{fmt(r['torch_native'])} | {fmt(r['cupy'])} | {ratio} |")
+    lines += ["", "| latency | jiter_magic | torch jiterator | torch native |", "| --- | ---: | ---: | ---: |"]
+    for key, values in latency.items():
+        cells = [values.get(k) for k in ("jiter_magic", "torch_jiterator", "torch_native")]
+        unit = "us" if key.startswith("host") else "s"
+        lines.append(f"| {key} | " + " | ".join("" if c is None else f"{c:.4g} {unit}" for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=".")
+    parser.add_argument("--only", choices=["bandwidth", "latency"], default=None)
+    args = parser.parse_args()
+    ceiling = ceilings(1 << 30)
+    print(json.dumps(ceiling), flush=True)
+    latency = latency_cases() if args.only in (None, "latency") else {}
+    rows = bandwidth_cases() if args.only in (None, "bandwidth") else []
+    table = markdown(rows, latency, ceiling)
+    with open(os.path.join(args.out, "bench_gpu.json"), "w") as handle:
+        json.dump({"ceiling": ceiling, "rows": rows, "latency": latency, "device": torch.cuda.get_device_name(),
+                   "date": time.strftime("%Y-%m-%d")}, handle, indent=1)
+    with open(os.path.join(args.out, "bench_gpu.md"), "w") as handle:
+        handle.write(table + "\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""IPython magics: `%%jiterator` turns a cell into a jitted callable, `%jiterator_cache` shows the cache.
+
+Thin on purpose: parse the magic line, call the public API, display the panel. The cell
+compiles at once for one dtype, so a broken functor fails the cell that holds it (with the
+compiler log at the cell's own line numbers), not a later cell that happens to call it.
+"""
+from __future__ import annotations
+
+import ast
+import keyword
+import math
+from dataclasses import dataclass
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import display
+from IPython.utils.process import arg_split
+
+import jiter_magic
+from jiter_magic import BindError, CompileError, DTypeError, JitFunction, ParseError, ToolchainError
+
+# Names a value may use besides Python literals: floats that have no literal spelling.
+_SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "+inf": math.inf, "nan": math.nan}
+
+
+def parse_literal(token: str) -> tuple[str, bool | int | float | complex]:
+    """`key=value` -> (key, value); the value must be a bool, int, float or complex literal."""
+    key, sep, text = token.partition("=")
+    if not sep:
+        raise UsageError(f"{token!r}: expected key=value (a default for an extra argument)")
+    if not key.isidentifier() or keyword.iskeyword(key):
+        raise UsageError(f"{token!r}: {key!r} is not a valid argument name")
+    if text.strip().lower() in _SPECIAL_FLOATS:
+        return key, _SPECIAL_FLOATS[text.strip().lower()]
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        value = None
+    if not isinstance(value, (bool, int, float, complex)):
+        raise UsageError(f"{token!r}: the value of {key} must be a bool, int, float or complex literal "
+                         "(write key=value without spaces)")
+    return key, value
+
+
+@dataclass(frozen=True)
+class CellOptions:
+    """The `%%jiterator` line, parsed."""
+
+    name: str
+    kwargs: dict[str, object]
+    outputs: int | None  # None: the single-output form
+    backend: str
+    dtypes: tuple[str, ...]  # one name (used for every input) or one per input; () means float32
+    panel: bool
+
+
+def _dtype_list(text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return ()
+    names = tuple(part.strip() for part in text.split(","))
+    if not all(names):
+        raise UsageError(f"--dtype {text!r}: expected a dtype name or a comma-separated list of them")
+    return names
+
+
+class _ShortTraceback:
+    """Mixin: IPython renders the error as its message alone, without frames from inside jiter_magic."""
+
+    label = "Error"
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[0;31m{self.label}\x1b[0m: {self}"]
+
+
+class CellCompileError(_ShortTraceback, CompileError):
+    """The cell's functor did not compile; the message is the compiler log at the cell's line numbers."""
+
+    label = "CompileError"
+
+
+class CellParseError(_ShortTraceback, ParseError):
+    label = "ParseError"
+
+
+class CellBindError(_ShortTraceback, BindError):
+    label = "BindError"
+
+
+class CellToolchainError(_ShortTraceback, ToolchainError):
+    label = "ToolchainError"
+
+
+@magics_class
+class JiteratorMagics(Magics):
+    """The `%%jiterator` cell magic and the `%jiterator_cache` line magic."""
+
+    @magic_arguments("%jiterator")  # shown as `%%jiterator` in the usage line
+    @argument("name", help="Python name to bind the jitted callable to")
+    @argument("params", nargs="*", metavar="key=value",
+              help="extra scalar arguments and their defaults (Python literals: 1, 2.5, True, 1+2j)")
+    @argument("--outputs", type=int, default=None, metavar="N",
+              help="the functor writes N outputs through reference parameters (multi-output form)")
+    @argument("--backend", choices=("auto", "cuda", "cpu"), default="auto",
+              help="where the callable runs; 'auto' follows the inputs' device")
+    @argument("--dtype", default=None, metavar="DTYPE",
+              help="input dtype(s) to compile for when the cell runs: one name for every input, "
+                   "or a comma-separated list, one per input (default float32)")
+    @argument("--no-panel", dest="panel", action="store_false",
+              help="do not display the inspection panel under the cell")
+    @cell_magic
+    def jiterator(self, line: str, cell: str) -> None:
+        """Jit the cell's C++ functor and bind it to NAME in the notebook.
+
+        The cell holds one or more C++ template functions; the last one is the entry point.
+        Every `key=value` names an extra scalar parameter of the entry function and gives its
+        default; a call may override it (`NAME(x, y, key=2.0)`). The cell compiles at once
+        for float32 inputs (or --dtype) so that errors show where they are written.
+
+        Example::
+
+            %%jiterator axpby alpha=1.0 beta=0.0
+            template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }
+        """
+        options = parse_cell_line(line)
+        fn = _create(cell, options)
+        _compile(fn, options)
+        self.shell.push({options.name: fn})
+        if options.panel:
+            display(fn)
+
+    @magic_arguments()
+    @argument("--clear", action="store_true", help="delete every cached kernel on disk and reset the counters")
+    @line_magic
+    def jiterator_cache(self, line: str) -> None:
+        """Show jiter_magic's kernel cache: where it lives, its entries and size, hits and compiles."""
+        args = self.jiterator_cache.parser.parse_argstring(line)
+        if args.clear:
+            before = jiter_magic.cache_stats()
+            jiter_magic.clear_cache(memory=True, disk=True)
+            print(f"cleared {before['entries']} entries ({_size(before['bytes'])}) from {before['root']}")
+            return
+        print(format_cache_stats(jiter_magic.cache_stats()))
+
+
+def parse_cell_line(line: str) -> CellOptions:
+    """Parse `NAME [key=value ...] [--outputs N] [--backend B] [--dtype D] [--no-panel]`."""
+    try:
+        argv = arg_split(line)
+    except ValueError as exc:  # an unbalanced quote
+        raise UsageError(f"%%jiterator {line.strip()!r}: {exc}") from None
+    args = JiteratorMagics.jiterator.parser.parse_intermixed_args(argv)
+    if not args.name.isidentifier() or keyword.iskeyword(args.name):
+        raise UsageError(f"{args.name!r} is not a valid Python name to bind the function to")
+    if args.outputs is not None and not 1 <= args.outputs <= 8:
+        raise UsageError(f"--outputs {args.outputs}: a functor has 1 to 8 outputs")
+    kwargs: dict[str, object] = {}
+    for token in args.params:
+        key, value = parse_literal(token)
+        if key in kwargs:
+            raise UsageError(f"{token!r}: {key} is given twice")
+        kwargs[key] = value
+    return CellOptions(args.name, kwargs, args.outputs, args.backend, _dtype_list(args.dtype), args.panel)
+
+
+def _create(cell: str, options: CellOptions) -> JitFunction:
+    try:
+        if options.outputs is None:
+            fn = jiter_magic.create_jit_fn(cell, **options.kwargs)
+        else:
+            fn = jiter_magic.create_multi_output_jit_fn(cell, options.outputs, **options.kwargs)
+    except ParseError as exc:
+        raise CellParseError(str(exc)) from None
+    except BindError as exc:
+        raise CellBindError(str(exc)) from None
+    fn.backend = options.backend
+    return fn
+
+
+def _compile(fn: JitFunction, options: CellOptions) -> None:
+    """Build the default specialization now; a failure fails the cell with the mapped compiler log."""
+    dtypes = options.dtypes
+    if len(dtypes) == 1:
+        dtypes = dtypes * fn.binding.num_inputs
+    backend = None if options.backend == "auto" else options.backend
+    try:
+        fn.compile(*dtypes, backend=backend)
+    except (DTypeError, BindError) as exc:
+        raise UsageError(f"--dtype {','.join(options.dtypes)}: {exc}") from None
+    except ToolchainError as exc:
+        raise CellToolchainError(str(exc)) from None
+    except CompileError as exc:
+        raise CellCompileError(str(exc), exc.log, exc.source) from None
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 ** 2:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / 1024 ** 2:.1f} MiB"
+
+
+def format_cache_stats(stats: dict) -> str:
+    """The `%jiterator_cache` report: one fact a line."""
+    root = stats["root"] if stats.get("enabled", True) else "(disk cache disabled)"
+    return "\n".join([
+        "jiter_magic kernel cache",
+        f"  root:         {root}",
+        f"  entries:      {stats['entries']} ({_size(stats['bytes'])})",
+        f"  memory hits:  {stats['memory_hits']}",
+        f"  disk hits:    {stats['disk_hits']}",
+        f"  compiles:     {stats['compiles']} ({stats['compile_seconds']:.2f} s)",
+    ])
+
+
+def load_ipython_extension(ipython) -> None:
+    """Register the magics (called by `%load_ext jiter_magic`)."""
+    ipython.register_magics(JiteratorMagics)
+
+
+def unload_ipython_extension(ipython) -> None:
+    """Remove the magics again (`%unload_ext jiter_magic`)."""
+    manager = ipython.magics_manager
+    manager.magics["cell"].pop("jiterator", None)
+    manager.magics["line"].pop("jiterator_cache", None)
+    manager.registry.pop(JiteratorMagics.__name__, None)

@@ -1,0 +1,198 @@
+"""A real browser: JupyterLab on loopback, headless Debian Chromium, a `%%jiterator` cell, the panel.
+
+It proves the part no kernel-side test can: that the widget bundle renders in JupyterLab
+as four tabs and that the Kernel tab shows the generated source. Skips with the reason
+when Chromium, chromedriver, Selenium or JupyterLab is missing. The screenshot lands in
+test-artifacts/browser_panel.png (also when the test fails).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+SERVER_LIFETIME_S = 300  # hard bound on the JupyterLab process, whatever happens to this test
+
+CELLS = [
+    "%load_ext jiter_magic",
+    "%%jiterator axpy alpha=2.0\ntemplate <typename T> T axpy(T x, T y, T alpha) { return alpha * x + y; }",
+]
+
+
+def _missing() -> str | None:
+    for path, what in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromedriver (Debian's chromium-driver)")):
+        if not os.access(path, os.X_OK):
+            return f"{what} is not installed (apt-get install chromium chromium-driver)"
+    for module, package in (("selenium", "selenium"), ("jupyterlab", "jupyterlab"), ("ipykernel", "ipykernel")):
+        if importlib.util.find_spec(module) is None:
+            return f"{package} is not installed (pip install {package})"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _notebook(path: Path) -> None:
+    cells = [{"cell_type": "code", "execution_count": None, "id": f"cell{i}", "metadata": {}, "outputs": [],
+              "source": source} for i, source in enumerate(CELLS)]
+    kernelspec = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    path.write_text(json.dumps({"cells": cells, "metadata": {"kernelspec": kernelspec},
+                                "nbformat": 4, "nbformat_minor": 5}))
+
+
+def _quiet_settings(settings: Path) -> None:
+    """No news or update checks: the page stays offline and no toast covers the panel."""
+    folder = settings / "@jupyterlab" / "apputils-extension"
+    folder.mkdir(parents=True)
+    (folder / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """JupyterLab on 127.0.0.1 with isolated config, data, settings and cache folders; yields (url, token)."""
+    home = tmp_path / "jupyter"
+    for sub in ("config", "data", "runtime", "settings", "workspaces", "work"):
+        (home / sub).mkdir(parents=True)
+    _quiet_settings(home / "settings")
+    _notebook(home / "work" / "panel.ipynb")
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+        "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_DATA_DIR": str(home / "data"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"), "JITER_MAGIC_CACHE_DIR": str(tmp_path / "cache"),
+        "JITER_MAGIC_PANEL": "auto",
+    }
+    command = [
+        "timeout", str(SERVER_LIFETIME_S), sys.executable, "-m", "jupyterlab", "--no-browser",
+        "--ip=127.0.0.1", f"--port={port}", "--port-retries=0", f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={home / 'work'}", "--expose-app-in-browser",
+        "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.extension_manager=readonly", f"--ServerApp.shutdown_no_activity_timeout={SERVER_LIFETIME_S}",
+    ] + (["--allow-root"] if os.geteuid() == 0 else [])
+    log = open(tmp_path / "jupyterlab.log", "wb")
+    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=home / "work")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for_server(url, token, server, tmp_path / "jupyterlab.log")
+        yield url, token
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def _wait_for_server(url: str, token: str, server: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            pytest.fail(f"JupyterLab exited with {server.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    pytest.fail(f"JupyterLab did not answer within 90 s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run", "--disable-quic", "--window-size=1400,1000",
+                 f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_script_timeout(120)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+RUN_ALL = """
+const done = arguments[arguments.length - 1];
+(async () => {
+  const app = window.jupyterapp;
+  const panel = app.shell.currentWidget;
+  await panel.context.ready;
+  await panel.sessionContext.ready;
+  await app.commands.execute('notebook:run-all-cells');
+  done('ok');
+})().catch(error => done('error: ' + error));
+"""
+
+
+def _run_all_cells(driver, url: str, token: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(f"{url}/lab/tree/panel.ipynb?reset&token={token}")
+    WebDriverWait(driver, 120).until(ec.presence_of_element_located((By.CSS_SELECTOR, ".jp-Notebook .jp-Cell")))
+    WebDriverWait(driver, 60).until(lambda d: d.execute_script(
+        "const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+        "return !!(w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel);"))
+    assert driver.execute_async_script(RUN_ALL) == "ok"
+
+
+def test_panel_renders_in_jupyterlab(lab, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    url, token = lab
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        _run_all_cells(browser, url, token)
+        tab_labels = WebDriverWait(browser, 120).until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, ".jp-OutputArea .widget-tab .lm-TabBar-tabLabel"))
+        assert [label.text for label in tab_labels] == ["Functor", "Kernel", "Compile log", "Cache"]
+
+        panel = browser.find_element(By.CSS_SELECTOR, ".jp-OutputArea .widget-tab")
+        functor = panel.find_element(By.CSS_SELECTOR, ".widget-tab-contents .widget-html:not(.lm-mod-hidden)")
+        assert "T axpy(T x, T y, T alpha)" in functor.get_attribute("textContent")
+
+        tab_labels[1].click()  # the Kernel tab
+        dropdown = WebDriverWait(browser, 30).until(
+            lambda d: next((e for e in panel.find_elements(By.CSS_SELECTOR, "select") if e.is_displayed()), None))
+        assert "#0 cpu: (float32, float32) -> (float32)" in dropdown.text
+        source = WebDriverWait(browser, 30).until(lambda d: next(
+            (e for e in panel.find_elements(By.CSS_SELECTOR, ".widget-html") if e.is_displayed()
+             and "jm_kernel" in e.get_attribute("textContent")), None))
+        text = source.get_attribute("textContent")
+        assert 'extern "C" void jm_kernel' in text
+        assert "return alpha * x + y;" in text
+    finally:
+        browser.save_screenshot(str(ARTIFACTS / "browser_panel.png"))

@@ -1,0 +1,321 @@
+"""GPU parity tests: jiter_magic against torch.cuda.jiterator and torch's native ops on a real GPU.
+
+Marked `gpu`; skipped without one. Run on the H200 by bench/run_gpu.sh.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import jiter_magic  # noqa: E402
+from jiter_magic import create_jit_fn, create_multi_output_jit_fn  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+          torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
+FUSED = "template <typename T> T my_fused_kernel(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }"
+
+
+def _rand(shape, dtype, device="cuda"):
+    if dtype is torch.bool:
+        return torch.rand(shape, device=device) > 0.5
+    if dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):
+        return torch.randint(1, 10, shape, device=device).to(dtype)
+    return (torch.rand(shape, device=device, dtype=torch.float64) + 0.5).to(dtype)
+
+
+def _close(actual, expected):
+    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    assert actual.shape == expected.shape
+    if expected.dtype in (torch.float16, torch.bfloat16):
+        torch.testing.assert_close(actual, expected, atol=1e-2, rtol=1e-2)
+    else:
+        torch.testing.assert_close(actual, expected)
+
+
+_torch_fused = None
+
+
+def _torch_jiterator():
+    global _torch_fused
+    if _torch_fused is None:
+        _torch_fused = torch.cuda.jiterator._create_jit_fn(FUSED, alpha=1, beta=1)
+    return _torch_fused
+
+
+_ours_fused = create_jit_fn(FUSED, alpha=1, beta=1)
+
+
+@pytest.mark.parametrize("a_dtype,b_dtype", list(itertools.product(DTYPES, DTYPES)))
+def test_all_dtype_pairs_contiguous_match_torch_jiterator(a_dtype, b_dtype):
+    a, b = _rand((3, 3), a_dtype), _rand((3, 3), b_dtype)
+    expected = _torch_jiterator()(a, b)
+    _close(_ours_fused(a, b), expected)
+
+
+@pytest.mark.parametrize("a_dtype,b_dtype", list(itertools.product(DTYPES, DTYPES)))
+def test_all_dtype_pairs_noncontiguous_broadcast_match(a_dtype, b_dtype):
+    a = _rand((18,), a_dtype).as_strided((3, 3), (3, 1)).T  # transposed
+    b = _rand((3,), b_dtype).as_strided((3, 3), (0, 1))  # expanded
+    expected = _torch_jiterator()(a, b)
+    _close(_ours_fused(a, b), expected)
+    c = _rand((4, 6), a_dtype)[::2, ::3]  # stepped slices
+    d = _rand((1, 2), b_dtype)
+    _close(_ours_fused(c, d), _torch_jiterator()(c, d))
+
+
+def test_extra_args_given_overridden_defaulted():
+    code = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
+    ours = create_jit_fn(code, alpha=1.0)
+    ref = torch.cuda.jiterator._create_jit_fn(code, alpha=1.0)
+    a, b = _rand((1000,), torch.float32), _rand((1000,), torch.float32)
+    _close(ours(a, b), ref(a, b))
+    _close(ours(a, b, alpha=3.14), ref(a, b, alpha=3.14))
+    _close(ours(a, b, alpha=2), -a + 2 * b)
+
+
+def test_kwargs_bind_by_name_not_by_order():
+    code = "template <typename T> T f(T x, T a, T b) { return x * a - b; }"
+    ours = create_jit_fn(code, b=5.0, a=2.0)
+    x = _rand((64,), torch.float32)
+    _close(ours(x), x * 2.0 - 5.0)
+
+
+def test_bool_extra_arg():
+    code = "template <typename T> T f(T x, bool negate) { return negate ? -x : x; }"
+    ours = create_jit_fn(code, negate=False)
+    x = _rand((100,), torch.float32)
+    _close(ours(x), x)
+    _close(ours(x, negate=True), -x)
+
+
+def test_helper_function_and_seed_examples_verbatim():
+    create = create_jit_fn
+    code_string = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
+    jitted_fn = create(code_string, alpha=1.0)
+    a = torch.rand(3, device="cuda")
+    b = torch.rand(3, device="cuda")
+    result = jitted_fn(a, b, alpha=3.14)
+    _close(result, -a + 3.14 * b)
+
+    code_string = "template <typename T> T util_fn(T x, T y) { return ::sin(x) + ::cos(y); }"
+    code_string += "template <typename T> T my_kernel(T x, T y, T val) { return ::min(val, util_fn(x, y)); }"
+    jitted_fn = create(code_string, val=0.0)
+    a = torch.rand(3, device="cuda")
+    b = torch.rand(3, device="cuda")
+    result = jitted_fn(a, b)
+    _close(result, torch.clamp(torch.sin(a) + torch.cos(b), max=0.0))
+
+
+def test_seed_torch_library_override():
+    code_string = "template <typename T> T my_gelu(T a) { return a > 0 ? a : 0; }"
+    my_gelu = create_jit_fn(code_string)
+    my_lib = torch.library.Library("aten", "IMPL")
+    my_lib.impl("aten::gelu", my_gelu, "CUDA")
+    try:
+        a = torch.rand(3, device="cuda") - 0.5
+        assert torch.allclose(torch.nn.functional.gelu(a), torch.nn.functional.relu(a))
+    finally:
+        my_lib._destroy()
+    a = torch.rand(3, device="cuda") - 0.5
+    assert not torch.allclose(torch.nn.functional.gelu(a), torch.nn.functional.relu(a))
+
+
+@pytest.mark.parametrize("num_inputs", [1, 5, 8, 16])
+def test_many_inputs(num_inputs):
+    params = ", ".join(f"T x{i}" for i in range(num_inputs))
+    body = " + ".join(f"x{i}" for i in range(num_inputs))
+    code = f"template <typename T> T f({params}) {{ return {body}; }}"
+    xs = [_rand((257, 3), torch.float32) for _ in range(num_inputs)]
+    ours = create_jit_fn(code)(*xs)
+    _close(ours, sum(xs[1:], xs[0]))
+    if num_inputs <= 8:
+        _close(ours, torch.cuda.jiterator._create_jit_fn(code)(*xs))
+
+
+@pytest.mark.parametrize("num_outputs", [1, 4, 8])
+def test_many_outputs(num_outputs):
+    outs = ", ".join(f"T& o{j}" for j in range(num_outputs))
+    body = " ".join(f"o{j} = x * {j + 1} + y;" for j in range(num_outputs))
+    code = f"template <typename T> void f(T x, T y, {outs}) {{ {body} }}"
+    x, y = _rand((1000,), torch.float32), _rand((1000,), torch.float32)
+    results = create_multi_output_jit_fn(code, num_outputs)(x, y)
+    reference = torch.cuda.jiterator._create_multi_output_jit_fn(code, num_outputs)(x, y)
+    reference = reference if isinstance(reference, (tuple, list)) else (reference,)
+    assert isinstance(results, tuple) and len(results) == num_outputs
+    for j, (r, ref) in enumerate(zip(results, reference)):
+        _close(r, x * (j + 1) + y)
+        _close(r, ref)
+
+
+def test_zero_dim_and_empty():
+    f = create_jit_fn("template <typename T> T f(T x, T y) { return x * y; }")
+    a, b = torch.tensor(3.0, device="cuda"), torch.tensor(4, device="cuda")
+    r = f(a, b)
+    assert r.shape == () and r.dtype == torch.float32 and r.item() == 12.0
+    before = jiter_magic.cache_stats()["compiles"]
+    e = f(torch.empty(0, 3, device="cuda"), torch.empty(3, device="cuda", dtype=torch.float64))
+    assert e.shape == (0, 3) and e.dtype == torch.float64 and e.device.type == "cuda"
+    assert jiter_magic.cache_stats()["compiles"] == before
+
+
+def test_python_scalar_is_weak():
+    f = create_jit_fn("template <typename T> T f(T x, T y) { return x * y; }")
+    h = _rand((100,), torch.float16)
+    r = f(h, 2.5)
+    assert r.dtype == torch.float16
+    _close(r, h * 2.5)
+    i = _rand((100,), torch.int32)
+    assert f(i, 2.5).dtype == torch.float32
+    _close(f(i, 3), i * 3)
+
+
+def test_out_argument_and_casting():
+    f = create_jit_fn("template <typename T> T f(T x, T y) { return x + y; }")
+    a, b = _rand((64, 3), torch.float32), _rand((3,), torch.float32)
+    out = torch.empty(64, 3, device="cuda", dtype=torch.float64)
+    r = f(a, b, out=out)
+    assert r is out
+    _close(out, (a + b).double())
+    with pytest.raises(TypeError):
+        f(a, b, out=torch.empty(64, 3, device="cuda", dtype=torch.int32))
+    with pytest.raises(ValueError):
+        f(a, b, out=torch.empty(64, 4, device="cuda"))
+    f(a, b, out=a)  # in place
+    assert torch.isfinite(a).all()
+
+
+def test_more_than_2_31_elements():
+    n = 2**31 + 4099
+    f = create_jit_fn("template <typename T> T f(T x, T y) { return x + y; }")
+    x = torch.ones(n, dtype=torch.int8, device="cuda")
+    y = torch.full((n,), 2, dtype=torch.int8, device="cuda")
+    r = f(x, y)
+    assert r.dtype == torch.int8 and r.numel() == n
+    assert int(r[-1]) == 3 and int(r[0]) == 3 and int(r[2**31 + 5]) == 3
+    assert bool((r == 3).all())
+    del x, y, r
+    # a strided view over more than 2**31 elements (stride 2)
+    base = torch.ones(2 * (2**30 + 1025), dtype=torch.int8, device="cuda")
+    v = base[::2]
+    r = f(v, v)
+    assert bool((r == 2).all())
+    del base, v, r
+    torch.cuda.empty_cache()
+
+
+def test_side_stream_and_no_sync():
+    f = create_jit_fn("template <typename T> T f(T x, T y) { return x * y + 1; }")
+    side = torch.cuda.Stream()
+    x = torch.empty(1 << 24, device="cuda")
+    with torch.cuda.stream(side):
+        x.fill_(2.0)  # queued work
+        torch.cuda._sleep(50_000_000)  # keep the side stream busy
+        x.fill_(3.0)
+        r = f(x, x)  # must run after the fills on the same stream
+    side.synchronize()
+    assert bool((r == 10.0).all())
+
+
+def test_cuda_graph_capture():
+    f = create_jit_fn("template <typename T> T f(T x, T y, T alpha) { return x + alpha * y; }", alpha=2.0)
+    x, y = _rand((4096,), torch.float32), _rand((4096,), torch.float32)
+    out = torch.empty_like(x)
+    f(x, y, out=out)  # warm up: compile and load outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        f(x, y, out=out)
+    x.copy_(_rand((4096,), torch.float32))
+    graph.replay()
+    torch.cuda.synchronize()
+    _close(out, x + 2.0 * y)
+
+
+def test_cupy_inputs():
+    cupy = pytest.importorskip("cupy")
+    f = create_jit_fn("template <typename T> T f(T x, T y, T alpha) { return x + alpha * y; }", alpha=2.0)
+    a = cupy.random.rand(5, 7).astype(cupy.float32)
+    b = cupy.arange(7, dtype=cupy.int64)
+    r = f(a, b)
+    assert isinstance(r, cupy.ndarray) and r.dtype == cupy.float64  # NumPy rules: float32 + int64 -> float64
+    cupy.testing.assert_allclose(r, a + 2.0 * b, rtol=1e-6)
+    c = cupy.random.rand(9).astype(cupy.float32)[::-2]
+    r = f(c, c)
+    cupy.testing.assert_allclose(r, 3.0 * c, rtol=1e-6)
+    h = cupy.random.rand(33).astype(cupy.float16)
+    r = f(h, 2.0)  # weak scalar keeps float16
+    assert r.dtype == cupy.float16
+
+
+def test_cpu_and_cuda_agree_on_random_cases():
+    import numpy as np
+
+    f = create_jit_fn("template <typename T> T f(T x, T y, T a) { return a * x - y * y; }", a=1.5)
+    rng = np.random.default_rng(0)
+    dtypes = [torch.float32, torch.float64, torch.int32, torch.float16, torch.bfloat16, torch.complex64]
+    for _ in range(60):
+        ndim = int(rng.integers(0, 5))
+        shape = tuple(int(s) for s in rng.integers(1, 6, size=ndim))
+        da, db = (dtypes[int(i)] for i in rng.integers(0, len(dtypes), 2))
+        a = _rand(shape, da, "cpu")
+        b = _rand(shape[int(rng.integers(0, ndim + 1)):] if ndim else (), db, "cpu")
+        if ndim >= 2 and rng.random() < 0.5:
+            a = a.transpose(0, 1)
+            b = b if b.dim() < 2 else b.transpose(-1, -2)
+        alpha = float(rng.normal())
+        try:
+            cpu = f(a, b, a=alpha)
+        except ValueError:
+            continue  # shapes that do not broadcast after the transpose
+        gpu = f(a.cuda(), b.cuda(), a=alpha)
+        _close(gpu.cpu(), cpu)
+
+
+def test_fresh_process_hits_disk_cache_without_nvrtc(tmp_path):
+    script = textwrap.dedent(
+        """
+        import os, sys, torch
+        import jiter_magic
+        code = "template <typename T> T f(T x, T y) { return x - 2 * y; }"
+        fn = jiter_magic.create_jit_fn(code)
+        x = torch.rand(1000, device="cuda"); y = torch.rand(1000, device="cuda")
+        if sys.argv[1] == "second":
+            from cupy.cuda import nvrtc
+            def refuse(*a, **k):
+                raise AssertionError("NVRTC was called on a disk-cache hit")
+            nvrtc.compileProgram = refuse
+        r = fn(x, y)
+        assert torch.allclose(r, x - 2 * y)
+        s = jiter_magic.cache_stats()
+        print(sys.argv[1], s["compiles"], s["disk_hits"])
+        """
+    )
+    path = tmp_path / "probe.py"
+    path.write_text(script)
+    env = dict(os.environ, JITER_MAGIC_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=os.getcwd())
+    first = subprocess.run([sys.executable, str(path), "first"], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split() == ["first", "1", "0"]
+    second = subprocess.run([sys.executable, str(path), "second"], env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split() == ["second", "0", "1"]
+
+
+def test_two_devices_error_or_skip():
+    if torch.cuda.device_count() < 2:
+        f = create_jit_fn("template <typename T> T f(T x, T y) { return x + y; }")
+        with pytest.raises(RuntimeError, match="devices|library|CPU"):
+            f(torch.ones(3, device="cuda"), torch.ones(3))
+        return
+    f = create_jit_fn("template <typename T> T f(T x, T y) { return x + y; }")
+    with pytest.raises(RuntimeError, match="devices"):
+        f(torch.ones(3, device="cuda:0"), torch.ones(3, device="cuda:1"))

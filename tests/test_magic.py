@@ -1,0 +1,237 @@
+"""`%%jiterator` and `%jiterator_cache` through a real IPython shell (`run_cell_magic`, `run_cell`).
+
+The cells compile with the CPU backend (g++), so these tests need no GPU.
+"""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("IPython")
+torch = pytest.importorskip("torch")
+
+from IPython.core.error import UsageError  # noqa: E402
+from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+
+import jiter_magic  # noqa: E402
+from jiter_magic.magic import JiteratorMagics, parse_cell_line, parse_literal  # noqa: E402
+
+AXPBY = "template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }"
+BROKEN = """template <typename T>
+T broken(T x) {
+  return x +* 2;
+}"""
+SINCOS = """template <typename T>
+void sincos2(T x, T& s, T& c) {
+  s = ::sin(x);
+  c = ::cos(x);
+}"""
+
+
+@pytest.fixture
+def shell(fresh_cache, monkeypatch):
+    """The process's IPython shell with the extension loaded, printing the static panel form."""
+    monkeypatch.setenv("JITER_MAGIC_PANEL", "static")
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "jiter_magic")
+    yield ip
+    ip.run_line_magic("unload_ext", "jiter_magic")
+    for name in ("axpby", "f", "broken", "sincos2"):
+        ip.user_ns.pop(name, None)
+
+
+def test_cell_binds_the_callable_with_defaults(shell):
+    shell.run_cell_magic("jiterator", "axpby alpha=2.0 beta=-1 --no-panel", AXPBY)
+    fn = shell.user_ns["axpby"]
+    assert isinstance(fn, jiter_magic.JitFunction)
+    assert fn.name == "axpby" and fn.code == AXPBY
+    assert fn.kwargs == {"alpha": 2.0, "beta": -1}
+    assert type(fn.kwargs["beta"]) is int
+
+    x, y = torch.arange(4, dtype=torch.float32), torch.ones(4)
+    out = fn(x, y)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, 2.0 * x - y)
+    torch.testing.assert_close(fn(x, y, alpha=0.5, beta=3.0), 0.5 * x + 3.0 * y)
+    np.testing.assert_allclose(fn(np.arange(3.0), np.ones(3)), 2.0 * np.arange(3.0) - 1)
+
+
+def test_cell_compiles_at_once_for_float32_on_the_cpu(shell):
+    shell.run_cell_magic("jiterator", "f alpha=1.0 beta=0.0 --no-panel", AXPBY.replace("axpby", "f"))
+    fn = shell.user_ns["f"]
+    assert len(fn.specializations) == 1
+    first = fn.specializations[0]
+    assert first.backend == "cpu"
+    assert first.spec.inputs == ("float32", "float32")
+    assert first.cache_event == "compiled"
+    assert jiter_magic.cache_stats()["compiles"] >= 1
+
+
+def test_dtype_option_picks_the_compiled_specialization(shell):
+    shell.run_cell_magic("jiterator", "axpby alpha=1 beta=1 --dtype float64 --no-panel", AXPBY)
+    assert shell.user_ns["axpby"].specializations[0].spec.inputs == ("float64", "float64")
+    shell.run_cell_magic("jiterator", "axpby alpha=1 beta=1 --dtype int32,float16 --no-panel", AXPBY)
+    spec = shell.user_ns["axpby"].specializations[0].spec
+    assert spec.inputs == ("int32", "float16") and spec.outputs == ("float16",)
+
+
+def test_backend_option_sets_the_functions_backend(shell):
+    shell.run_cell_magic("jiterator", "axpby alpha=1 beta=1 --backend cpu --no-panel", AXPBY)
+    fn = shell.user_ns["axpby"]
+    assert fn.backend == "cpu"
+    assert fn.specializations[0].backend == "cpu"
+
+
+def test_options_and_kwargs_may_be_intermixed(shell):
+    options = parse_cell_line("g --outputs 2 a=1 --dtype float64 b=2.5 --no-panel c=True")
+    assert (options.name, options.outputs, options.dtypes, options.panel) == ("g", 2, ("float64",), False)
+    assert options.kwargs == {"a": 1, "b": 2.5, "c": True}
+    assert parse_cell_line("g").kwargs == {} and parse_cell_line("g").backend == "auto"
+
+
+def test_multi_output_cell(shell):
+    shell.run_cell_magic("jiterator", "sincos2 --outputs 2 --no-panel", SINCOS)
+    fn = shell.user_ns["sincos2"]
+    assert fn.num_outputs == 2
+    x = torch.linspace(-3, 3, 7)
+    s, c = fn(x)
+    torch.testing.assert_close(s, torch.sin(x))
+    torch.testing.assert_close(c, torch.cos(x))
+
+
+@pytest.mark.parametrize("token, key, value, kind", [
+    ("a=1", "a", 1, int),
+    ("a=-7", "a", -7, int),
+    ("alpha=2.5e-3", "alpha", 2.5e-3, float),
+    ("flag=True", "flag", True, bool),
+    ("flag=False", "flag", False, bool),
+    ("z=1+2j", "z", 1 + 2j, complex),
+    ("z=-3j", "z", -3j, complex),
+    ("big=inf", "big", math.inf, float),
+    ("small=-inf", "small", -math.inf, float),
+])
+def test_literal_parser_accepts_numbers(token, key, value, kind):
+    parsed_key, parsed = parse_literal(token)
+    assert parsed_key == key and parsed == value and type(parsed) is kind
+
+
+def test_literal_parser_reads_nan():
+    key, value = parse_literal("x=nan")
+    assert key == "x" and math.isnan(value)
+
+
+@pytest.mark.parametrize("token", ["a=x", "a='s'", "a=[1]", "a=", "a=1.2.3", "=1", "1a=2", "class=1", "a",
+                                   "a=__import__('os')"])
+def test_literal_parser_rejects_with_the_token_named(token):
+    with pytest.raises(UsageError) as info:
+        parse_literal(token)
+    assert repr(token) in str(info.value)
+
+
+@pytest.mark.parametrize("line, named", [
+    ("axpby alpha=oops beta=1", "alpha=oops"),
+    ("axpby alpha=1 alpha=2", "alpha=2"),
+    ("axpby --bogus", "--bogus"),
+    ("axpby --backend gpu", "gpu"),
+    ("axpby --outputs two", "two"),
+    ("axpby --outputs 9", "--outputs 9"),
+    ("2fast alpha=1", "2fast"),
+    ("axpby alpha=1 beta=1 --dtype floaty", "floaty"),
+    ("axpby alpha=1 beta=1 --dtype float32,,int8", "float32,,int8"),
+    ("axpby alpha=1 beta=1 --dtype float32,float32,float32", "float32,float32,float32"),
+    ("", "name"),
+])
+def test_bad_magic_arguments_are_usage_errors_naming_the_token(shell, line, named):
+    with pytest.raises(UsageError) as info:
+        shell.run_cell_magic("jiterator", line, AXPBY)
+    assert named in str(info.value)
+    assert "axpby" not in shell.user_ns
+
+
+def test_compile_error_fails_the_cell_with_mapped_lines(shell, capsys):
+    with pytest.raises(jiter_magic.CompileError) as info:
+        shell.run_cell_magic("jiterator", "broken --no-panel", BROKEN)
+    assert "line 3" in str(info.value)
+    assert "broken" not in shell.user_ns
+    rendered = "\n".join(info.value._render_traceback_())
+    assert rendered.startswith("\x1b[0;31mCompileError")
+    assert "line 3" in rendered and "Traceback" not in rendered and "magic.py" not in rendered
+
+    result = shell.run_cell("%%jiterator broken --no-panel\n" + BROKEN)
+    assert isinstance(result.error_in_exec, jiter_magic.CompileError)
+    shown = capsys.readouterr().out
+    assert "line 3" in shown and "error" in shown
+    assert "Traceback" not in shown and "site-packages" not in shown and "jiter_magic/" not in shown
+
+
+def test_code_without_a_function_is_a_parse_error(shell):
+    with pytest.raises(jiter_magic.ParseError) as info:
+        shell.run_cell_magic("jiterator", "f --no-panel", "int x = 3;")
+    assert isinstance(info.value, ValueError)
+    assert "Traceback" not in "\n".join(info.value._render_traceback_())
+
+
+def test_kwarg_that_is_not_a_parameter_is_a_bind_error(shell):
+    with pytest.raises(jiter_magic.BindError) as info:
+        shell.run_cell_magic("jiterator", "axpby gamma=1.0 --no-panel", AXPBY)
+    assert "gamma" in str(info.value)
+    assert "ParseError" not in info.value._render_traceback_()[0]
+
+
+def test_panel_is_displayed_unless_no_panel(shell, capsys):
+    shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5", AXPBY)
+    shown = capsys.readouterr().out
+    assert "JitFunction axpby: template <typename T> T axpby(T x, T y, T alpha, T beta)" in shown
+    assert "kwargs: alpha=1.0, beta=0.5" in shown
+    assert "#0 cpu: (float32, float32) -> (float32)" in shown
+    shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel", AXPBY)
+    assert capsys.readouterr().out == ""
+
+
+def test_cache_magic_reports_and_clears(shell, fresh_cache, capsys):
+    shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel", AXPBY)
+    shell.run_line_magic("jiterator_cache", "")
+    report = capsys.readouterr().out
+    stats = jiter_magic.cache_stats()
+    assert stats["entries"] >= 1
+    assert f"root:         {fresh_cache}" in report
+    assert f"entries:      {stats['entries']} (" in report
+    assert f"compiles:     {stats['compiles']} (" in report
+
+    shell.run_line_magic("jiterator_cache", "--clear")
+    assert capsys.readouterr().out.startswith(f"cleared {stats['entries']} entries")
+    after = jiter_magic.cache_stats()
+    assert (after["entries"], after["bytes"], after["compiles"]) == (0, 0, 0)
+
+    with pytest.raises(UsageError) as info:
+        shell.run_line_magic("jiterator_cache", "--purge")
+    assert "--purge" in str(info.value)
+
+
+def test_help_is_the_argument_docstring(shell):
+    doc = shell.find_cell_magic("jiterator").__doc__
+    for option in ("%%jiterator", "--outputs N", "--backend", "--dtype DTYPE", "--no-panel", "key=value"):
+        assert option in doc
+    assert "--clear" in shell.find_line_magic("jiterator_cache").__doc__
+
+
+def test_unload_removes_the_magics(shell):
+    shell.run_line_magic("unload_ext", "jiter_magic")
+    assert shell.find_cell_magic("jiterator") is None
+    assert shell.find_line_magic("jiterator_cache") is None
+    assert "JiteratorMagics" not in shell.magics_manager.registry
+    shell.run_line_magic("load_ext", "jiter_magic")
+    assert shell.find_cell_magic("jiterator") is not None
+    assert isinstance(shell.magics_manager.registry["JiteratorMagics"], JiteratorMagics)
+
+
+def test_importing_the_package_does_not_import_ipython():
+    code = "import sys, jiter_magic; print(sorted(m for m in ('IPython', 'ipywidgets') if m in sys.modules))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "[]"

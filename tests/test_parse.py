@@ -1,0 +1,363 @@
+"""parse_functor: the code string -> Functor (entry name, template, parameters, helpers, lines)."""
+from __future__ import annotations
+
+import pytest
+
+from jiter_magic.errors import JiterError, ParseError
+from jiter_magic.parse import Functor, Parameter, parse_functor, tokenize
+
+SEED_AXPY = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
+SEED_HELPER = (
+    "template <typename T> T util_fn(T x, T y) { return ::sin(x) + ::cos(y); }"
+    "template <typename T> T my_kernel(T x, T y, T val) { return ::min(val, util_fn(x, y)); }"
+)
+SEED_GELU = "template <typename T> T my_gelu(T a) { return a > 0 ? a : 0; }"
+
+
+def params(functor: Functor) -> list[tuple[str, str, bool]]:
+    return [(p.name, p.type, p.is_reference) for p in functor.parameters]
+
+
+# --------------------------------------------------------------------------- the seed examples
+
+
+def test_seed_axpy():
+    f = parse_functor(SEED_AXPY)
+    assert f.code == SEED_AXPY
+    assert f.name == "my_kernel"
+    assert f.is_template is True
+    assert f.template_params == ("typename T",)
+    assert f.return_type == "T"
+    assert f.returns_value is True
+    assert params(f) == [("x", "T", False), ("y", "T", False), ("alpha", "T", False)]
+    assert f.helper_names == ()
+    assert f.line == 1
+    assert f.signature == "template <typename T> T my_kernel(T x, T y, T alpha)"
+
+
+def test_seed_helper_before_entry():
+    f = parse_functor(SEED_HELPER)
+    assert f.name == "my_kernel"
+    assert f.helper_names == ("util_fn",)
+    assert params(f) == [("x", "T", False), ("y", "T", False), ("val", "T", False)]
+    assert f.return_type == "T"
+    assert f.line == 1
+
+
+def test_seed_gelu_ternary_with_angle_brackets_in_body():
+    f = parse_functor(SEED_GELU)
+    assert f.name == "my_gelu"
+    assert params(f) == [("a", "T", False)]
+    assert f.template_params == ("typename T",)
+    assert f.helper_names == ()
+
+
+def test_functor_is_frozen_and_comparable():
+    a, b = parse_functor(SEED_AXPY), parse_functor(SEED_AXPY)
+    assert a == b and hash(a) == hash(b)
+    with pytest.raises(Exception):
+        a.name = "other"  # type: ignore[misc]
+    assert str(a.parameters[2]) == "T alpha"
+    assert isinstance(a.parameters[0], Parameter)
+
+
+# --------------------------------------------------------------------------- what the tokenizer skips
+
+
+def test_comments_with_braces_are_skipped_and_lines_counted():
+    code = (
+        "// a line comment with { an open brace\n"
+        "/* a block comment { } }} spanning\n"
+        "   two lines */\n"
+        "template <typename T> T f(T x /* inline } */, T y) { // }\n"
+        "  return x + y; /* { */\n"
+        "}\n"
+    )
+    f = parse_functor(code)
+    assert f.name == "f"
+    assert params(f) == [("x", "T", False), ("y", "T", False)]
+    assert f.line == 4
+
+
+def test_define_lines_and_continuations_are_skipped():
+    code = (
+        "#define SQ(x) ((x) * (x))\n"
+        "#define OPEN \\\n"
+        "  {\n"
+        "#include <cuda_fp16.h>\n"
+        "template <typename T> T sq(T x) { return SQ(x); }\n"
+    )
+    f = parse_functor(code)
+    assert f.name == "sq"
+    assert params(f) == [("x", "T", False)]
+    assert f.line == 5
+
+
+def test_string_and_char_literals_with_braces():
+    code = (
+        "template <typename T> T f(T x) {\n"
+        '  const char* s = "}{ \\" }";\n'
+        "  char c = '}'; char d = '\\'';\n"
+        "  return x;\n"
+        "}"
+    )
+    f = parse_functor(code)
+    assert f.name == "f"
+    assert params(f) == [("x", "T", False)]
+
+
+def test_tokenize_drops_whitespace_comments_and_preprocessor():
+    tokens = tokenize("#define A 1\n// c\nT f(x) /* b */ { return 'x'; }")
+    assert [t.text for t in tokens] == ["T", "f", "(", "x", ")", "{", "return", "'x'", ";", "}"]
+    assert [t.kind for t in tokens][:3] == ["ident", "ident", "punct"]
+    assert tokens[0].line == 3
+    assert tokens[-2].kind == "punct" and tokens[-3].kind == "string"
+
+
+# --------------------------------------------------------------------------- qualifiers and return types
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["__device__", "__forceinline__", "inline", "static", "__device__ __forceinline__",
+     "static __device__ inline", "__host__ __device__", "constexpr"],
+)
+def test_qualifiers_are_not_part_of_the_return_type(prefix):
+    f = parse_functor(f"template <typename T> {prefix} T g(T x) {{ return x; }}")
+    assert f.name == "g"
+    assert f.return_type == "T"
+    assert params(f) == [("x", "T", False)]
+
+
+@pytest.mark.parametrize(
+    "ret, expected",
+    [("const T", "const T"), ("unsigned int", "unsigned int"), ("long long", "long long"),
+     ("__device__ const T", "const T"), ("c10::complex<T>", "c10::complex<T>"), ("void", "void")],
+)
+def test_multi_token_return_types(ret, expected):
+    f = parse_functor(f"template <typename T> {ret} g(T x, T& o) {{ o = x; }}")
+    assert f.return_type == expected
+    assert f.returns_value is (expected != "void")
+
+
+def test_non_template_entry_and_helpers():
+    code = (
+        "static inline unsigned int bits(unsigned int v) { return v ^ (v >> 1); }\n"
+        "__device__ float scale(float v) { return 2.0f * v; }\n"
+        "__device__ unsigned int entry(unsigned int x, float s) { return bits(x) + scale(s); }\n"
+    )
+    f = parse_functor(code)
+    assert f.name == "entry"
+    assert f.is_template is False
+    assert f.template_params == ()
+    assert f.return_type == "unsigned int"
+    assert params(f) == [("x", "unsigned int", False), ("s", "float", False)]
+    assert f.helper_names == ("bits", "scale")
+    assert f.line == 3
+    assert f.signature == "unsigned int entry(unsigned int x, float s)"
+
+
+def test_structs_namespaces_declarations_and_globals_before_the_entry():
+    code = (
+        "struct Pair { float a; float first() const { return a; } };\n"
+        "namespace ns { template <typename T> T twice(T x) { return x + x; } }\n"
+        "template <typename T> struct Box { T v; T get() { return v; } };\n"
+        "template <typename T> T declared_only(T x);\n"
+        "__device__ const float table[3] = {1.0f, 2.0f, 3.0f};\n"
+        "template <typename T> T entry(T x) { return ns::twice(x) * table[1]; }\n"
+    )
+    f = parse_functor(code)
+    assert f.name == "entry"
+    assert f.line == 6
+    assert params(f) == [("x", "T", False)]
+    # only top-level functions are helpers: struct members, namespace bodies, declarations are not
+    for not_helper in ("Pair", "first", "ns", "Box", "get", "declared_only", "table"):
+        assert not_helper not in f.helper_names
+
+
+def test_struct_after_the_entry_does_not_replace_it():
+    f = parse_functor("template <typename T> T entry(T x) { return x; }\nstruct S { int a; };\n")
+    assert f.name == "entry"
+    assert f.helper_names == ()
+
+
+def test_nested_braces_in_body():
+    code = (
+        "template <typename T> T f(T x) {\n"
+        "  if (x > T(0)) { { for (int i = 0; i < 2; ++i) { x = x * x; } } }\n"
+        "  else { x = -x; }\n"
+        "  return [&]() { return x; }();\n"
+        "}\n"
+    )
+    f = parse_functor(code)
+    assert f.name == "f"
+    assert params(f) == [("x", "T", False)]
+    assert f.line == 1
+
+
+def test_several_helpers_keep_their_order():
+    code = (
+        "template <typename T> T h1(T x) { return x; }\n"
+        "template <typename T> T h2(T x) { return h1(x); }\n"
+        "__device__ float h3(float x) { return x; }\n"
+        "template <typename T> T h4(T x) { return h2(x); }\n"
+        "template <typename T> T main_fn(T x, T y) { return h4(x) + h3(y); }\n"
+    )
+    f = parse_functor(code)
+    assert f.name == "main_fn"
+    assert f.helper_names == ("h1", "h2", "h3", "h4")
+    assert f.line == 5
+
+
+def test_entry_spread_over_lines_reports_line_of_name():
+    f = parse_functor("\n\ntemplate <typename T>\nT\nmy_kernel(T x,\n  T y)\n{\n  return x;\n}\n")
+    assert f.name == "my_kernel"
+    assert f.line == 5
+    assert params(f) == [("x", "T", False), ("y", "T", False)]
+
+
+def test_template_parameter_lists():
+    f = parse_functor("template <typename T, int N, typename U = float> T f(T x) { return x; }")
+    assert f.template_params == ("typename T", "int N", "typename U=float")
+    assert f.is_template is True
+    f = parse_functor("template <class T> T f(T x) { return x; }")
+    assert f.template_params == ("class T",)
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def test_default_parameter_values_are_dropped():
+    f = parse_functor("template <typename T> T f(T x, T y = T(1), T z = 2, T w = min(1, 2)) { return x; }")
+    assert params(f) == [("x", "T", False), ("y", "T", False), ("z", "T", False), ("w", "T", False)]
+
+
+def test_reference_outputs_vs_const_reference_inputs():
+    f = parse_functor(
+        "template <typename T> void f(const T& a, T& out0, T &out1, const T &b, T const& c, T* p, T && r) { }"
+    )
+    assert f.return_type == "void"
+    assert f.returns_value is False
+    assert params(f) == [
+        ("a", "const T&", False),
+        ("out0", "T&", True),
+        ("out1", "T&", True),
+        ("b", "const T&", False),
+        ("c", "T const&", False),
+        ("p", "T*", False),
+        ("r", "T&&", True),
+    ]
+
+
+def test_templated_parameter_types():
+    f = parse_functor("template <typename T> T f(c10::complex<T> z, jm::vec<T, 4> v, T y) { return y; }")
+    assert params(f) == [("z", "c10::complex<T>", False), ("v", "jm::vec<T,4>", False), ("y", "T", False)]
+
+
+@pytest.mark.parametrize("empty", ["()", "(void)"])
+def test_no_parameters(empty):
+    f = parse_functor(f"template <typename T> T f{empty} {{ return T(1); }}")
+    assert f.parameters == ()
+    assert f.signature == "template <typename T> T f()"
+
+
+def test_trailing_qualifiers_after_parameter_list():
+    f = parse_functor("struct S { int f(int x) const noexcept { return x; } };\n__device__ int g(int x) noexcept { return x; }")
+    assert f.name == "g"
+    assert params(f) == [("x", "int", False)]
+
+
+# --------------------------------------------------------------------------- malformed input
+
+
+@pytest.mark.parametrize("code", ["", "   \n\t", "int x = 3;", "// only a comment {}\n", "#define F(x) { x }"])
+def test_no_function_definition(code):
+    with pytest.raises(ParseError) as info:
+        parse_functor(code)
+    message = str(info.value)
+    assert "no C++ function definition" in message
+    assert repr(code.strip()) in message
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, JiterError)
+
+
+def test_no_function_long_excerpt_is_truncated():
+    code = "int x = 3; " * 40
+    with pytest.raises(ParseError) as info:
+        parse_functor(code)
+    assert "int x = 3; int x = 3;" in str(info.value)
+    assert "..." in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "code, fragments",
+    [
+        ("template <typename T> T f(T x) { return x; ", ["'{'", "never closed", "line 1"]),
+        ("template <typename T> T f(T x) { return x; }}", ["unbalanced '}'", "line 1"]),
+        ("template <typename T> T f(T x) {\n  return (x;\n}", ["unbalanced '}'", "line 3"]),
+        ("template <typename T> T f(T x)) { return x; }", ["unbalanced ')'"]),
+        ("template <typename T> T f(T x { return x; }", ["'('", "never closed"]),
+        ("template <typename T T f(T x) { return x; }", ["template <", "never closed"]),
+        ("\n\ntemplate <typename T> T f(T x) { return x[0); }", ["unbalanced ')'", "line 3"]),
+    ],
+)
+def test_unbalanced_brackets(code, fragments):
+    with pytest.raises(ParseError) as info:
+        parse_functor(code)
+    for fragment in fragments:
+        assert fragment in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    "code, fragment",
+    [
+        ("template <typename T> T f(T) { return T(1); }", "parameter 'T'"),
+        ("template <typename T> T f(T x, T&) { return x; }", "parameter 'T&'"),
+        ("template <typename T> T f(T x, const T*) { return x; }", "parameter 'const T*'"),
+    ],
+)
+def test_parameter_without_a_name(code, fragment):
+    with pytest.raises(ParseError) as info:
+        parse_functor(code)
+    message = str(info.value)
+    assert fragment in message
+    assert "'f'" in message
+    assert "line 1" in message
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: an unnamed parameter with a two-word type ('const T', 'unsigned int') "
+                   "is accepted, its last type word taken as the name")
+@pytest.mark.parametrize("param", ["const T", "unsigned int"])
+def test_parameter_without_a_name_two_word_type(param):
+    with pytest.raises(ParseError) as info:
+        parse_functor(f"template <typename T> T f({param}, T y) {{ return y; }}")
+    assert param in str(info.value)
+
+
+def test_duplicate_parameter_names():
+    with pytest.raises(ParseError) as info:
+        parse_functor("template <typename T> T f(T x, T x) { return x; }")
+    assert "'x'" in str(info.value) and "twice" in str(info.value)
+
+
+def test_code_must_be_a_string():
+    with pytest.raises(TypeError) as info:
+        parse_functor(b"template <typename T> T f(T x) { return x; }")  # type: ignore[arg-type]
+    assert "bytes" in str(info.value)
+    assert not isinstance(info.value, ParseError)
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: a '<' in a default value is taken for a template bracket, "
+                   "so the following parameter is swallowed")
+def test_default_value_with_less_than_keeps_following_parameters():
+    f = parse_functor("template <typename T> T f(T x, T y = T(1) < T(2), T z = 3) { return x; }")
+    assert [p.name for p in f.parameters] == ["x", "y", "z"]
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: a trailing return type ('auto f(T x) -> T') is valid C++ that NVRTC "
+                   "accepts, but the parser reports 'no C++ function definition'")
+def test_trailing_return_type():
+    f = parse_functor("template <typename T> auto f(T x) -> T { return x; }")
+    assert f.name == "f"
+    assert [p.name for p in f.parameters] == ["x"]

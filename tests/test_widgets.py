@@ -1,0 +1,140 @@
+"""The inspection panel on real ipywidgets models, and the static forms nbval compares."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+widgets_lib = pytest.importorskip("ipywidgets")
+
+import jiter_magic  # noqa: E402
+from jiter_magic import widgets  # noqa: E402
+
+AXPBY = "template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }"
+SINCOS = "template <typename T> void sincos2(T x, T& s, T& c) { s = ::sin(x); c = ::cos(x); }"
+
+
+@pytest.fixture
+def fn(fresh_cache):
+    f = jiter_magic.create_jit_fn(AXPBY, alpha=2.0, beta=0.5)
+    f.compile(backend="cpu")
+    yield f
+    widgets.panel(f).close()
+
+
+def test_panel_has_the_four_tabs(fn):
+    p = widgets.panel(fn)
+    assert isinstance(p.widget, widgets_lib.VBox) and isinstance(p.tabs, widgets_lib.Tab)
+    assert p.tabs.titles == ("Functor", "Kernel", "Compile log", "Cache")
+    assert len(p.tabs.children) == 4
+    assert "axpby" in p.header.value and "alpha=2.0, beta=0.5" in p.header.value
+    # Pygments colours the functor with inline styles and numbers its lines like the compiler does
+    assert "<span" in p.functor.value and "style=" in p.functor.value
+    assert "axpby" in p.functor.value and ">1</span>" in p.functor.value
+
+
+def test_kernel_tab_shows_the_generated_source_of_the_chosen_specialization(fn):
+    p = widgets.panel(fn)
+    assert p.choice.options == (("#0 cpu: " + fn.specializations[0].spec.describe(), 0),)
+    assert p.choice.value == 0 and not p.choice.disabled
+    assert p.source.value == widgets.kernel_html(fn.specializations[0].source, "cpu")
+    assert "jm_kernel" in p.source.value
+    # the user's code comes first, numbered as in the full source; the prelude is folded
+    prelude, body = p.source.value.split("</details>")
+    assert prelude.startswith("<details><summary>prelude: ") and "jm_kernel" in body
+    start = fn.specializations[0].source.splitlines().index('#line 1 "jiterator"')
+    assert f">{start + 1}</span>" in body
+
+
+def test_panel_follows_new_specializations(fn):
+    p = widgets.panel(fn)
+    out = fn(np.arange(4.0), np.ones(4))  # float64: a second specialization, compiled now
+    np.testing.assert_allclose(out, 2.0 * np.arange(4.0) + 0.5)
+    assert out.dtype == np.float64
+    assert [value for _, value in p.choice.options] == [0, 1]
+    assert p.choice.value == 1
+    assert "(float64, float64) -&gt; (float64)" in p.cache.value
+    assert p.cache.value.count("<tr>") == 3  # header + two specializations
+    assert p.cache.value.count("<td>compiled</td>") == 2
+    assert fn.specializations[1].cache_key[:12] in p.cache.value
+    assert fn.specializations[1].cache_file in p.cache.value
+    assert p.log.value.count("<h4>") == 2 and "compiled in" in p.log.value
+    assert p.source.value == widgets.kernel_html(fn.specializations[1].source, "cpu")
+
+    p.choice.value = 0
+    assert p.source.value == widgets.kernel_html(fn.specializations[0].source, "cpu")
+
+
+def test_cache_tab_tells_a_disk_hit_from_a_compile(fn):
+    again = jiter_magic.create_jit_fn(AXPBY, alpha=2.0, beta=0.5)
+    again.compile(backend="cpu")
+    p = widgets.panel(again)
+    assert again.specializations[0].cache_event == "disk"
+    assert "<td>disk</td>" in p.cache.value
+    assert "loaded from the disk cache" in p.log.value
+    stats = jiter_magic.cache_stats()
+    assert f"{stats['disk_hits']} disk hits" in p.cache.value
+    p.close()
+
+
+def test_one_live_panel_per_function(fn):
+    p = widgets.panel(fn)
+    assert widgets.panel(fn) is p
+    p.close()
+    assert p._on_specialization not in fn._listeners
+    assert p.widget.comm is None and p.tabs.comm is None  # the models are closed
+    fresh = widgets.panel(fn)
+    assert fresh is not p and fresh.widget.comm is not None
+
+
+def test_a_function_never_compiled_shows_an_empty_kernel_tab(fresh_cache):
+    f = jiter_magic.create_multi_output_jit_fn(SINCOS, 2)
+    p = widgets.panel(f)
+    assert p.choice.options == () and p.choice.value is None and p.choice.disabled
+    assert "Not compiled yet" in p.source.value
+    assert "nothing compiled yet" in p.log.value
+    s, c = f(np.linspace(0.0, 1.0, 5))
+    np.testing.assert_allclose(s, np.sin(np.linspace(0.0, 1.0, 5)), rtol=1e-12)
+    np.testing.assert_allclose(c, np.cos(np.linspace(0.0, 1.0, 5)), rtol=1e-12)
+    assert p.choice.value == 0 and "jm_kernel" in p.source.value
+    p.close()
+
+
+def test_static_forms_are_stable_between_a_compile_and_a_disk_hit(fn, fresh_cache):
+    again = jiter_magic.create_jit_fn(AXPBY, alpha=2.0, beta=0.5)
+    again.compile(backend="cpu")
+    assert fn.specializations[0].cache_event == "compiled"
+    assert again.specializations[0].cache_event == "disk"
+    assert widgets.static_text(fn) == widgets.static_text(again)
+    assert widgets.static_html(fn) == widgets.static_html(again)
+    text = widgets.static_text(fn)
+    assert text == (
+        "JitFunction axpby: template <typename T> T axpby(T x, T y, T alpha, T beta)\n"
+        "  kwargs: alpha=2.0, beta=0.5\n"
+        "  outputs: 1, backend: auto\n"
+        "  specializations: 1\n"
+        "    #0 cpu: (float32, float32) -> (float32) compute float32, contiguous vec1, int64 index"
+    )
+    for form in (text, widgets.static_html(fn)):
+        assert str(fresh_cache) not in form and fn.specializations[0].cache_key[:12] not in form
+        assert "compiled" not in form and " s)" not in form
+
+
+def test_mimebundle_outside_a_kernel_is_static(fn, monkeypatch):
+    monkeypatch.delenv("JITER_MAGIC_PANEL", raising=False)
+    bundle = fn._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html"}
+    assert bundle["text/plain"] == widgets.static_text(fn)
+    assert bundle["text/html"] == widgets.static_html(fn)
+    assert "&lt;typename T&gt;" in bundle["text/html"]
+
+
+def test_mimebundle_with_a_widget_frontend_carries_the_panel(fn, monkeypatch):
+    monkeypatch.setenv("JITER_MAGIC_PANEL", "widget")
+    bundle = fn._repr_mimebundle_()
+    view = bundle[widgets.WIDGET_VIEW]
+    assert view["model_id"] == widgets.panel(fn).widget.model_id
+    assert bundle["text/plain"] == widgets.static_text(fn)  # the fallback stays stable too
+    assert set(fn._repr_mimebundle_(include={"text/plain"})) == {"text/plain"}
+    assert widgets.WIDGET_VIEW not in fn._repr_mimebundle_(exclude={widgets.WIDGET_VIEW})
+    monkeypatch.setenv("JITER_MAGIC_PANEL", "static")
+    assert widgets.WIDGET_VIEW not in fn._repr_mimebundle_()
