@@ -408,7 +408,7 @@ def _vector_width(output_dtypes, array_items, outs) -> int:
     """Elements a thread moves per access: 16 bytes of the widest operand, shrunk until every pointer is aligned."""
     sizes = [dt.DTYPES[d].itemsize for d in output_dtypes] + [dt.DTYPES[a[0]].itemsize for a in array_items]
     vec = max(1, min(8, 16 // max(sizes)))
-    residues = [a[3] for a in array_items] + ([o[3] % 16 for o in outs] if outs else [])
+    residues = [a[3] for a in array_items] + ([o[3] for o in outs] if outs else [])
     operand_sizes = [dt.DTYPES[a[0]].itemsize for a in array_items] + (
         [dt.DTYPES[o[0]].itemsize for o in outs] if outs else [])
     while vec > 1 and any(r % min(16, vec * s) for r, s in zip(residues, operand_sizes)):
@@ -433,9 +433,9 @@ def _check_overlap(outs, array_items) -> None:
         for a in array_items:
             a_size = dt.DTYPES[a[0]].itemsize
             alo, ahi = _extent(a[1], a[2])
-            a_lo, a_hi = a[4] + alo * a_size, a[4] + (ahi + 1) * a_size
+            a_lo, a_hi = a[3] + alo * a_size, a[3] + (ahi + 1) * a_size
             if a_lo < o_hi and o_lo < a_hi:
-                same = a[4] == o[3] and a[0] == o[0] and tuple(a[1]) == tuple(o[1]) and tuple(a[2]) == tuple(o[2])
+                same = a[3] == o[3] and a[0] == o[0] and tuple(a[1]) == tuple(o[1]) and tuple(a[2]) == tuple(o[2])
                 if not same:
                     raise ShapeError(
                         "out= partially overlaps an input: some elements of the input and the written-to "

@@ -15,7 +15,7 @@ from .dtypes import DTYPES
 
 CONTIGUOUS, STRIDED = "contiguous", "strided"
 BLOCK = 128  # threads a block on CUDA
-UNROLL = 4  # vectors a thread on the contiguous path
+UNROLL = 1  # vectors a thread on the contiguous path (bench/sweep_gpu.py: 1 is best on the H200)
 ITEMS = 4  # elements a thread on the strided path
 
 

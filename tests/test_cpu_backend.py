@@ -426,7 +426,7 @@ def test_negative_strides_numpy_3d_and_output_order():
 def test_negative_strides_numpy_1d():
     a = np.arange(1, 7, dtype=np.float64)
     result = fn_xy(a[::-1], a[::2].repeat(2))
-    np.testing.assert_array_equal(result, a[::-1] * a[::2].repeat(2) - a[::2].repeat(2))
+    np.testing.assert_array_equal(result, a[::-1] * a[::2].repeat(2) + a[::2].repeat(2))
 
 
 @xfail_strided_1d

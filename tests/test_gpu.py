@@ -274,8 +274,8 @@ def test_cpu_and_cuda_agree_on_random_cases():
         alpha = float(rng.normal())
         try:
             cpu = f(a, b, a=alpha)
-        except ValueError:
-            continue  # shapes that do not broadcast after the transpose
+        except (ValueError, TypeError):
+            continue  # shapes that do not broadcast after the transpose, or float16 + complex (complex32)
         gpu = f(a.cuda(), b.cuda(), a=alpha)
         _close(gpu.cpu(), cpu)
 
