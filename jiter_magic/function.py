@@ -21,7 +21,7 @@ from .cache import COUNTERS
 from .errors import BindError, DeviceError, DTypeError, ShapeError
 from .layout import Layout, plan_layout
 from .parse import parse_functor
-from .plan import CONTIGUOUS, STRIDED, KernelSpec, fast_divisor
+from .plan import CONTIGUOUS, STRIDED, TILE, TILED, KernelSpec, fast_divisor
 
 _PLAN_LIMIT = 4096
 
@@ -323,9 +323,12 @@ class JitFunction:
         cuda = device >= 0
         path = CONTIGUOUS if layout.is_contiguous else STRIDED
         vec = _vector_width(output_dtypes, array_items, outs) if cuda and path == CONTIGUOUS else 1
+        tiled = _transposed_inputs(layout, arrays, self.num_outputs) if cuda and path == STRIDED else ()
+        if tiled:
+            path = TILED
         spec = KernelSpec(inputs, scalar, output_dtypes, compute, extras, path,
-                          max(layout.ndim, 1) if path == STRIDED else 1, vec,
-                          (not cuda) or layout.needs_int64)
+                          1 if path == CONTIGUOUS else max(layout.ndim, 1), vec,
+                          (not cuda) or layout.needs_int64, tiled)
         return spec, layout
 
     def _launcher(self, spec: KernelSpec, device: int) -> Callable:
@@ -414,6 +417,23 @@ def _vector_width(output_dtypes, array_items, outs) -> int:
     while vec > 1 and any(r % min(16, vec * s) for r, s in zip(residues, operand_sizes)):
         vec //= 2
     return vec
+
+
+def _transposed_inputs(layout: Layout, arrays: list, num_outputs: int) -> tuple[int, ...]:
+    """Inputs that walk the second loop dimension contiguously while the outputs walk the first:
+    the layouts (a transpose, NCHW read as NHWC) that the tiled path stages through shared memory."""
+    if layout.ndim < 2 or layout.sizes[0] < TILE // 2 or layout.sizes[1] < TILE // 2:
+        return ()
+    if any(layout.strides[j][0] != 1 for j in range(num_outputs)):
+        return ()
+    found, position = [], num_outputs
+    for index, a in enumerate(arrays):
+        if type(a) is tuple:
+            strides = layout.strides[position]
+            if abs(strides[1]) == 1 and strides[0] != 1 and strides[0] != 0:
+                found.append(index)
+            position += 1
+    return tuple(found)
 
 
 def _extent(shape: tuple, strides: tuple) -> tuple[int, int]:

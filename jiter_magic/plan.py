@@ -13,7 +13,8 @@ from functools import lru_cache
 
 from .dtypes import DTYPES
 
-CONTIGUOUS, STRIDED = "contiguous", "strided"
+CONTIGUOUS, STRIDED, TILED = "contiguous", "strided", "tiled"
+TILE, TILE_ROWS = 32, 8  # the tiled path: 32x32 tiles, 32x8 threads, 4 rows a thread
 BLOCK = 128  # threads a block on CUDA
 UNROLL = 1  # vectors a thread on the contiguous path (bench/sweep_gpu.py: 1 is best on the H200)
 ITEMS = 4  # elements a thread on the strided path
@@ -32,6 +33,7 @@ class KernelSpec:
     ndim: int = 1
     vec: int = 1
     index64: bool = False
+    tiled_inputs: tuple[int, ...] = ()  # the tiled path: inputs read transposed through shared memory
 
     @property
     def array_inputs(self) -> tuple[int, ...]:
@@ -52,6 +54,8 @@ class KernelSpec:
         outs = ", ".join(self.outputs)
         index = "int64" if self.index64 else "int32"
         shape = f"vec{self.vec}" if self.path == CONTIGUOUS else f"{self.ndim}-d"
+        if self.path == TILED:
+            shape += f", inputs {list(self.tiled_inputs)} through shared memory"
         return f"({ins}) -> ({outs}) compute {self.compute}, {self.path} {shape}, {index} index"
 
 
@@ -106,11 +110,11 @@ def args_layout(spec: KernelSpec) -> ArgsLayout:
         if is_scalar:
             fmt, size = _SCALAR_FORMAT[spec.inputs[i]]
             raw.append((f"scalar{i}", _ctype(spec.inputs[i]), fmt, size, 0))
-    if spec.path == STRIDED:
+    if spec.path in (STRIDED, TILED):
         raw.append(("sizes", "int64_t", "q" * spec.ndim, 8 * spec.ndim, spec.ndim))
         for op in range(spec.num_operands):
             raw.append((f"strides{op}", "int64_t", "q" * spec.ndim, 8 * spec.ndim, spec.ndim))
-        if not spec.index64:
+        if spec.path == STRIDED and not spec.index64:
             raw.append(("div_mul", "uint32_t", "I" * spec.ndim, 4 * spec.ndim, spec.ndim))
             raw.append(("div_shift", "uint32_t", "I" * spec.ndim, 4 * spec.ndim, spec.ndim))
     fields, fmt, offset = [], "<", 0

@@ -122,16 +122,19 @@ def reference(
 
     `fn(*inputs, **extras)` gets the inputs as torch tensors of the compute dtype and, when
     `cast_extras`, the extras as 0-dim tensors of the compute dtype (what a `T alpha` parameter
-    sees); otherwise the extras as given (for `bool flag`-style parameters). It returns one
+    sees); otherwise the extras as given (for `bool flag`-style parameters). A bool compute dtype
+    is evaluated in int64 (0/1) and converted back, as C++ promotes bool arithmetic to int. It returns one
     tensor, or a tuple of `num_outputs` tensors. The result has the inputs' library (torch or
     NumPy), the promoted dtype (or `out_dtypes`) and the broadcast shape.
     """
     extras = dict(extras or {})
     common = result_type(*inputs)
     compute = compute_dtype(common)
-    args = [_as_compute_tensor(x, compute) for x in inputs]
+    # C++ does arithmetic on bool in int and converts the result back (non-zero -> true).
+    evaluation = torch.int64 if compute is torch.bool else compute
+    args = [_as_compute_tensor(x, compute).to(evaluation) for x in inputs]
     if cast_extras:
-        extras = {k: _as_compute_tensor(v, compute) for k, v in extras.items()}
+        extras = {k: _as_compute_tensor(v, compute).to(evaluation) for k, v in extras.items()}
     value = fn(*args, **extras)
     values = tuple(value) if num_outputs is not None else (value,)
     count = len(values)
@@ -215,43 +218,3 @@ def random_array(shape, dtype, generator: torch.Generator | None = None) -> np.n
 def random_like_buffer(numel: int, dtype, generator: torch.Generator | None = None) -> torch.Tensor:
     """A 1-d random buffer to take `as_strided` views of."""
     return random_tensor((numel,), dtype, generator)
-
-
-def strided_1d_broken() -> bool:
-    """Whether jiter_magic's CPU backend fails to compile a 1-d strided layout (a known bug).
-
-    Probed once with a real call, so property tests run the full space as soon as it is fixed.
-    """
-    global _STRIDED_1D
-    if _STRIDED_1D is None:
-        import jiter_magic
-
-        fn = jiter_magic.create_jit_fn("template <typename T> T probe_strided_1d(T x) { return x; }")
-        try:
-            out = fn(torch.arange(1.0, 7.0)[::2])
-            _STRIDED_1D = not torch.equal(out, torch.tensor([1.0, 3.0, 5.0]))
-        except jiter_magic.CompileError:
-            _STRIDED_1D = True
-    return _STRIDED_1D
-
-
-_STRIDED_1D: bool | None = None
-
-
-def is_strided_1d(arrays, outs=None) -> bool:
-    """Whether a call on these arrays plans a strided loop of one (coalesced) dimension."""
-    from jiter_magic.layout import plan_layout
-
-    items = [a for a in arrays if not isinstance(a, numbers.Number)]
-    shapes = [tuple(a.shape) for a in items]
-    strides = [_element_strides(a) for a in items]
-    out_shapes = None if outs is None else [tuple(o.shape) for o in outs]
-    out_strides = None if outs is None else [_element_strides(o) for o in outs]
-    layout = plan_layout(shapes, strides, out_shapes, out_strides, 1 if outs is None else len(outs))
-    return layout.numel > 0 and not layout.is_contiguous and layout.ndim == 1
-
-
-def _element_strides(a) -> tuple:
-    if isinstance(a, torch.Tensor):
-        return tuple(a.stride())
-    return tuple(s // a.itemsize for s in a.strides)

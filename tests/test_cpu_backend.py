@@ -21,17 +21,10 @@ from jiter_magic import create_jit_fn, create_multi_output_jit_fn
 
 try:
     from .reference import (DTYPES, NUMPY_DTYPES, assert_matches, name, random_array, random_tensor, reference,
-                            result_type, strided_1d_broken)
+                            result_type)
 except ImportError:  # tests/ is not a package: pytest put it on sys.path
     from reference import (DTYPES, NUMPY_DTYPES, assert_matches, name, random_array, random_tensor, reference,
-                           result_type, strided_1d_broken)
-
-STRIDED_1D_BUG = strided_1d_broken()
-xfail_strided_1d = pytest.mark.xfail(
-    STRIDED_1D_BUG, strict=True,
-    reason="BUG: a 1-d strided layout (a 0-dim or stepped/reversed 1-d input) fails to compile on the CPU: "
-           "Args declares 'int64_t sizes;' (no [1]) but the loop indexes a.sizes[0]",
-)
+                           result_type)
 
 # torch's test_jiterator functor, with alpha != beta so swapped operands are caught.
 FUSED = "template <typename T> T my_fused_kernel(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }"
@@ -350,7 +343,6 @@ def test_zero_dim_inputs():
     assert result == 2.5 * 4 + 4
 
 
-@xfail_strided_1d
 def test_zero_dim_with_dimensioned():
     a = torch.tensor(2.0, dtype=torch.float64)  # 0-dim ranks below a dimensioned tensor of the same category
     b = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float16)
@@ -364,7 +356,6 @@ def test_zero_dim_with_dimensioned():
     assert_matches(result, reference(xy_ref, c, d))
 
 
-@xfail_strided_1d
 def test_zero_dim_with_two_dims_higher_category():
     # A 0-dim tensor of a higher category decides the category (int32 x 0-dim float64 -> float64).
     a = torch.tensor([[1, 2], [3, 4]], dtype=torch.int32)
@@ -422,14 +413,12 @@ def test_negative_strides_numpy_3d_and_output_order():
     np.testing.assert_allclose(result, a * b + b, rtol=1e-12)
 
 
-@xfail_strided_1d
 def test_negative_strides_numpy_1d():
     a = np.arange(1, 7, dtype=np.float64)
     result = fn_xy(a[::-1], a[::2].repeat(2))
     np.testing.assert_array_equal(result, a[::-1] * a[::2].repeat(2) + a[::2].repeat(2))
 
 
-@xfail_strided_1d
 def test_stepped_1d_torch():
     a = torch.arange(1.0, 13.0)
     x, y = a[::2], a[1::2]

@@ -72,6 +72,23 @@ def test_all_dtype_pairs_noncontiguous_broadcast_match(a_dtype, b_dtype):
     _close(_ours_fused(c, d), _torch_jiterator()(c, d))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.complex64, torch.int8])
+def test_tiled_path_transposed_and_channels_last(dtype):
+    ref = _torch_jiterator()
+    t = _rand((70, 100), dtype).T  # partial tiles on both dimensions
+    u = _rand((100, 70), dtype)
+    _close(_ours_fused(t, u), ref(t, u))
+    nchw = _rand((3, 40, 17, 9), dtype)
+    nhwc_view = nchw.permute(0, 2, 3, 1)
+    dense = _rand((3, 17, 9, 40), torch.float32)
+    _close(_ours_fused(nhwc_view, dense), ref(nhwc_view, dense))
+    _close(_ours_fused(dense, nhwc_view), ref(dense, nhwc_view))
+    big = _rand((4, 64, 48), dtype).transpose(1, 2)  # batched transpose, scalar second input
+    _close(_ours_fused(big, 2), ref(big, torch.tensor(2, device="cuda")))
+    spec = [s.spec for s in _ours_fused.specializations if s.spec.path == "tiled"]
+    assert spec, "the tiled path was not used"
+
+
 def test_extra_args_given_overridden_defaulted():
     code = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
     ours = create_jit_fn(code, alpha=1.0)

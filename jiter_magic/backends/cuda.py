@@ -12,7 +12,7 @@ import threading
 from ..codegen.kernel import KERNEL_NAME
 from ..compilers.nvrtc import NvrtcCompiler
 from ..errors import DeviceError, LaunchError
-from ..plan import BLOCK, CONTIGUOUS, ITEMS, UNROLL, KernelSpec, args_layout
+from ..plan import BLOCK, CONTIGUOUS, ITEMS, TILE, TILE_ROWS, TILED, UNROLL, KernelSpec, args_layout
 
 NAME = "cuda"
 
@@ -56,6 +56,7 @@ class CudaLauncher:
             except Exception as exc:  # noqa: BLE001 - the driver's own error, re-raised with context
                 raise LaunchError(f"could not load the compiled kernel on CUDA device {device}: {exc}") from exc
         self.work = BLOCK * spec.vec * UNROLL if spec.path == CONTIGUOUS else BLOCK * ITEMS
+        self.tiled = spec.path == TILED
         self.device = device
         self.numel_index = spec.num_operands
         self.pack_into = args_layout(spec).packer.pack_into
@@ -66,7 +67,17 @@ class CudaLauncher:
         self.lock = threading.Lock()
 
     def __call__(self, values: list, geometry: tuple, stream: int) -> None:
-        blocks = (values[self.numel_index] + self.work - 1) // self.work
+        if self.tiled:
+            grid, block = _tiled_grid(values[self.numel_index], geometry), (TILE, TILE_ROWS, 1)
+        else:
+            grid, block = ((values[self.numel_index] + self.work - 1) // self.work, 1, 1), (BLOCK, 1, 1)
         with self.lock:  # the driver copies the parameters during the launch call
             self.pack_into(self.buffer, 0, *values, *geometry)
-            self.launch(self.function, blocks, 1, 1, BLOCK, 1, 1, 0, stream, self.params_address, 0)
+            self.launch(self.function, *grid, *block, 0, stream, self.params_address, 0)
+
+
+def _tiled_grid(numel: int, geometry: tuple) -> tuple[int, int, int]:
+    """Tiles along the two inner dimensions, and up to 65535 batches (the kernel loops over more)."""
+    s0, s1 = geometry[0], geometry[1]
+    batches = numel // (s0 * s1)
+    return (s0 + TILE - 1) // TILE, (s1 + TILE - 1) // TILE, min(batches, 65535)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..bind import EXTRA, INPUT, OUTPUT, Binding
 from ..dtypes import DTYPES
-from ..plan import BLOCK, CONTIGUOUS, ITEMS, UNROLL, KernelSpec, args_layout
+from ..plan import BLOCK, CONTIGUOUS, ITEMS, STRIDED, TILE, TILE_ROWS, UNROLL, KernelSpec, args_layout
 from .prelude import prelude
 
 USER_FILE = "jiterator"
@@ -183,13 +183,74 @@ def _cuda_strided(binding: Binding, spec: KernelSpec) -> list[str]:
     return lines
 
 
+def _cuda_tiled(binding: Binding, spec: KernelSpec) -> list[str]:
+    """Two innermost dims in 32x32 tiles; inputs walking dim 1 contiguously are staged through
+    shared memory, so both their reads and the other operands' accesses are coalesced."""
+    nout = len(spec.outputs)
+    ins = spec.array_inputs
+    rows = TILE // TILE_ROWS
+    lines = []
+    for i in spec.tiled_inputs:
+        lines.append(f"__shared__ {_ctype(spec.inputs[i])} tile{i}[{TILE}][{TILE + 1}];")
+    lines += [
+        f"const index_t i0_base = (index_t)blockIdx.x * {TILE}, i1_base = (index_t)blockIdx.y * {TILE};",
+        "const index_t s0 = (index_t)a.sizes[0], s1 = (index_t)a.sizes[1];",
+        f"index_t batches = 1;",
+    ]
+    for d in range(2, spec.ndim):
+        lines.append(f"batches *= (index_t)a.sizes[{d}];")
+    lines.append("for (index_t batch = blockIdx.z; batch < batches; batch += gridDim.z) {")
+    if spec.ndim > 2:
+        lines.append("  index_t rem = batch;")
+    lines.append("  " + "index_t " + ", ".join(f"o{k} = 0" for k in range(spec.num_operands)) + ";")
+    for d in range(2, spec.ndim):
+        lines.append(f"  {{ const index_t idx = rem % (index_t)a.sizes[{d}]; rem /= (index_t)a.sizes[{d}];")
+        for k in range(spec.num_operands):
+            lines.append(f"    o{k} += idx * (index_t)a.strides{k}[{d}];")
+        lines.append("  }")
+    if spec.tiled_inputs:
+        lines.append("  #pragma unroll")
+        lines.append(f"  for (int r = 0; r < {rows}; ++r) {{")
+        lines.append(f"    const index_t i0 = i0_base + threadIdx.y + r * {TILE_ROWS}, i1 = i1_base + threadIdx.x;")
+        lines.append("    if (i0 < s0 && i1 < s1) {")
+        for i in spec.tiled_inputs:
+            k = nout + ins.index(i)
+            lines.append(f"      tile{i}[threadIdx.y + r * {TILE_ROWS}][threadIdx.x] = "
+                         f"a.in{i}[o{k} + i0 * (index_t)a.strides{k}[0] + i1 * (index_t)a.strides{k}[1]];")
+        lines.append("    }\n  }")
+        lines.append("  __syncthreads();")
+    lines.append("  #pragma unroll")
+    lines.append(f"  for (int r = 0; r < {rows}; ++r) {{")
+    lines.append(f"    const index_t i0 = i0_base + threadIdx.x, i1 = i1_base + threadIdx.y + r * {TILE_ROWS};")
+    lines.append("    if (i0 < s0 && i1 < s1) {")
+    loaded = {}
+    for pos, i in enumerate(ins):
+        k = nout + pos
+        if i in spec.tiled_inputs:
+            loaded[i] = f"tile{i}[threadIdx.x][threadIdx.y + r * {TILE_ROWS}]"
+        else:
+            loaded[i] = f"a.in{i}[o{k} + i0 * (index_t)a.strides{k}[0] + i1 * (index_t)a.strides{k}[1]]"
+    stores = [f"a.out{j}[o{j} + i0 * (index_t)a.strides{j}[0] + i1 * (index_t)a.strides{j}[1]]" for j in range(nout)]
+    lines.append(_indent(element_body(binding, spec, loaded, stores), 3))
+    lines.append("    }\n  }")
+    if spec.tiled_inputs:
+        lines.append("  __syncthreads();")
+    lines.append("}")
+    return lines
+
+
 def render_cuda(binding: Binding, spec: KernelSpec) -> tuple[str, int]:
     """CUDA source of one specialization, and the line where the user's code starts."""
     text, user_start = _header(binding, spec, "cuda")
-    body = _cuda_contiguous(binding, spec) if spec.path == CONTIGUOUS else _cuda_strided(binding, spec)
+    if spec.path == CONTIGUOUS:
+        body, threads = _cuda_contiguous(binding, spec), BLOCK
+    elif spec.path == STRIDED:
+        body, threads = _cuda_strided(binding, spec), BLOCK
+    else:
+        body, threads = _cuda_tiled(binding, spec), TILE * TILE_ROWS
     index_t = "long long" if spec.index64 else "int"
     text += (
-        f'extern "C" __global__ void __launch_bounds__({BLOCK}) {KERNEL_NAME}(const Args a) {{\n'
+        f'extern "C" __global__ void __launch_bounds__({threads}) {KERNEL_NAME}(const Args a) {{\n'
         f"  typedef {index_t} index_t;\n{_indent(body, 1)}\n}}\n"
     )
     return text, user_start
