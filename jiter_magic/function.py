@@ -277,9 +277,9 @@ class JitFunction:
         spec, layout = self._resolve(arrays, adapter, device, normal_outs, key[3])
         launcher = self._launcher(spec, device) if layout.numel else None
         geometry: tuple[int, ...] = ()
-        if spec.path == STRIDED and layout.numel:
+        if spec.path != CONTIGUOUS and layout.numel:
             geometry = tuple(layout.sizes) + tuple(s for op in layout.strides for s in op)
-            if not spec.index64:
+            if spec.path == STRIDED and not spec.index64:
                 divisors = [fast_divisor(n) for n in layout.sizes]
                 geometry += tuple(m for m, _ in divisors) + tuple(s for _, s in divisors)
         like = next(i[5] for i in items if type(i) is tuple)

@@ -186,6 +186,8 @@ def _compile(fn: JitFunction, options: CellOptions) -> None:
     try:
         fn.compile(*dtypes, backend=backend)
     except (DTypeError, BindError) as exc:
+        if not options.dtypes:
+            raise
         raise UsageError(f"--dtype {','.join(options.dtypes)}: {exc}") from None
     except ToolchainError as exc:
         raise CellToolchainError(str(exc)) from None

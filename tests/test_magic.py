@@ -61,8 +61,8 @@ def test_cell_binds_the_callable_with_defaults(shell):
     np.testing.assert_allclose(fn(np.arange(3.0), np.ones(3)), 2.0 * np.arange(3.0) - 1)
 
 
-def test_cell_compiles_at_once_for_float32_on_the_cpu(shell):
-    shell.run_cell_magic("jiterator", "f alpha=1.0 beta=0.0 --no-panel", AXPBY.replace("axpby", "f"))
+def test_cell_compiles_at_once_for_float32(shell):
+    shell.run_cell_magic("jiterator", "f alpha=1.0 beta=0.0 --backend cpu --no-panel", AXPBY.replace("axpby", "f"))
     fn = shell.user_ns["f"]
     assert len(fn.specializations) == 1
     first = fn.specializations[0]
@@ -73,9 +73,9 @@ def test_cell_compiles_at_once_for_float32_on_the_cpu(shell):
 
 
 def test_dtype_option_picks_the_compiled_specialization(shell):
-    shell.run_cell_magic("jiterator", "axpby alpha=1 beta=1 --dtype float64 --no-panel", AXPBY)
+    shell.run_cell_magic("jiterator", "axpby alpha=1 beta=1 --dtype float64 --backend cpu --no-panel", AXPBY)
     assert shell.user_ns["axpby"].specializations[0].spec.inputs == ("float64", "float64")
-    shell.run_cell_magic("jiterator", "axpby alpha=1 beta=1 --dtype int32,float16 --no-panel", AXPBY)
+    shell.run_cell_magic("jiterator", "axpby alpha=1 beta=1 --dtype int32,float16 --backend cpu --no-panel", AXPBY)
     spec = shell.user_ns["axpby"].specializations[0].spec
     assert spec.inputs == ("int32", "float16") and spec.outputs == ("float16",)
 
@@ -184,10 +184,10 @@ def test_kwarg_that_is_not_a_parameter_is_a_bind_error(shell):
 
 
 def test_panel_is_displayed_unless_no_panel(shell, capsys):
-    shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5", AXPBY)
+    shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --backend cpu", AXPBY)
     shown = capsys.readouterr().out
     assert "JitFunction axpby: template <typename T> T axpby(T x, T y, T alpha, T beta)" in shown
-    assert "kwargs: alpha=1.0, beta=0.5" in shown
+    assert "kwargs: alpha=1.0, beta=0.5" in shown and "backend: cpu" in shown
     assert "#0 cpu: (float32, float32) -> (float32)" in shown
     shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel", AXPBY)
     assert capsys.readouterr().out == ""
@@ -235,3 +235,15 @@ def test_importing_the_package_does_not_import_ipython():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "[]"
+
+
+def test_cuda_backend_compiles_with_nvrtc_without_a_gpu(shell):
+    """NVRTC compiles on any machine with CuPy and the CUDA headers; the panel then shows CUDA source."""
+    try:
+        shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --backend cuda --no-panel", AXPBY)
+    except jiter_magic.ToolchainError as exc:
+        pytest.skip(f"no CUDA toolchain: {exc}")
+    fn = shell.user_ns["axpby"]
+    assert fn.backend == "cuda"
+    first = fn.specializations[0]
+    assert first.backend == "cuda" and "__global__" in first.source and first.binary_size > 0

@@ -1,0 +1,433 @@
+"""render_cuda + NvrtcCompiler: every generated kernel compiles to a cubin, with no GPU.
+
+Each case builds a KernelSpec by hand, renders the CUDA source and compiles it with NVRTC for
+sm_80 and sm_90 (compile only). NVRTC takes ~50 ms a kernel, so the cross product is cut
+down: every dtype x both paths x both index widths x both arches, plus targeted mixed cases.
+"""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from jiter_magic.bind import Binding, bind
+from jiter_magic.codegen.kernel import KERNEL_NAME, USER_FILE, render_cuda
+from jiter_magic.compilers.base import CompileResult
+from jiter_magic.dtypes import DTYPES, TORCH_DTYPES, UNSIGNED_WIDE, compute_dtype, promote_types
+from jiter_magic.errors import CompileError, JiterError
+from jiter_magic.parse import parse_functor
+from jiter_magic.plan import BLOCK, CONTIGUOUS, STRIDED, TILE, TILE_ROWS, TILED, KernelSpec, args_layout
+
+import jiter_magic.compilers.nvrtc as nvrtc_module  # noqa: E402
+from jiter_magic.compilers.nvrtc import NvrtcCompiler  # noqa: E402
+
+try:
+    from cupy.cuda import nvrtc as _cupy_nvrtc  # noqa: F401 - NVRTC through CuPy; works with no GPU
+except ImportError:  # pragma: no cover - depends on the installation
+    pytest.skip("CuPy's NVRTC binding is not installed", allow_module_level=True)
+
+ARCHES = ("sm_80", "sm_90")
+ALL_DTYPES = TORCH_DTYPES + UNSIGNED_WIDE
+AXPY = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
+MULTI = "template <typename T> void f(T x, T y, T& a, T& b) { a = x + y; b = x * y; }"
+MULTI3 = "template <typename T> void f(T x, T y, T z, T& a, T& b) { a = x + y * z; b = x * y; }"
+
+_BINDINGS: dict[tuple, Binding] = {}
+_COMPILERS: dict[str, object] = {}
+
+
+def binding(code: str, kwargs=(), num_outputs=None) -> Binding:
+    key = (code, tuple(kwargs), num_outputs)
+    if key not in _BINDINGS:
+        _BINDINGS[key] = bind(parse_functor(code), list(kwargs), num_outputs)
+    return _BINDINGS[key]
+
+
+def compiler(arch: str):
+    if arch not in _COMPILERS:
+        _COMPILERS[arch] = NvrtcCompiler(arch)
+    return _COMPILERS[arch]
+
+
+def cubin_sm(binary: bytes) -> int:
+    """The SM version recorded in a cubin's ELF e_flags (bits 8-15 in the current ABI, 0-7 in the old one)."""
+    flags = struct.unpack_from("<I", binary, 48)[0]
+    return (flags >> 8) & 0xFF if binary[7] >= 0x41 else flags & 0xFF
+
+
+def check_source(b: Binding, spec: KernelSpec, source: str, user_start: int) -> None:
+    lines = source.splitlines()
+    assert lines[user_start - 2] == f'#line 1 "{USER_FILE}"'
+    assert "\n".join(lines[user_start - 1:user_start - 1 + b.functor.code.count("\n") + 1]) == b.functor.code
+    assert f"typedef {DTYPES[spec.compute].ctype} compute_t;" in source
+    threads = TILE * TILE_ROWS if spec.path == TILED else BLOCK
+    assert f"void __launch_bounds__({threads}) {KERNEL_NAME}(const Args a)" in source
+    assert ("typedef long long index_t;" if spec.index64 else "typedef int index_t;") in source
+    for name in ("n",) + tuple(f"extra{k}" for k in range(len(spec.extras))):
+        assert f" {name};" in source
+    if spec.path == CONTIGUOUS and spec.array_inputs:
+        i = spec.array_inputs[0]
+        assert f"jm::vec<{DTYPES[spec.inputs[i]].ctype}, {spec.vec}>" in source
+    if spec.path == STRIDED and not spec.index64 and spec.ndim > 1:
+        assert "__umulhi" in source
+    assert ("struct alignas(2 * sizeof(T)) complex" in source) == (spec.needs_complex or "complex" in b.functor.code)
+
+
+def compile_spec(b: Binding, spec: KernelSpec, arch: str) -> tuple[str, CompileResult]:
+    source, user_start = render_cuda(b, spec)
+    check_source(b, spec, source, user_start)
+    result = compiler(arch).compile(source, "jm_test")
+    assert isinstance(result, CompileResult)
+    assert isinstance(result.binary, bytes) and len(result.binary) > 1000
+    assert result.binary[:4] == b"\x7fELF"
+    assert struct.unpack_from("<H", result.binary, 18)[0] == 190  # EM_CUDA
+    assert cubin_sm(result.binary) == int(arch[3:])
+    assert f"-arch={arch}" in result.options and "-default-device" in result.options
+    assert KERNEL_NAME.encode() in result.binary
+    assert result.seconds > 0
+    return source, result
+
+
+def axpy_spec(dtype: str, path: str, ndim: int = 1, vec: int = 1, index64: bool = False) -> KernelSpec:
+    return KernelSpec((dtype, dtype), (False, False), (dtype,), compute_dtype(dtype), ("float64",),
+                      path, ndim, vec, index64)
+
+
+def sensible_vecs(dtype: str) -> list[int]:
+    return [v for v in (2, 4, 8) if v * DTYPES[dtype].itemsize <= 16] or [1]
+
+
+# --------------------------------------------------------------------------- every dtype, both paths, both arches
+
+
+def _matrix():
+    cases = []
+    for dtype in ALL_DTYPES:
+        vecs = sensible_vecs(dtype)
+        variants = [(CONTIGUOUS, 1, max(vecs), False), (CONTIGUOUS, 1, 1, True), (STRIDED, 1, 1, False),
+                    (STRIDED, 2, 1, True), (STRIDED, 3, 1, False)]
+        if min(vecs) != max(vecs):
+            variants.append((CONTIGUOUS, 1, min(vecs), False))
+        for arch in ARCHES:
+            for path, ndim, vec, index64 in variants:
+                label = f"{dtype}-{path}-{'vec' + str(vec) if path == CONTIGUOUS else str(ndim) + 'd'}-" \
+                        f"{'i64' if index64 else 'i32'}-{arch}"
+                cases.append(pytest.param(dtype, path, ndim, vec, index64, arch, id=label))
+    return cases
+
+
+@pytest.mark.parametrize("dtype, path, ndim, vec, index64, arch", _matrix())
+def test_axpy_every_dtype(dtype, path, ndim, vec, index64, arch):
+    spec = axpy_spec(dtype, path, ndim, vec, index64)
+    source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
+    assert "r0 = my_kernel<compute_t>(v0, v1, a.extra0);" in source
+    if dtype in ("float16", "bfloat16"):
+        assert "jm::to_float(" in source and f"jm::to_{'half' if dtype == 'float16' else 'bfloat16'}(" in source
+
+
+@pytest.mark.parametrize("vec", [1, 2, 4, 8])
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "complex64"])
+def test_every_vector_width(dtype, vec):
+    # torch uses vec 4 whatever the dtype; wide vectors of wide dtypes must compile too
+    compile_spec(binding(AXPY, ["alpha"]), axpy_spec(dtype, CONTIGUOUS, vec=vec), "sm_90")
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("index64", [False, True], ids=["i32", "i64"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "complex128"])
+def test_strided_one_dim(dtype, index64, arch):
+    # e.g. x[::2]: one coalesced loop that is not unit-stride; sizes/strides are one-element arrays
+    source, _ = compile_spec(binding(AXPY, ["alpha"]), axpy_spec(dtype, STRIDED, 1, 1, index64), arch)
+    assert "int64_t sizes[1];" in source and "int64_t strides2[1];" in source
+    assert "a.strides0[0]" in source
+
+
+@pytest.mark.parametrize("ndim", [4, 6, 10])
+def test_strided_many_dims(ndim):
+    source, _ = compile_spec(binding(AXPY, ["alpha"]), axpy_spec("float32", STRIDED, ndim), "sm_80")
+    assert f"a.div_mul[{ndim - 2}]" in source and f"a.div_mul[{ndim - 1}]" not in source
+
+
+TILED_CASES = [
+    ("float32", 2, (0,), False), ("float32", 2, (0, 1), True), ("float16", 3, (1,), False),
+    ("bfloat16", 2, (0,), True), ("int8", 4, (0,), False), ("float64", 3, (0, 1), False),
+    ("complex64", 2, (1,), False), ("complex128", 2, (0,), True), ("bool", 2, (0,), False), ("uint64", 3, (1,), True),
+]
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("dtype, ndim, tiled, index64", TILED_CASES,
+                         ids=[f"{d}-{n}d-tiles{''.join(map(str, t))}-{'i64' if i else 'i32'}" for d, n, t, i in TILED_CASES])
+def test_tiled_path(dtype, ndim, tiled, index64, arch):
+    spec = KernelSpec((dtype, dtype), (False, False), (dtype,), compute_dtype(dtype), ("float64",),
+                      TILED, ndim, 1, index64, tiled)
+    source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
+    for i in tiled:
+        assert f"__shared__ {DTYPES[dtype].ctype} tile{i}[{TILE}][{TILE + 1}];" in source
+    assert source.count("__syncthreads();") == 2
+    assert "div_mul" not in source
+    assert f"int64_t sizes[{ndim}];" in source
+
+
+def test_tiled_path_mixed_dtypes_scalar_and_two_outputs():
+    spec = KernelSpec(("float16", "float32", "int32"), (False, True, False), ("float32", "float16"), "float32", (),
+                      TILED, 3, 1, False, (0,))
+    source, _ = compile_spec(binding(MULTI3, [], 2), spec, "sm_90")
+    assert "__shared__ jm::half tile0" in source and "tile2" not in source
+
+
+# --------------------------------------------------------------------------- mixed input dtypes, scalars, outputs
+
+MIXED = [("float16", "float32"), ("int8", "float64"), ("bool", "complex64"), ("bfloat16", "int64"),
+         ("uint8", "int8"), ("float32", "complex128")]
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 4), (STRIDED, 2, 1)], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("a, b", MIXED, ids=[f"{a}+{b}" for a, b in MIXED])
+def test_mixed_input_dtypes(a, b, path, ndim, vec, arch):
+    common = promote_types(a, b)
+    spec = KernelSpec((a, b), (False, False), (common,), compute_dtype(common), ("float64",), path, ndim, vec, False)
+    source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
+    assert f"const {DTYPES[a].ctype}* in0;" in source and f"const {DTYPES[b].ctype}* in1;" in source
+
+
+SCALAR_CASES = [
+    ("float32", "float32", (False, True), "float32"),
+    ("float32", "float32", (True, False), "float32"),
+    ("float16", "float32", (False, True), "float32"),
+    ("int64", "int64", (False, True), "int64"),
+    ("complex128", "complex128", (False, True), "complex128"),
+    ("bool", "bool", (True, False), "bool"),
+]
+
+
+@pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 2), (STRIDED, 3, 1)], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("a, b, scalars, compute", SCALAR_CASES,
+                         ids=[f"{a}{'*' if s[0] else ''}+{b}{'*' if s[1] else ''}" for a, b, s, _ in SCALAR_CASES])
+def test_scalar_input_by_value(a, b, scalars, compute, path, ndim, vec):
+    spec = KernelSpec((a, b), scalars, (compute if a != "float16" else "float16",), compute, ("float64",),
+                      path, ndim, vec, False)
+    source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, "sm_90")
+    scalar_index = scalars.index(True)
+    array_index = scalars.index(False)
+    assert f" scalar{scalar_index};" in source
+    assert f"const compute_t v{scalar_index} = a.scalar{scalar_index};" in source  # by value, already compute_t
+    assert f"in{scalar_index};" not in source and f"in{array_index};" in source
+    assert spec.num_operands == 2
+
+
+def test_all_inputs_scalar():
+    spec = KernelSpec(("float32", "float32"), (True, True), ("float32",), "float32", ("float64",), CONTIGUOUS, 1, 1, False)
+    source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, "sm_80")
+    assert "in0" not in source and "in1" not in source
+
+
+OUTPUT_CASTS = [("float32", "float16"), ("float32", "bfloat16"), ("float32", "int32"), ("float32", "bool"),
+                ("float32", "uint8"), ("float32", "float64"), ("float32", "complex64"), ("int32", "float16"),
+                ("complex64", "complex128"), ("complex128", "float64"), ("complex64", "float16"),
+                ("float64", "bfloat16")]
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 4), (STRIDED, 2, 1)], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("compute, out", OUTPUT_CASTS, ids=[f"{c}->{o}" for c, o in OUTPUT_CASTS])
+def test_output_dtype_differs_from_compute(compute, out, path, ndim, vec, arch):
+    extra = "complex128" if DTYPES[compute].kind == "c" else "float64"
+    spec = KernelSpec((compute, compute), (False, False), (out,), compute, (extra,), path, ndim, vec, False)
+    source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
+    assert f"{DTYPES[out].ctype}* out0;" in source
+    if DTYPES[compute].kind == "c" and DTYPES[out].kind != "c":
+        assert "(r0).real()" in source
+
+
+# --------------------------------------------------------------------------- multi-output, many inputs, extras
+
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 4), (STRIDED, 3, 1)], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("ins, outs, compute", [
+    (("float32", "float32"), ("float32", "float32"), "float32"),
+    (("float32", "float16"), ("float32", "float16"), "float32"),
+    (("complex64", "complex64"), ("complex64", "complex128"), "complex64"),
+    (("int8", "int32"), ("int32", "int64"), "int32"),
+], ids=["float32", "float32+float16", "complex", "ints"])
+def test_multi_output(ins, outs, compute, path, ndim, vec, arch):
+    spec = KernelSpec(ins, (False, False), outs, compute, (), path, ndim, vec, False)
+    source, _ = compile_spec(binding(MULTI, [], 2), spec, arch)
+    assert "f<compute_t>(v0, v1, r0, r1);" in source
+    assert "compute_t r0, r1;" in source
+    assert spec.num_operands == 4
+
+
+def test_multi_output_single_form_void_function():
+    b = binding("template <typename T> void f(T x, T& o) { o = x * x; }", [], None)
+    spec = KernelSpec(("float64",), (False,), ("float64",), "float64", (), STRIDED, 2, 1, True)
+    source, _ = compile_spec(b, spec, "sm_80")
+    assert "f<compute_t>(v0, r0);" in source
+
+
+def n_input_code(n: int) -> str:
+    names = [f"x{i}" for i in range(n)]
+    return "template <typename T> T f(%s) { return %s; }" % (", ".join(f"T {x}" for x in names), " + ".join(names))
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 4), (STRIDED, 3, 1)], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("n", [8, 16])
+def test_many_inputs(n, path, ndim, vec, arch):
+    dtypes = tuple(("float32", "float16", "int32", "bfloat16")[i % 4] for i in range(n))
+    spec = KernelSpec(dtypes, (False,) * n, ("float32",), "float32", (), path, ndim, vec, n == 16)
+    source, _ = compile_spec(binding(n_input_code(n)), spec, arch)
+    assert f"in{n - 1};" in source
+    assert spec.num_operands == n + 1
+    if path == STRIDED:
+        assert f"strides{n}[" in source
+
+
+EXTRAS = "template <typename T> T f(T x, bool flag, long long k, double s, T c) { return flag ? x * T(s) + T(k) * c : x; }"
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 2), (STRIDED, 2, 1)], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("compute, c_dtype", [("float32", "float64"), ("complex64", "complex128"),
+                                              ("complex128", "complex128"), ("int64", "int64")])
+def test_extra_args_of_each_kind(compute, c_dtype, path, ndim, vec, arch):
+    b = binding(EXTRAS, ["s", "flag", "c", "k"])
+    assert b.extra_names == ("flag", "k", "s", "c")
+    spec = KernelSpec((compute,), (False,), (compute,), compute, ("bool", "int64", "float64", c_dtype),
+                      path, ndim, vec, False)
+    source, _ = compile_spec(b, spec, arch)
+    assert "f<compute_t>(v0, a.extra0, a.extra1, a.extra2, a.extra3);" in source
+    assert "bool extra0;" in source and "int64_t extra1;" in source and "double extra2;" in source
+    assert f"{DTYPES[c_dtype].ctype} extra3;" in source
+
+
+@pytest.mark.parametrize("extra", ["bool", "int64", "float64", "uint8", "float32"])
+@pytest.mark.parametrize("compute", ["float32", "int32", "bool"])
+def test_extra_arg_converted_to_compute_parameter(compute, extra):
+    spec = KernelSpec((compute, compute), (False, False), (compute,), compute, (extra,), CONTIGUOUS, 1, 1, False)
+    compile_spec(binding(AXPY, ["alpha"]), spec, "sm_90")
+
+
+def test_non_template_functor_has_no_template_argument():
+    b = binding("__device__ float scale(float x, double s) { return x * (float)s; }", ["s"])
+    spec = KernelSpec(("float32",), (False,), ("float32",), "float32", ("float64",), CONTIGUOUS, 1, 4, False)
+    source, _ = compile_spec(b, spec, "sm_80")
+    assert "r0 = scale(v0, a.extra0);" in source
+
+
+def test_helpers_comments_and_defines_compile():
+    code = (
+        "// helpers first\n"
+        "#define SQ(v) ((v) * (v))\n"
+        "template <typename T> T util_fn(T x, T y) { return ::sin(x) + ::cos(y); }\n"
+        "/* the entry */ template <typename T> T my_kernel(T x, T y, T val) { return ::min(val, util_fn(SQ(x), y)); }\n"
+    )
+    spec = axpy_spec("float32", STRIDED, 2, 1, False)
+    source, _ = compile_spec(binding(code, ["val"]), spec, "sm_90")
+    assert source.count(code) == 1
+
+
+def test_user_include_of_cuda_fp16_does_not_clash_with_the_prelude():
+    if nvrtc_module.cuda_include_dir() is None:
+        pytest.skip("no CUDA headers found")
+    b = binding("#include <cuda_fp16.h>\ntemplate <typename T> T f(T x) { return x + T(__half2float(__float2half(1.0f))); }")
+    compile_spec(b, KernelSpec(("float32",), (False,), ("float32",), "float32", (), CONTIGUOUS, 1, 4, False), "sm_80")
+
+
+# --------------------------------------------------------------------------- Args struct == the Python packer
+
+LAYOUT_SPECS = [
+    axpy_spec("float32", CONTIGUOUS, vec=4),
+    axpy_spec("complex128", STRIDED, 3, 1, False),
+    axpy_spec("int8", STRIDED, 5, 1, True),
+    axpy_spec("float64", STRIDED, 1, 1, False),
+    axpy_spec("uint16", STRIDED, 3, 1, False),  # odd ndim: uint32 divisor arrays padded to 8 bytes
+    KernelSpec(("float32", "float32"), (False, False), ("float32",), "float32", ("float64",), TILED, 3, 1, False, (1,)),
+    KernelSpec(("float16", "complex128", "bool"), (False, True, False), ("complex128", "uint8"), "complex128",
+               ("bool", "complex128", "int64"), STRIDED, 3, 1, False),
+    KernelSpec(("bool", "int8"), (True, False), ("int16",), "int16", ("bool", "bool", "float32"), CONTIGUOUS, 1, 8, False),
+]
+
+
+@pytest.mark.parametrize("spec", LAYOUT_SPECS, ids=[s.describe() for s in LAYOUT_SPECS])
+def test_args_struct_layout_matches_packer(spec):
+    n_extras = len(spec.extras)
+    n_outs = len(spec.outputs)
+    code = "template <typename T> void f(%s) { }" % ", ".join(
+        [f"T x{i}" for i in range(len(spec.inputs))] + [f"T e{k}" for k in range(n_extras)]
+        + [f"T& o{j}" for j in range(n_outs)])
+    b = binding(code, [f"e{k}" for k in range(n_extras)], n_outs)
+    source, _ = render_cuda(b, spec)
+    layout = args_layout(spec)
+    checks = [f'static_assert(sizeof(Args) == {layout.packer.size}, "sizeof(Args)");']
+    for field in layout.fields:
+        checks.append(f'static_assert(__builtin_offsetof(Args, {field.name}) == {field.offset}, "{field.name}");')
+    result = compiler("sm_90").compile(source + "\n".join(checks) + "\n", "jm_layout")
+    assert result.binary[:4] == b"\x7fELF"
+    assert len(layout.fields) >= len(spec.outputs) + len(spec.array_inputs) + 1 + n_extras
+
+
+def test_args_struct_layout_mismatch_is_detected():
+    """The static_assert technique above does fail when an offset is wrong (so the test can fail)."""
+    spec = axpy_spec("float32", CONTIGUOUS, vec=4)
+    source, _ = render_cuda(binding(AXPY, ["alpha"]), spec)
+    with pytest.raises(CompileError) as info:
+        compiler("sm_90").compile(source + 'static_assert(__builtin_offsetof(Args, n) == 3, "n_offset");\n', "jm_bad")
+    assert "n_offset" in str(info.value)
+
+
+# --------------------------------------------------------------------------- compiler errors and identity
+
+
+def test_compile_error_points_at_the_users_line():
+    b = binding("template <typename T> T my_kernel(T x, T y) { return undefined_fn(x) + y; }")
+    spec = KernelSpec(("float32", "float32"), (False, False), ("float32",), "float32", (), CONTIGUOUS, 1, 4, False)
+    source, _ = render_cuda(b, spec)
+    with pytest.raises(CompileError) as info:
+        compiler("sm_90").compile(source, "jm_bad")
+    error = info.value
+    message = str(error)
+    assert isinstance(error, RuntimeError) and isinstance(error, JiterError)
+    assert "line 1" in message
+    assert "undefined_fn" in message
+    assert "sm_90" in message
+    assert "typedef signed char" not in message
+    assert "namespace jm" not in message
+    assert "jiterator(" not in message  # the raw location was mapped
+    assert error.source == source
+    assert "undefined_fn" in error.log and "line 1" in error.log
+
+
+def test_compile_error_on_a_later_line_of_a_multi_line_functor():
+    code = "template <typename T>\nT my_kernel(T x, T y) {\n  T z = x;\n  return also_undefined(z) + y;\n}"
+    spec = KernelSpec(("float64", "float64"), (False, False), ("float64",), "float64", (), STRIDED, 2, 1, True)
+    source, _ = render_cuda(binding(code), spec)
+    with pytest.raises(CompileError) as info:
+        compiler("sm_80").compile(source, "jm_bad")
+    message = str(info.value)
+    assert "line 4" in message and "also_undefined" in message
+    assert "typedef signed char" not in message
+
+
+def test_syntax_error_in_non_template_functor():
+    b = binding("__device__ float my_kernel(float x) {\n  return x + ;\n}")
+    spec = KernelSpec(("float32",), (False,), ("float32",), "float32", (), CONTIGUOUS, 1, 1, False)
+    source, _ = render_cuda(b, spec)
+    with pytest.raises(CompileError) as info:
+        compiler("sm_80").compile(source, "jm_bad")
+    assert "line 2" in str(info.value) and "expected an expression" in str(info.value)
+
+
+def test_compiler_identity_and_options():
+    c80 = compiler("sm_80")
+    assert c80.arch == "sm_80"
+    identity = c80.identity
+    assert identity.startswith("nvrtc-") and identity.endswith("-sm_80")
+    major, minor = identity.split("-")[1].split(".")
+    assert int(major) >= 12 and int(minor) >= 0
+    options = c80.options()
+    assert options[:4] == ("-arch=sm_80", "-default-device", "--std=c++17", "-DJITER_MAGIC=1")
+    assert compiler("sm_90").identity != identity
