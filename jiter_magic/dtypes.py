@@ -144,7 +144,7 @@ def _combine_categories(higher: str | None, lower: str | None) -> str | None:
 
 def scalar_dtype(value: object) -> str:
     """dtype name a Python scalar carries before promotion (int -> int64, float -> float64)."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_")):
         return "bool"
     if isinstance(value, numbers.Integral):
         return "int64"

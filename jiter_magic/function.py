@@ -36,6 +36,7 @@ class CallPlan:
     geometry: tuple[int, ...]  # sizes, strides, divisors: packed after the values
     allocators: tuple[Callable[[], Any], ...]  # one a output
     flatten: Callable | None  # None when extras pack as they are and no input is a scalar
+    stream: Callable[[int], int]  # the library's current raw stream on a device
 
 
 _PY_SCALAR_KIND = {bool: "bool", int: "int64", float: "float64", complex: "complex128"}
@@ -124,6 +125,7 @@ class JitFunction:
         self._default_extras = [self.kwargs[n] for n in self.binding.extra_names]
         self._default_kinds = tuple(_scalar_kind(v) for v in self._default_extras)
         self._plans: dict[tuple, CallPlan] = {}
+        self._fast_plans: dict[tuple, CallPlan] = {}
         self._launchers: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
         self.specializations: list[Specialization] = []
@@ -150,6 +152,7 @@ class JitFunction:
             raise ValueError(f"backend must be 'auto', 'cuda' or 'cpu', got {value!r}")
         self._backend = value
         self._checked_device = None
+        self._fast_plans.clear()
 
     def add_listener(self, callback: Callable[[Specialization], None]) -> None:
         """Call `callback(specialization)` whenever a new specialization is built."""
@@ -173,6 +176,34 @@ class JitFunction:
             raise BindError(
                 f"{self.name} takes {self._num_inputs} input(s) {list(self.binding.input_names)}, got {len(args)}"
             )
+        fast_key = None
+        if out is None and not kwargs:
+            # The hot path for torch tensors: one list of C-level attribute reads and a dict lookup.
+            try:
+                descs = [(x.dtype, x.shape, x.stride(), x.data_ptr(), x.get_device()) for x in args]
+            except (AttributeError, TypeError):
+                descs = None
+            if descs is not None:
+                fast_key = tuple([(d[0], d[1], d[2], d[3] & 15, d[4]) for d in descs])
+                plan = self._fast_plans.get(fast_key)
+                if plan is not None:
+                    COUNTERS.memory_hits += 1
+                    results = [allocate() for allocate in plan.allocators]
+                    if plan.launcher is not None:
+                        values = [r.data_ptr() for r in results]
+                        values += [d[3] for d in descs]
+                        if plan.flatten is None:
+                            values.append(plan.layout.numel)
+                            values += self._default_extras
+                        else:
+                            values += plan.flatten(plan.layout.numel, self._default_extras, ())
+                        device = descs[0][4]
+                        plan.launcher(values, plan.geometry, plan.stream(device) if device >= 0 else 0)
+                    return results[0] if self._returns_one else tuple(results)
+        return self._call(args, out, kwargs, fast_key)
+
+    def _call(self, args: tuple, out: object, kwargs: dict, fast_key: tuple | None):
+        """The general call path: any library, scalars, out= and kwargs; plans on a miss."""
         if kwargs:
             extras, extra_kinds = self._extras(kwargs)
         else:
@@ -186,6 +217,11 @@ class JitFunction:
             plan = self._plan(key, items, adapter, device, outs)
         else:
             COUNTERS.memory_hits += 1
+        if fast_key is not None and adapter.LIBRARY == "torch":
+            with self._lock:
+                if len(self._fast_plans) >= _PLAN_LIMIT:
+                    self._fast_plans.clear()
+                self._fast_plans[fast_key] = plan
         if outs is None:
             results = [allocate() for allocate in plan.allocators]
             pointers = [adapter.pointer(r) for r in results]
@@ -201,7 +237,7 @@ class JitFunction:
                 pointers.extend(extras)
             else:
                 pointers.extend(plan.flatten(plan.layout.numel, extras, items))
-            plan.launcher(pointers, plan.geometry, adapter.stream(device) if device >= 0 else 0)
+            plan.launcher(pointers, plan.geometry, plan.stream(device) if device >= 0 else 0)
         if self._returns_one:
             return results[0]
         return tuple(results)
@@ -284,7 +320,7 @@ class JitFunction:
                 geometry += tuple(m for m, _ in divisors) + tuple(s for _, s in divisors)
         like = next(i[5] for i in items if type(i) is tuple)
         allocators = tuple(adapter.allocator(layout.shape, layout.output_strides, d, like) for d in spec.outputs)
-        plan = CallPlan(spec, layout, launcher, geometry, allocators, _flattener(spec))
+        plan = CallPlan(spec, layout, launcher, geometry, allocators, _flattener(spec), adapter.stream)
         with self._lock:
             if len(self._plans) >= _PLAN_LIMIT:
                 self._plans.clear()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from .errors import ShapeError
 
 INT32_MAX = 2**31 - 1
+INDEX_HEADROOM = 1 << 20  # kernels step past n by up to a block's work before their bound check
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,12 @@ class Layout:
 
     @property
     def needs_int64(self) -> bool:
-        if self.numel > INT32_MAX:
+        limit = INT32_MAX - INDEX_HEADROOM
+        if self.numel > limit:
             return True
         for strides in self.strides:
             extent = sum(abs(st) * (n - 1) for st, n in zip(strides, self.sizes))
-            if extent > INT32_MAX:
+            if extent > limit:
                 return True
         return False
 
@@ -70,7 +72,7 @@ def broadcast_strides(shape: tuple[int, ...], strides: tuple[int, ...], target: 
 def _should_swap(dim0: int, dim1: int, shape: tuple[int, ...], operands: list[tuple[int, ...]]) -> int:
     """TensorIterator's comparison: 1 if dim0 should be inner to dim1, -1 if not, 0 if undecided."""
     for strides in operands:
-        s0, s1 = strides[dim0], strides[dim1]
+        s0, s1 = abs(strides[dim0]), abs(strides[dim1])
         if s0 == 0 or s1 == 0:
             continue
         if s0 < s1:

@@ -124,18 +124,26 @@ def _match_angle(tokens: list[Token], start: int) -> int:
 
 
 def _split_commas(tokens: list[Token]) -> list[list[Token]]:
-    """Split a token list on commas that are not nested in brackets or angle brackets."""
+    """Split a token list on commas not nested in brackets; angle brackets count only before a
+    default value's '=', where '<' and '>' are comparisons."""
     parts: list[list[Token]] = [[]]
-    depth = 0
+    depth = angles = 0
+    in_default = False
     for token in tokens:
-        if token.text in ("(", "[", "{", "<"):
+        text = token.text
+        if text in ("(", "[", "{"):
             depth += 1
-        elif token.text in (")", "]", "}", ">"):
+        elif text in (")", "]", "}"):
             depth -= 1
-        elif token.text == ">>":
-            depth -= 2
-        if token.text == "," and depth == 0:
+        elif not in_default and text == "<":
+            angles += 1
+        elif not in_default and text in (">", ">>"):
+            angles = max(0, angles - len(text))
+        elif text == "=" and depth == 0 and angles == 0:
+            in_default = True
+        if text == "," and depth == 0 and angles == 0:
             parts.append([])
+            in_default = False
         else:
             parts[-1].append(token)
     return [part for part in parts if part]
@@ -153,13 +161,19 @@ def _template_params(tokens: list[Token]) -> tuple[str, ...]:
     return tuple(_join(part) for part in _split_commas(tokens))
 
 
-def _parameter(tokens: list[Token], function: str) -> Parameter:
+_TYPE_WORDS = frozenset({"const", "volatile", "unsigned", "signed", "int", "char", "short", "long", "float",
+                         "double", "bool", "void", "auto", "typename", "struct", "class"})
+
+
+def _parameter(tokens: list[Token], function: str, type_params: frozenset[str]) -> Parameter:
     for index, token in enumerate(tokens):  # drop a default value
         if token.text == "=":
             tokens = tokens[:index]
             break
     names = [t for t in tokens if t.kind == "ident"]
-    if len(tokens) < 2 or tokens[-1].kind != "ident" or len(names) < 2:
+    last = tokens[-1].text if tokens else ""
+    if (len(tokens) < 2 or tokens[-1].kind != "ident" or len(names) < 2
+            or last in _TYPE_WORDS or last in type_params):
         raise ParseError(
             f"parameter '{_join(tokens)}' of '{function}' (line {tokens[0].line}) needs a type and a name, "
             "for example 'T x'"
@@ -187,6 +201,11 @@ def _definition(head: list[Token]) -> _Definition | None:
         close = _match_angle(head, 1)
         template = _template_params(head[2:close])
         head = head[close + 1:]
+    trailing: list[Token] = []
+    for index in range(len(head) - 1, 0, -1):
+        if head[index].text == "->" and head[index - 1].text == ")":
+            head, trailing = head[:index], head[index + 1:]
+            break
     while head and head[-1].text in ("const", "noexcept", "override"):
         head = head[:-1]
     if not head or head[-1].text != ")":
@@ -201,6 +220,8 @@ def _definition(head: list[Token]) -> _Definition | None:
         return None
     name = head[open_index - 1]
     return_type = [t for t in head[:open_index - 1] if t.text not in _QUALIFIERS]
+    if trailing and [t.text for t in return_type] == ["auto"]:
+        return_type = trailing
     if not return_type or any(t.text in (";", "=", "namespace", "struct", "class") for t in return_type):
         return None
     return _Definition(name.text, template, return_type, head[open_index + 1:-1], name.line)
@@ -248,7 +269,8 @@ def parse_functor(code: str) -> Functor:
     parts = _split_commas(entry.params)
     if len(parts) == 1 and [t.text for t in parts[0]] == ["void"]:
         parts = []
-    params = [_parameter(part, entry.name) for part in parts]
+    type_params = frozenset(p.split()[-1] for p in (entry.template or ()) if p.split()[0] in ("typename", "class"))
+    params = [_parameter(part, entry.name, type_params) for part in parts]
     names = [p.name for p in params]
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:

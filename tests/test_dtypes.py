@@ -241,8 +241,6 @@ def test_scalar_dtype_and_extra_arg_type(value, expected):
     assert D.extra_arg_type(value) == expected
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: NumPy 2 bool scalars (type name 'bool', not 'bool_') are rejected "
-                   "by scalar_dtype with DTypeError")
 @pytest.mark.parametrize("value", [np.True_, np.bool_(False)])
 def test_scalar_dtype_numpy_bool(value):
     assert D.scalar_dtype(value) == "bool"

@@ -362,8 +362,6 @@ def test_negative_strides_numpy_order(make):
         layout.shape, [layout.output_strides], [a.shape, b.shape], [elements(a), elements(b)])
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: dimension_order compares signed strides, so a reversed axis "
-                   "(stride -3) sorts as innermost; the output should follow |stride| as NumPy does")
 @pytest.mark.parametrize(
     "make",
     [lambda x: x[::-1], lambda x: x[::-1, ::2], lambda x: x[::-1, ::-1],
@@ -541,9 +539,6 @@ def test_needs_int64_counts_given_output_strides():
     assert layout.needs_int64 is True
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: needs_int64 is False up to numel == 2**31-1, but the int32 CUDA "
-                   "contiguous kernel computes 'start + BLOCK*vec*UNROLL <= n' and tail indices 'i += BLOCK' past n, "
-                   "which overflow int (and pass the bound check) for numel within BLOCK*vec of INT32_MAX")
 @pytest.mark.parametrize("numel", [2**31 - 1, 2**31 - 100])
 def test_needs_int64_headroom(numel):
     layout = plan_layout([(numel,)], [(1,)])

@@ -326,8 +326,6 @@ def test_parameter_without_a_name(code, fragment):
     assert "line 1" in message
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an unnamed parameter with a two-word type ('const T', 'unsigned int') "
-                   "is accepted, its last type word taken as the name")
 @pytest.mark.parametrize("param", ["const T", "unsigned int"])
 def test_parameter_without_a_name_two_word_type(param):
     with pytest.raises(ParseError) as info:
@@ -348,15 +346,11 @@ def test_code_must_be_a_string():
     assert not isinstance(info.value, ParseError)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a '<' in a default value is taken for a template bracket, "
-                   "so the following parameter is swallowed")
 def test_default_value_with_less_than_keeps_following_parameters():
     f = parse_functor("template <typename T> T f(T x, T y = T(1) < T(2), T z = 3) { return x; }")
     assert [p.name for p in f.parameters] == ["x", "y", "z"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a trailing return type ('auto f(T x) -> T') is valid C++ that NVRTC "
-                   "accepts, but the parser reports 'no C++ function definition'")
 def test_trailing_return_type():
     f = parse_functor("template <typename T> auto f(T x) -> T { return x; }")
     assert f.name == "f"
