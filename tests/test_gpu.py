@@ -336,3 +336,39 @@ def test_two_devices_error_or_skip():
     f = create_jit_fn("template <typename T> T f(T x, T y) { return x + y; }")
     with pytest.raises(RuntimeError, match="devices"):
         f(torch.ones(3, device="cuda:0"), torch.ones(3, device="cuda:1"))
+
+
+class _CudaArrayInterfaceOnly:
+    """A foreign CUDA array (as numba's would be): only __cuda_array_interface__."""
+
+    def __init__(self, tensor):
+        self._tensor = tensor
+        self.__cuda_array_interface__ = tensor.__cuda_array_interface__
+
+
+class _DLPackOnly:
+    """A foreign CUDA array known only through DLPack."""
+
+    def __init__(self, tensor):
+        self._tensor = tensor
+
+    def __dlpack__(self, **kwargs):
+        return self._tensor.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._tensor.__dlpack_device__()
+
+
+def test_foreign_cuda_arrays_and_wide_unsigned():
+    cupy = pytest.importorskip("cupy")
+    f = create_jit_fn("template <typename T> T f(T x, T y) { return x * y + 1; }")
+    a, b = _rand((50,), torch.float32), _rand((50,), torch.float32)
+    for wrap in (_CudaArrayInterfaceOnly, _DLPackOnly):
+        r = f(wrap(a), wrap(b))
+        assert isinstance(r, cupy.ndarray) and r.dtype == cupy.float32
+        torch.testing.assert_close(torch.as_tensor(r, device="cuda"), a * b + 1)
+    for name in ("uint16", "uint32", "uint64"):
+        u = cupy.arange(1, 40, dtype=name)
+        r = f(u, u)
+        assert r.dtype == cupy.dtype(name)
+        cupy.testing.assert_array_equal(r, u * u + 1)
