@@ -75,8 +75,9 @@ def element_body(binding: Binding, spec: KernelSpec, loaded: dict[int, str], sto
 
 
 def _indent(lines: list[str], depth: int) -> str:
+    """Indent every line, including each line of already-joined blocks."""
     pad = "  " * depth
-    return "\n".join(pad + line for line in lines)
+    return "\n".join(pad + row for line in lines for row in line.split("\n"))
 
 
 def _header(binding: Binding, spec: KernelSpec, target: str) -> tuple[str, int]:
@@ -107,8 +108,9 @@ def _offsets(spec: KernelSpec, linear: str, indent: int) -> list[str]:
             )
         if d != spec.ndim - 1:
             lines.append(f"{{ const index_t idx = rem - q{d} * (index_t)a.sizes[{d}];")
+        pad = "  " if d != spec.ndim - 1 else ""
         for k in range(nops):
-            lines.append(f"  o{k} += idx * (index_t)a.strides{k}[{d}];")
+            lines.append(f"{pad}o{k} += idx * (index_t)a.strides{k}[{d}];")
         if d != spec.ndim - 1:
             lines.append(f"  rem = q{d}; }}")
     return lines
@@ -280,7 +282,7 @@ def render_host(binding: Binding, spec: KernelSpec) -> tuple[str, int]:
             _indent(_offsets(spec, "row * inner", 1), 1),
             "  for (index_t j = 0; j < inner; ++j) {",
             _indent(body, 2),
-            "".join(f"    o{k} += (index_t)a.strides{k}[0];" for k in range(spec.num_operands)),
+            "\n".join(f"    o{k} += (index_t)a.strides{k}[0];" for k in range(spec.num_operands)),
             "  }",
             "}",
         ]
