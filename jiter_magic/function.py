@@ -142,6 +142,11 @@ class JitFunction:
         return self.functor.name
 
     @property
+    def num_inputs(self) -> int:
+        """How many arrays (or Python numbers) a call takes."""
+        return self._num_inputs
+
+    @property
     def backend(self) -> str:
         """'auto' (by where the inputs live), 'cuda' or 'cpu' (refuse inputs living elsewhere)."""
         return self._backend

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
@@ -181,7 +182,7 @@ def _compile(fn: JitFunction, options: CellOptions) -> None:
     """Build the default specialization now; a failure fails the cell with the mapped compiler log."""
     dtypes = options.dtypes
     if len(dtypes) == 1:
-        dtypes = dtypes * fn.binding.num_inputs
+        dtypes = dtypes * fn.num_inputs
     backend = None if options.backend == "auto" else options.backend
     try:
         fn.compile(*dtypes, backend=backend)
@@ -216,12 +217,12 @@ def format_cache_stats(stats: dict) -> str:
     ])
 
 
-def load_ipython_extension(ipython) -> None:
+def load_ipython_extension(ipython: InteractiveShell) -> None:
     """Register the magics (called by `%load_ext jiter_magic`)."""
     ipython.register_magics(JiteratorMagics)
 
 
-def unload_ipython_extension(ipython) -> None:
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
     """Remove the magics again (`%unload_ext jiter_magic`)."""
     manager = ipython.magics_manager
     manager.magics["cell"].pop("jiterator", None)

@@ -3,18 +3,23 @@
 A live frontend (JupyterLab, Notebook 7, VS Code) gets an ipywidgets panel with four tabs:
 the functor, the generated kernel of each specialization, the compile log and the cache.
 It listens to the function, so it grows as later cells compile new specializations.
-Everything else (nbconvert, nbval, GitHub, terminal IPython) gets HTML and text built only
-from deterministic facts (code, signature, specializations): no timings, paths or keys, so
-stored notebook outputs compare equal from run to run.
+Beside the widget view, every bundle carries HTML and text built only from deterministic facts
+(code, signature, specializations: no timings, paths or keys). Frontends without widgets
+(nbconvert without widget state, GitHub) render those, nbval compares them (it skips widget
+views), and terminal IPython gets only them; so stored notebook outputs compare equal from
+run to run. A kernel cannot ask its frontend whether it renders widgets, hence both forms.
 """
 from __future__ import annotations
 
 import html
+import importlib.util
 import os
 import weakref
+from collections.abc import Container
 from typing import Any
 
 import jiter_magic
+from jiter_magic import JitFunction
 from pygments import highlight as _pygmentize
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, CudaLexer
@@ -44,7 +49,7 @@ def kernel_html(source: str, backend: str) -> str:
             f"{prelude}</details>{body}")
 
 
-def _kwargs_text(fn) -> str:
+def _kwargs_text(fn: JitFunction) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in fn.kwargs.items()) or "none"
 
 
@@ -52,7 +57,7 @@ def _label(index: int, specialization) -> str:
     return f"#{index} {specialization.backend}: {specialization.spec.describe()}"
 
 
-def static_text(fn) -> str:
+def static_text(fn: JitFunction) -> str:
     """Plain text of a function: stable across runs and machines of one kind (no timings or paths)."""
     lines = [
         f"JitFunction {fn.name}: {fn.functor.signature}",
@@ -64,7 +69,7 @@ def static_text(fn) -> str:
     return "\n".join(lines)
 
 
-def static_html(fn) -> str:
+def static_html(fn: JitFunction) -> str:
     """HTML of a function without widgets: the same facts as `static_text`, plus the code."""
     rows = "".join(
         f"<tr><td>#{i}</td><td>{s.backend}</td><td><code>{html.escape(s.spec.describe())}</code></td></tr>"
@@ -86,11 +91,12 @@ def _log_html(specializations: list) -> str:
         return "<p><i>nothing compiled yet</i></p>"
     parts = []
     for i, s in enumerate(specializations):
-        how = f"compiled in {s.compile_seconds:.3f} s" if s.cache_event == "compiled" else "loaded from the disk cache"
+        how = (f"compiled in {s.compile_seconds:.3f} s" if s.cache_event == "compiled"
+               else "loaded from the disk cache")
         log = html.escape(s.log.strip()) or "<i>(empty: no warnings)</i>"
         parts.append(
             f"<h4>{html.escape(_label(i, s))}</h4>"
-            f"<p>target <code>{html.escape(getattr(s, 'target', s.backend))}</code>, {how}<br>"
+            f"<p>target <code>{html.escape(s.target)}</code>, {how}<br>"
             f"options <code>{html.escape(' '.join(s.options))}</code></p><pre>{log}</pre>"
         )
     return "".join(parts)
@@ -110,7 +116,8 @@ def _cache_html(specializations: list, stats: dict) -> str:
               f"{stats['bytes']} bytes; this process: {stats['memory_hits']} memory hits, "
               f"{stats['disk_hits']} disk hits, {stats['compiles']} compiles "
               f"({stats['compile_seconds']:.2f} s)</p>")
-    return f'<table class="jiter-magic-cache"><tr>{head}</tr>{rows}</table>{totals}'
+    table = f'<table class="jiter-magic-cache"><tr>{head}</tr>{rows}</table>'
+    return f'<div style="overflow-x:auto">{table}</div>{totals}'
 
 
 # ----------------------------------------------------------------------------- the live panel
@@ -119,7 +126,7 @@ class Panel:
 
     TITLES = ("Functor", "Kernel", "Compile log", "Cache")
 
-    def __init__(self, fn):
+    def __init__(self, fn: JitFunction):
         import ipywidgets as w
 
         self._fn = weakref.ref(fn)  # the function owns the panel (through its listener), not the reverse
@@ -189,7 +196,7 @@ class Panel:
 _PANELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def panel(fn) -> Panel:
+def panel(fn: JitFunction) -> Panel:
     """The one panel of `fn` (created on first use; displaying it again shows the same live model)."""
     existing = _PANELS.get(fn)
     if existing is None:
@@ -202,15 +209,15 @@ def _live_frontend() -> bool:
     mode = os.environ.get(PANEL_ENV, "auto").lower()
     if mode in ("static", "widget"):
         return mode == "widget"
-    try:
-        import ipywidgets  # noqa: F401
-        from IPython import get_ipython
-    except ImportError:
+    if importlib.util.find_spec("ipywidgets") is None:
         return False
+    from IPython import get_ipython
+
     return getattr(get_ipython(), "kernel", None) is not None
 
 
-def mimebundle(fn, include=None, exclude=None) -> dict[str, Any]:
+def mimebundle(fn: JitFunction, include: Container[str] | None = None,
+               exclude: Container[str] | None = None) -> dict[str, Any]:
     """`JitFunction._repr_mimebundle_`: the live panel where a kernel can host it, static HTML and text always.
 
     A frontend that renders widgets picks the widget view; nbconvert (without widget state),

@@ -7,4 +7,4 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q torch==2.13.0
 .venv/bin/python -m pip install -q -e ".[cuda13,test]"
-exec .venv/bin/python -m pytest -q -p no:cacheprovider tests notebooks --nbval "$@"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider tests notebooks --nbval --nbval-current-env "$@"

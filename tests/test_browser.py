@@ -1,7 +1,8 @@
 """A real browser: JupyterLab on loopback, headless Debian Chromium, a `%%jiterator` cell, the panel.
 
 It proves the part no kernel-side test can: that the widget bundle renders in JupyterLab
-as four tabs and that the Kernel tab shows the generated source. Skips with the reason
+as four tabs, that the Kernel tab shows the generated source, and that the panel follows a
+later cell's new specialization. Skips with the reason
 when Chromium, chromedriver, Selenium or JupyterLab is missing. The screenshot lands in
 test-artifacts/browser_panel.png (also when the test fails).
 """
@@ -30,6 +31,7 @@ SERVER_LIFETIME_S = 300  # hard bound on the JupyterLab process, whatever happen
 CELLS = [
     "%load_ext jiter_magic",
     "%%jiterator axpy alpha=2.0\ntemplate <typename T> T axpy(T x, T y, T alpha) { return alpha * x + y; }",
+    "import numpy as np\nprint(axpy(np.ones(3), np.arange(3.0)))",  # float64: a new specialization
 ]
 
 
@@ -187,12 +189,14 @@ def test_panel_renders_in_jupyterlab(lab, browser):
         tab_labels[1].click()  # the Kernel tab
         dropdown = WebDriverWait(browser, 30).until(
             lambda d: next((e for e in panel.find_elements(By.CSS_SELECTOR, "select") if e.is_displayed()), None))
+        # the panel under cell 2 has followed the float64 call of cell 3, and shows its kernel
+        WebDriverWait(browser, 30).until(lambda d: "#1 cpu: (float64, float64) -> (float64)" in dropdown.text)
         assert "#0 cpu: (float32, float32) -> (float32)" in dropdown.text
         source = WebDriverWait(browser, 30).until(lambda d: next(
             (e for e in panel.find_elements(By.CSS_SELECTOR, ".widget-html") if e.is_displayed()
              and "jm_kernel" in e.get_attribute("textContent")), None))
         text = source.get_attribute("textContent")
         assert 'extern "C" void jm_kernel' in text
-        assert "return alpha * x + y;" in text
+        assert "return alpha * x + y;" in text and "double* out0" in text
     finally:
         browser.save_screenshot(str(ARTIFACTS / "browser_panel.png"))
