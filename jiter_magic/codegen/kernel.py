@@ -8,7 +8,7 @@ loop on the host.
 """
 from __future__ import annotations
 
-from ..bind import EXTRA, INPUT, OUTPUT, Binding
+from ..bind import EXTRA, INPUT, Binding
 from ..dtypes import DTYPES
 from ..plan import BLOCK, CONTIGUOUS, ITEMS, STRIDED, TILE, TILE_ROWS, UNROLL, KernelSpec, args_layout
 from .prelude import prelude
@@ -52,7 +52,7 @@ def _call(binding: Binding, spec: KernelSpec, values: list[str], outs: list[str]
             args.append(f"a.extra{index}")
         else:
             args.append(outs[index])
-    template = f"<compute_t>" if len(f.template_params) == 1 and not f.template_params[0].startswith(("int ", "bool ")) else ""
+    template = "<compute_t>" if len(f.template_params) == 1 and not f.template_params[0].startswith(("int ", "bool ")) else ""
     call = f"{f.name}{template}({', '.join(args)})"
     if binding.returns_value:
         return [f"{outs[0]} = {call};"]
@@ -197,7 +197,7 @@ def _cuda_tiled(binding: Binding, spec: KernelSpec) -> list[str]:
     lines += [
         f"const index_t i0_base = (index_t)blockIdx.x * {TILE}, i1_base = (index_t)blockIdx.y * {TILE};",
         "const index_t s0 = (index_t)a.sizes[0], s1 = (index_t)a.sizes[1];",
-        f"index_t batches = 1;",
+        "index_t batches = 1;",
     ]
     for d in range(2, spec.ndim):
         lines.append(f"batches *= (index_t)a.sizes[{d}];")

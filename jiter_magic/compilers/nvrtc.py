@@ -80,7 +80,7 @@ class NvrtcCompiler:
         try:
             try:
                 nvrtc.compileProgram(program, options)
-            except nvrtc.NVRTCError as exc:
+            except nvrtc.NVRTCError:
                 log = map_log(nvrtc.getProgramLog(program))
                 raise CompileError(f"NVRTC could not compile {name} for {self.arch}:\n{log}", log, source) from None
             binary = nvrtc.getCUBIN(program)
