@@ -14,6 +14,7 @@ from ._version import __version__
 from .bind import Binding
 from .cache import COUNTERS, disk_cache
 from .codegen.kernel import render_cuda, render_host
+from .compilers.base import with_source_lines
 from .errors import CompileError
 from .plan import KernelSpec
 
@@ -70,7 +71,8 @@ def build(binding: Binding, spec: KernelSpec, backend: str, compiler) -> Special
         result = compiler.compile(source, binding.functor.name)
     except CompileError as exc:
         header = f"{binding.functor.name}: compiling {spec.describe()} failed."
-        raise CompileError(f"{header}\n{exc.log}", exc.log, source) from None
+        log = with_source_lines(exc.log, binding.functor.code)
+        raise CompileError(f"{header}\n{log}", log, source) from None
     path = disk.put(namespace, key, result.binary)
     seconds = time.perf_counter() - started
     with COUNTERS.lock:

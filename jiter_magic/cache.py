@@ -98,7 +98,7 @@ class DiskCache:
         try:
             with open(path, "rb") as handle:
                 blob = handle.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
             warnings.warn(f"jiter_magic: cannot read cache entry {path}: {exc}; recompiling", CacheWarning, 3)

@@ -262,10 +262,13 @@ class JitFunction:
         items: list = []
         parts: list = []
         adapter = device = None
-        for x in args:
+        numpy_scalars = []
+        for position, x in enumerate(args):
             a = _ADAPTERS.get(type(x)) or adapter_for(x)
             if a is None:
                 if isinstance(x, numbers.Number):
+                    if type(x).__module__ == "numpy":
+                        numpy_scalars.append(position)
                     items.append(x)
                     parts.append(_scalar_kind(x))
                     continue
@@ -285,6 +288,12 @@ class JitFunction:
             parts.append((desc[0], desc[1], desc[2], desc[3] % 16))
         if adapter is None:
             raise BindError(f"{self.name} needs at least one array input; got only Python scalars")
+        if numpy_scalars and adapter.LIBRARY == "numpy":
+            for position in numpy_scalars:  # NumPy scalars are typed: 0-d arrays of their dtype
+                array = adapter.asarray(args[position])
+                desc = adapter.describe(array)
+                items[position] = desc + (array,)
+                parts[position] = (desc[0], desc[1], desc[2], desc[3] % 16)
         return items, parts, adapter, device
 
     def _check_backend(self, device: int) -> None:

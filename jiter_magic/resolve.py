@@ -110,12 +110,16 @@ def _extent(shape: tuple, strides: tuple) -> tuple[int, int]:
 def _check_overlap(outs, array_items) -> None:
     """torch's rules: an output may not overlap itself, nor partially overlap an input."""
     for o in outs:
+        if 0 in o[1]:
+            continue  # an empty output writes nothing, whatever its strides and address
         if any(s == 0 and n > 1 for s, n in zip(o[2], o[1])):
             raise ShapeError("out= has an expanded (stride 0) dimension: several results would land on one element")
         size = dt.DTYPES[o[0]].itemsize
         lo, hi = _extent(o[1], o[2])
         o_lo, o_hi = o[3] + lo * size, o[3] + (hi + 1) * size
         for a in array_items:
+            if 0 in a[1]:
+                continue
             a_size = dt.DTYPES[a[0]].itemsize
             alo, ahi = _extent(a[1], a[2])
             a_lo, a_hi = a[3] + alo * a_size, a[3] + (ahi + 1) * a_size

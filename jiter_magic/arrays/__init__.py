@@ -32,7 +32,7 @@ def adapter_for(x: object) -> ModuleType | None:
         adapter = _load("torch")
     elif module == "cupy" and hasattr(x, "data"):
         adapter = _load("cupy")
-    elif module == "numpy" and hasattr(x, "__array_interface__") and hasattr(x, "shape"):
+    elif module == "numpy" and hasattr(x, "ctypes") and hasattr(x, "strides"):  # ndarray and subclasses
         adapter = _load("numpy")
     else:
         adapter = None

@@ -55,3 +55,7 @@ def writable(a: numpy.ndarray) -> bool:
 
 def pointer(t) -> int:
     return t.ctypes.data
+
+
+def asarray(x) -> numpy.ndarray:
+    return numpy.asarray(x)

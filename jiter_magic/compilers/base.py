@@ -41,3 +41,26 @@ def first_error(log: str) -> str:
         if "error" in line:
             return line.strip()
     return log.strip().splitlines()[0] if log.strip() else ""
+
+
+_MAPPED = re.compile(r"^line (\d+)(?:, column \d+)?: .*\b(?:error|warning)\b")
+
+
+def with_source_lines(log: str, code: str) -> str:
+    """After each 'line N: error' of a mapped log, show line N of the user's code, unless the
+    compiler already printed it (NVRTC does; g++ cannot, the #line file does not exist)."""
+    source = code.splitlines()
+    rows = log.splitlines()
+    out = []
+    for index, row in enumerate(rows):
+        out.append(row)
+        match = _MAPPED.match(row)
+        if not match:
+            continue
+        number = int(match.group(1))
+        if 1 <= number <= len(source):
+            text = source[number - 1].rstrip()
+            following = rows[index + 1].strip() if index + 1 < len(rows) else ""
+            if text.strip() and following != text.strip():
+                out.append(f"    {number} | {text}")
+    return "\n".join(out)
