@@ -78,9 +78,10 @@ def _flatten(value: object, dtype: str) -> tuple:
         return (bool(value),)
     bits = dt.DTYPES[dtype].itemsize * 8
     number = int(value.real if isinstance(value, complex) else value)
-    if kind == "u":
-        return (number % (1 << bits),)
-    return (((number + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1)),)
+    low, high = (0, (1 << bits) - 1) if kind == "u" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if not low <= number <= high:
+        raise OverflowError(f"Python integer {number} out of bounds for {dtype}")
+    return (number,)
 
 
 def _scalar_value(value: object, where: str) -> object:

@@ -181,13 +181,16 @@ def assert_matches(result, expected, *, atol: float | None = None, rtol: float |
 
 
 # ----------------------------------------------------------------------------- random data
-def random_tensor(shape, dtype, generator: torch.Generator | None = None) -> torch.Tensor:
+def random_tensor(shape, dtype, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
     """Random non-zero values of `dtype` (a torch dtype, NumPy dtype or name).
 
     bool: random True/False; signed ints in [-4, -1] U [1, 4], unsigned ints in [1, 8]
     (so sums and products of a few stay in range); floats with magnitude in [0.5, 4) and
     random sign (never zero, safe to divide by); complex with non-zero real and imaginary parts.
+    Drawn on the CPU from `generator` (so CPU and CUDA runs see the same values), then moved to `device`.
     """
+    if device is not None:
+        return random_tensor(shape, dtype, generator).to(device)
     dtype = torch_dtype(dtype)
     shape = tuple(shape)
     g = generator
@@ -213,8 +216,3 @@ def random_tensor(shape, dtype, generator: torch.Generator | None = None) -> tor
 def random_array(shape, dtype, generator: torch.Generator | None = None) -> np.ndarray:
     """`random_tensor` as a NumPy array (no bfloat16)."""
     return random_tensor(shape, dtype, generator).numpy()
-
-
-def random_like_buffer(numel: int, dtype, generator: torch.Generator | None = None) -> torch.Tensor:
-    """A 1-d random buffer to take `as_strided` views of."""
-    return random_tensor((numel,), dtype, generator)

@@ -207,6 +207,48 @@ def test_seed_example_2():
     assert result.dtype == torch.float32
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64], ids=name)
+def test_seed_example_2_other_dtypes(dtype):
+    code_string = "template <typename T> T util_fn(T x, T y) { return ::sin(x) + ::cos(y); }"
+    code_string += "template <typename T> T my_kernel(T x, T y, T val) { return ::min(val, util_fn(x, y)); }"
+    jitted_fn = create_jit_fn(code_string, val=0.0)
+    g = gen(21)
+    a = random_tensor((7,), dtype, g)
+    b = random_tensor((7,), dtype, g)
+    expected = reference(lambda x, y, val: torch.minimum(val, torch.sin(x) + torch.cos(y)), a, b,
+                         extras={"val": 0.5})
+    assert_matches(jitted_fn(a, b, val=0.5), expected)
+
+
+def test_cuda_math_functions_on_the_host():
+    code = "template <typename T> T math_fn(T x) { return ::exp(x) + ::max(x, 0) - ::sqrt(::fabs(x)); }"
+    jitted = create_jit_fn(code)
+    for dtype in (torch.float32, torch.float64, torch.float16):
+        x = random_tensor((6,), dtype, gen(22))
+        expected = reference(lambda v: torch.exp(v) + torch.clamp(v, min=0) - torch.sqrt(torch.abs(v)), x)
+        assert_matches(jitted(x), expected)
+
+
+def test_complex_helpers_on_the_host():
+    jitted = create_jit_fn("template <typename T> T cfn(T z, T w) { return exp(z) * conj(w) + T(z.real(), w.imag()); }")
+    for dtype in (torch.complex64, torch.complex128):
+        z = random_tensor((5,), dtype, gen(23)) / 4
+        w = random_tensor((5,), dtype, gen(24))
+        expected = torch.exp(z) * torch.conj(w) + torch.complex(z.real, w.imag)
+        assert_matches(jitted(z, w), expected)
+
+
+def test_non_template_entry_and_int_parameter():
+    g = create_jit_fn("float g(float x, float y) { return x - y; }")
+    x = torch.tensor([1.5, 2.5], dtype=torch.float64)
+    y = torch.tensor([0.25, 1.0], dtype=torch.float64)
+    assert_matches(g(x, y), x - y)
+    power = "template <typename T> T power(T x, int n) { T r = 1; for (int i = 0; i < n; ++i) r *= x; return r; }"
+    h = create_jit_fn(power, n=3)
+    assert_matches(h(torch.tensor([2.0, -3.0])), torch.tensor([8.0, -27.0]))
+    assert_matches(h(torch.tensor([2, 3]), n=4), torch.tensor([16, 81]))
+
+
 def test_seed_example_3_torch_library_cpu():
     def real_gelu(x):
         return 0.5 * x * (1 + torch.erf(x / math.sqrt(2.0)))
@@ -590,6 +632,21 @@ def test_out_partial_overlap_is_an_error():
     np.testing.assert_array_equal(n, np.arange(1.0, 6.0))
 
 
+def test_out_empty_torch():
+    a = torch.empty(0).as_strided((2, 0), (2, 1))
+    out = torch.empty(2, 0)
+    torch.add(a, torch.ones(1), out=out)  # torch accepts it
+    result = fn_xy(a, torch.ones(1), out=out)
+    assert result is out and result.shape == (2, 0)
+
+
+def test_out_empty_numpy():
+    out = np.empty((2, 0))
+    np.add(np.empty((2, 0)), 1.0, out=out)  # NumPy accepts it
+    result = fn_xy(np.empty((2, 0)), np.ones(1), out=out)
+    assert result is out and result.shape == (2, 0)
+
+
 def test_out_expanded_is_an_error():
     out = torch.zeros(1, 3).expand(2, 3)
     with pytest.raises(ValueError):
@@ -604,6 +661,15 @@ def test_numpy_inputs_return_numpy():
     assert isinstance(result, np.ndarray)
     assert result.dtype == np.result_type(a, b) == np.float32
     np.testing.assert_allclose(result, a * b + b)
+
+
+@pytest.mark.parametrize("scalar", [np.float32(2.0), np.int64(3), np.True_], ids=["float32", "int64", "bool"])
+def test_numpy_scalar_input(scalar):
+    arr = np.array([1.0, -2.0, 0.5], dtype=np.float16)
+    result = fn_xy(scalar, arr)
+    assert isinstance(result, np.ndarray)
+    assert result.dtype == np.result_type(scalar, arr)
+    assert_matches(result, reference(xy_ref, np.asarray(scalar), arr))
 
 
 def test_buffer_protocol_input():

@@ -151,9 +151,10 @@ def test_random_layouts_numpy(case, dtypes, data, seed, alpha):
     assert result.dtype == np.result_type(a, b)
     assert result.shape == target
     assert_matches(result, reference(prop_ref, a, b, extras={"alpha": alpha, "beta": -1}))
-    # NumPy's own expression as a second reference.
+    # NumPy's own expression, on the inputs converted to the common dtype, as a second reference.
+    x, y = a.astype(result.dtype), b.astype(result.dtype)
     with np.errstate(all="ignore"):
-        expected = (alpha * a - b * -1 + a * b).astype(result.dtype)
+        expected = alpha * x - y * -1 + x * y
     np.testing.assert_allclose(result, expected, rtol=1e-6 if result.dtype == np.float32 else 1e-12)
 
 
@@ -230,7 +231,8 @@ def test_random_out(case, dtype, data, seed, out_perm_seed):
     out_dtype = data.draw(st.sampled_from(CASTS[dtype]))
     # An output with its own random axis order.
     perm = list(np.random.default_rng(out_perm_seed).permutation(len(target)))
-    out = torch.full([target[p] for p in perm], 7, dtype=out_dtype).permute(*[perm.index(i) for i in range(len(target))])
+    out = torch.full([target[p] for p in perm], 7, dtype=out_dtype)
+    out = out.permute(tuple(perm.index(i) for i in range(len(target))))
     assert out.shape == target
     result = prop_fn(a, b, out=out)
     assert result is out
