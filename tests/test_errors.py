@@ -265,3 +265,13 @@ def test_missing_host_compiler_is_a_toolchain_error():
         CxxCompiler("/nonexistent/bin/c++-missing")
     assert isinstance(info.value, RuntimeError)
     assert "install" in str(info.value)
+
+
+@pytest.mark.parametrize("make", [lambda: np.ones(3, np.int8), lambda: torch.ones(3, dtype=torch.int8)])
+def test_out_of_range_python_integer_is_an_overflow_error(make):
+    f = jiter_magic.create_jit_fn("template <typename T> T f(T x, T y) { return x + y; }")
+    array = make()
+    with pytest.raises(OverflowError, match="300 out of bounds for int8"):
+        f(array, 300)
+    result = f(array, -100)
+    assert result.dtype == array.dtype and [int(v) for v in result] == [-99, -99, -99]
