@@ -67,14 +67,33 @@ def ceilings(n_bytes: int) -> dict:
     return {"copy_GBps": 2 * n_bytes / copy / 1e9, "write_GBps": n_bytes / fill / 1e9}
 
 
-def case(name, bytes_moved, ours, torch_jit=None, native=None, cupy_fn=None, note=""):
+def _event_times(fn, reps: int) -> list[float]:
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return times
+
+
+def case(name, bytes_moved, ours, torch_jit=None, native=None, cupy_fn=None, note="", rounds: int = 6, reps: int = 10):
+    """GB/s of each contender, timed in interleaved rounds so that clock and thermal drift hit all alike."""
+    contenders = {"jiter_magic": ours, "torch_jiterator": torch_jit, "torch_native": native, "cupy": cupy_fn}
+    live = {label: fn for label, fn in contenders.items() if fn is not None}
+    for fn in live.values():  # warm up: compile, load, allocate
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {label: [] for label in live}
+    for _ in range(rounds):
+        for label, fn in live.items():
+            samples[label] += _event_times(fn, reps)
     row = {"case": name, "note": note}
-    for label, fn in (("jiter_magic", ours), ("torch_jiterator", torch_jit), ("torch_native", native), ("cupy", cupy_fn)):
-        if fn is None:
-            row[label] = None
-            continue
-        seconds = timed(fn)
-        row[label] = bytes_moved / seconds / 1e9
+    for label in contenders:
+        row[label] = bytes_moved / statistics.median(samples[label]) / 1e9 if label in live else None
     print(json.dumps(row), flush=True)
     return row
 

@@ -35,10 +35,53 @@ def normalize(t: torch.Tensor) -> tuple[str, tuple, tuple]:
 
 
 def allocator(shape: tuple, strides: tuple, dtype: str, like: torch.Tensor):
-    """A zero-argument function allocating one output like this, bound once per plan."""
+    """A zero-argument function allocating one output like this, bound once per plan.
+
+    Large CPU outputs are advised onto transparent huge pages, as NumPy does for its arrays:
+    torch's allocator hands back fresh pages, and faulting 4 KiB pages in is otherwise slower
+    than the kernel that fills them (17 ms against 5 ms for 64 MiB on the development machine).
+    """
     from functools import partial
 
-    return partial(torch.empty_strided, shape, strides, dtype=_DTYPES[dtype], device=like.device)
+    allocate = partial(torch.empty_strided, shape, strides, dtype=_DTYPES[dtype], device=like.device)
+    nbytes = _DTYPES[dtype].itemsize
+    for size in shape:
+        nbytes *= size
+    if like.device.type != "cpu" or nbytes < HUGE_PAGE_THRESHOLD or _madvise is None:
+        return allocate
+
+    def allocate_on_huge_pages() -> torch.Tensor:
+        tensor = allocate()
+        start = (tensor.data_ptr() + _HUGE - 1) & ~(_HUGE - 1)
+        end = (tensor.data_ptr() + nbytes) & ~(_HUGE - 1)
+        if end > start:
+            _madvise(start, end - start, _MADV_HUGEPAGE)
+        return tensor
+
+    return allocate_on_huge_pages
+
+
+HUGE_PAGE_THRESHOLD = 4 << 20
+_HUGE = 2 << 20
+_MADV_HUGEPAGE = 14
+
+
+def _load_madvise():
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    madvise.restype = ctypes.c_int
+    return madvise
+
+
+_madvise = _load_madvise()
 
 
 def empty(shape: tuple, strides: tuple, dtype: str, device: int, like: torch.Tensor) -> torch.Tensor:
