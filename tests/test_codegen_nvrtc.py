@@ -59,10 +59,10 @@ def check_source(b: Binding, spec: KernelSpec, source: str, user_start: int) -> 
     lines = source.splitlines()
     assert lines[user_start - 2] == f'#line 1 "{USER_FILE}"'
     assert "\n".join(lines[user_start - 1:user_start - 1 + b.functor.code.count("\n") + 1]) == b.functor.code
-    assert f"typedef {DTYPES[spec.compute].ctype} compute_t;" in source
+    assert f"typedef {DTYPES[spec.compute].ctype} jm_compute_t;" in source
     threads = TILE * TILE_ROWS if spec.path == TILED else BLOCK
-    assert f"void __launch_bounds__({threads}) {KERNEL_NAME}(const Args a)" in source
-    assert ("typedef long long index_t;" if spec.index64 else "typedef int index_t;") in source
+    assert f"void __launch_bounds__({threads}) {KERNEL_NAME}(const jm_Args jm_a)" in source
+    assert ("typedef long long jm_index_t;" if spec.index64 else "typedef int jm_index_t;") in source
     for name in ("n",) + tuple(f"extra{k}" for k in range(len(spec.extras))):
         assert f" {name};" in source
     if spec.path == CONTIGUOUS and spec.array_inputs:
@@ -120,7 +120,7 @@ def _matrix():
 def test_axpy_every_dtype(dtype, path, ndim, vec, index64, arch):
     spec = axpy_spec(dtype, path, ndim, vec, index64)
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
-    assert "r0 = my_kernel<compute_t>(v0, v1, a.extra0);" in source
+    assert "jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.extra0);" in source
     if dtype in ("float16", "bfloat16"):
         assert "jm::to_float(" in source and f"jm::to_{'half' if dtype == 'float16' else 'bfloat16'}(" in source
 
@@ -163,7 +163,7 @@ def test_tiled_path(dtype, ndim, tiled, index64, arch):
                       TILED, ndim, 1, index64, tiled)
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
     for i in tiled:
-        assert f"__shared__ {DTYPES[dtype].ctype} tile{i}[{TILE}][{TILE + 1}];" in source
+        assert f"__shared__ {DTYPES[dtype].ctype} jm_tile{i}[{TILE}][{TILE + 1}];" in source
     assert source.count("__syncthreads();") == 2
     assert "div_mul" not in source
     assert f"int64_t sizes[{ndim}];" in source
@@ -173,7 +173,7 @@ def test_tiled_path_mixed_dtypes_scalar_and_two_outputs():
     spec = KernelSpec(("float16", "float32", "int32"), (False, True, False), ("float32", "float16"), "float32", (),
                       TILED, 3, 1, False, (0,))
     source, _ = compile_spec(binding(MULTI3, [], 2), spec, "sm_90")
-    assert "__shared__ jm::half tile0" in source and "tile2" not in source
+    assert "__shared__ jm::half jm_tile0" in source and "jm_tile2" not in source
 
 
 # --------------------------------------------------------------------------- mixed input dtypes, scalars, outputs
@@ -212,7 +212,7 @@ def test_scalar_input_by_value(a, b, scalars, compute, path, ndim, vec):
     scalar_index = scalars.index(True)
     array_index = scalars.index(False)
     assert f" scalar{scalar_index};" in source
-    assert f"const compute_t v{scalar_index} = a.scalar{scalar_index};" in source  # by value, already compute_t
+    assert f"const jm_compute_t jm_v{scalar_index} = jm_a.scalar{scalar_index};" in source  # by value, already compute_t
     assert f"in{scalar_index};" not in source and f"in{array_index};" in source
     assert spec.num_operands == 2
 
@@ -238,7 +238,7 @@ def test_output_dtype_differs_from_compute(compute, out, path, ndim, vec, arch):
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
     assert f"{DTYPES[out].ctype}* out0;" in source
     if DTYPES[compute].kind == "c" and DTYPES[out].kind != "c":
-        assert "(r0).real()" in source
+        assert "(jm_r0).real()" in source
 
 
 # --------------------------------------------------------------------------- multi-output, many inputs, extras
@@ -256,8 +256,8 @@ def test_output_dtype_differs_from_compute(compute, out, path, ndim, vec, arch):
 def test_multi_output(ins, outs, compute, path, ndim, vec, arch):
     spec = KernelSpec(ins, (False, False), outs, compute, (), path, ndim, vec, False)
     source, _ = compile_spec(binding(MULTI, [], 2), spec, arch)
-    assert "f<compute_t>(v0, v1, r0, r1);" in source
-    assert "compute_t r0, r1;" in source
+    assert "f<jm_compute_t>(jm_v0, jm_v1, jm_r0, jm_r1);" in source
+    assert "jm_compute_t jm_r0, jm_r1;" in source
     assert spec.num_operands == 4
 
 
@@ -265,7 +265,7 @@ def test_multi_output_single_form_void_function():
     b = binding("template <typename T> void f(T x, T& o) { o = x * x; }", [], None)
     spec = KernelSpec(("float64",), (False,), ("float64",), "float64", (), STRIDED, 2, 1, True)
     source, _ = compile_spec(b, spec, "sm_80")
-    assert "f<compute_t>(v0, r0);" in source
+    assert "f<jm_compute_t>(jm_v0, jm_r0);" in source
 
 
 def n_input_code(n: int) -> str:
@@ -299,7 +299,7 @@ def test_extra_args_of_each_kind(compute, c_dtype, path, ndim, vec, arch):
     spec = KernelSpec((compute,), (False,), (compute,), compute, ("bool", "int64", "float64", c_dtype),
                       path, ndim, vec, False)
     source, _ = compile_spec(b, spec, arch)
-    assert "f<compute_t>(v0, a.extra0, a.extra1, a.extra2, a.extra3);" in source
+    assert "f<jm_compute_t>(jm_v0, jm_a.extra0, jm_a.extra1, jm_a.extra2, jm_a.extra3);" in source
     assert "bool extra0;" in source and "int64_t extra1;" in source and "double extra2;" in source
     assert f"{DTYPES[c_dtype].ctype} extra3;" in source
 
@@ -315,7 +315,7 @@ def test_non_template_functor_has_no_template_argument():
     b = binding("__device__ float scale(float x, double s) { return x * (float)s; }", ["s"])
     spec = KernelSpec(("float32",), (False,), ("float32",), "float32", ("float64",), CONTIGUOUS, 1, 4, False)
     source, _ = compile_spec(b, spec, "sm_80")
-    assert "r0 = scale(v0, a.extra0);" in source
+    assert "jm_r0 = scale(jm_v0, jm_a.extra0);" in source
 
 
 def test_helpers_comments_and_defines_compile():
@@ -362,9 +362,9 @@ def test_args_struct_layout_matches_packer(spec):
     b = binding(code, [f"e{k}" for k in range(n_extras)], n_outs)
     source, _ = render_cuda(b, spec)
     layout = args_layout(spec)
-    checks = [f'static_assert(sizeof(Args) == {layout.packer.size}, "sizeof(Args)");']
+    checks = [f'static_assert(sizeof(jm_Args) == {layout.packer.size}, "sizeof(jm_Args)");']
     for field in layout.fields:
-        checks.append(f'static_assert(__builtin_offsetof(Args, {field.name}) == {field.offset}, "{field.name}");')
+        checks.append(f'static_assert(__builtin_offsetof(jm_Args, {field.name}) == {field.offset}, "{field.name}");')
     result = compiler("sm_90").compile(source + "\n".join(checks) + "\n", "jm_layout")
     assert result.binary[:4] == b"\x7fELF"
     assert len(layout.fields) >= len(spec.outputs) + len(spec.array_inputs) + 1 + n_extras
@@ -375,7 +375,7 @@ def test_args_struct_layout_mismatch_is_detected():
     spec = axpy_spec("float32", CONTIGUOUS, vec=4)
     source, _ = render_cuda(binding(AXPY, ["alpha"]), spec)
     with pytest.raises(CompileError) as info:
-        compiler("sm_90").compile(source + 'static_assert(__builtin_offsetof(Args, n) == 3, "n_offset");\n', "jm_bad")
+        compiler("sm_90").compile(source + 'static_assert(__builtin_offsetof(jm_Args, n) == 3, "n_offset");\n', "jm_bad")
     assert "n_offset" in str(info.value)
 
 

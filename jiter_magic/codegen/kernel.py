@@ -8,6 +8,8 @@ loop on the host.
 """
 from __future__ import annotations
 
+import re
+
 from ..bind import EXTRA, INPUT, Binding
 from ..dtypes import DTYPES
 from ..plan import BLOCK, CONTIGUOUS, ITEMS, STRIDED, TILE, TILE_ROWS, UNROLL, KernelSpec, args_layout
@@ -15,6 +17,18 @@ from .prelude import prelude
 
 USER_FILE = "jiterator"
 KERNEL_NAME = "jm_kernel"
+
+# Names the generated kernel declares. The user's functions live in the same translation unit, so
+# each is prefixed with jm_ when rendered: a functor called `k`, `n` or `a` must not be shadowed.
+_LOCAL_NAMES = re.compile(
+    r"(?<![\w.:>\x01])(a|n|start|u|i|k|j|r|base|it|li|rem|idx|inner|rows|row|batch|batches|args|i0|i1|i0_base|"
+    r"i1_base|s0|s1|out_offset|compute_t|index_t|Args|[oqvrxy]\d+|tile\d+)\b"
+)
+
+
+def _prefix_locals(text: str) -> str:
+    """Prefix generated names; the user's entry function is marked as \\x01name and left alone."""
+    return _LOCAL_NAMES.sub(r"jm_\1", text).replace("\x01", "")
 
 
 def _ctype(name: str) -> str:
@@ -53,7 +67,7 @@ def _call(binding: Binding, spec: KernelSpec, values: list[str], outs: list[str]
         else:
             args.append(outs[index])
     template = "<compute_t>" if len(f.template_params) == 1 and not f.template_params[0].startswith(("int ", "bool ")) else ""
-    call = f"{f.name}{template}({', '.join(args)})"
+    call = f"\x01{f.name}{template}({', '.join(args)})"
     if binding.returns_value:
         return [f"{outs[0]} = {call};"]
     return [f"{call};"]
@@ -84,11 +98,11 @@ def _header(binding: Binding, spec: KernelSpec, target: str) -> tuple[str, int]:
     """Prelude, then the user's code under `#line 1`, then the Args struct; returns text and user line offset."""
     code = binding.functor.code
     head = prelude(target, spec.needs_complex or "complex" in code)
-    head += f'\ntypedef {_ctype(spec.compute)} compute_t;\n'
+    head += f'\ntypedef {_ctype(spec.compute)} jm_compute_t;\n'
     user_start = head.count("\n") + 2
     text = head + f'#line 1 "{USER_FILE}"\n' + code + "\n"
     text += f'#line {text.count(chr(10)) + 2} "jiter_magic_kernel"\n'
-    text += args_layout(spec).declaration() + "\n"
+    text += args_layout(spec).declaration().replace("struct Args", "struct jm_Args") + "\n"
     return text, user_start
 
 
@@ -251,7 +265,7 @@ def render_cuda(binding: Binding, spec: KernelSpec) -> tuple[str, int]:
     else:
         body, threads = _cuda_tiled(binding, spec), TILE * TILE_ROWS
     index_t = "long long" if spec.index64 else "int"
-    text += (
+    text += _prefix_locals(
         f'extern "C" __global__ void __launch_bounds__({threads}) {KERNEL_NAME}(const Args a) {{\n'
         f"  typedef {index_t} index_t;\n{_indent(body, 1)}\n}}\n"
     )
@@ -287,7 +301,7 @@ def render_host(binding: Binding, spec: KernelSpec) -> tuple[str, int]:
             "}",
         ]
         loop = inner
-    text += (
+    text += _prefix_locals(
         f'extern "C" void {KERNEL_NAME}(const Args* args) {{\n'
         "  const Args& a = *args;\n"
         "  typedef int64_t index_t;\n"
