@@ -65,6 +65,8 @@ class CudaLauncher:
         self.params_address = ctypes.addressof(self.params)
         self.launch = driver.launchKernel
         self.lock = threading.Lock()
+        # With several GPUs the kernel's context must be current at launch; one GPU never switches.
+        self.switch = cupy.cuda.Device(device) if cupy.cuda.runtime.getDeviceCount() > 1 else None
 
     def __call__(self, values: list, geometry: tuple, stream: int) -> None:
         if self.tiled:
@@ -73,7 +75,11 @@ class CudaLauncher:
             grid, block = ((values[self.numel_index] + self.work - 1) // self.work, 1, 1), (BLOCK, 1, 1)
         with self.lock:  # the driver copies the parameters during the launch call
             self.pack_into(self.buffer, 0, *values, *geometry)
-            self.launch(self.function, *grid, *block, 0, stream, self.params_address, 0)
+            if self.switch is None:
+                self.launch(self.function, *grid, *block, 0, stream, self.params_address, 0)
+            else:
+                with self.switch:
+                    self.launch(self.function, *grid, *block, 0, stream, self.params_address, 0)
 
 
 def _tiled_grid(numel: int, geometry: tuple) -> tuple[int, int, int]:
