@@ -28,15 +28,7 @@ def timed(fn, reps: int = 50, warmup: int = 5) -> float:
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
+    return statistics.median(_event_times(fn, reps))
 
 
 def host_cost(fn, reps: int = 2000) -> float:
