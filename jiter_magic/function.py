@@ -370,11 +370,34 @@ class JitFunction:
             callback(specialization)
 
     # ----------------------------------------------------------------- inspection
-    def source(self, *dtypes: str, backend: str = "cuda", path: str = CONTIGUOUS, ndim: int = 1) -> str:
-        """The generated source of one specialization (no GPU, no compiler needed)."""
+    def source(self, *dtypes_or_arrays: object, backend: str = "cuda", path: str = CONTIGUOUS, ndim: int = 1,
+               **kwargs: object) -> str:
+        """The generated source of one specialization (no GPU, no compiler needed).
+
+        Give dtype names (dense inputs; `path` and `ndim` pick the loop), or example inputs as
+        for a call (arrays of any library, Python numbers, kwargs overrides): their dtypes and
+        layout then decide, exactly as a call on them would.
+        """
         if backend not in ("cuda", "cpu"):
             raise ValueError(f"backend must be 'cuda' or 'cpu', got {backend!r}")
-        return render(self.binding, self._spec_for(dtypes, backend, path, ndim), backend)
+        if all(isinstance(d, str) for d in dtypes_or_arrays):
+            spec = self._spec_for(dtypes_or_arrays, backend, path, ndim)
+        else:
+            spec = self._spec_for_arrays(dtypes_or_arrays, backend, kwargs)
+        return render(self.binding, spec, backend)
+
+    def _spec_for_arrays(self, args: tuple, backend: str, kwargs: dict) -> KernelSpec:
+        if len(args) != self._num_inputs:
+            raise BindError(f"{self.name} takes {self._num_inputs} input(s), got {len(args)}")
+        _extras, kinds = self._extras(kwargs) if kwargs else (None, self._default_kinds)
+        saved, self._backend = self._backend, "auto"
+        try:
+            items, _parts, adapter, _device = self._describe(args)
+        finally:
+            self._backend = saved
+        arrays = [adapter.normalize(i[5]) + (i[3],) if type(i) is tuple else i for i in items]
+        spec, _layout = resolve_call(arrays, adapter.RULES, backend == "cuda", None, kinds, self.num_outputs)
+        return spec
 
     def _spec_for(self, dtypes: tuple, backend: str, path: str, ndim: int) -> KernelSpec:
         names = list(dtypes) or ["float32"] * self._num_inputs
