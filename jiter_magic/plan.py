@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from .dtypes import DTYPES
 
-CONTIGUOUS, STRIDED, TILED = "contiguous", "strided", "tiled"
+CONTIGUOUS, STRIDED, TILED, ROWS = "contiguous", "strided", "tiled", "rows"
 TILE, TILE_ROWS = 32, 8  # the tiled path: 32x32 tiles, 32x8 threads, 4 rows a thread
 BLOCK = 128  # threads a block on CUDA
 UNROLL = 1  # vectors a thread on the contiguous path (bench/sweep_gpu.py: 1 is best on the H200)
@@ -34,6 +34,7 @@ class KernelSpec:
     vec: int = 1
     index64: bool = False
     tiled_inputs: tuple[int, ...] = ()  # the tiled path: inputs read transposed through shared memory
+    row_broadcast: tuple[int, ...] = ()  # the rows path: inputs constant along a row (inner stride 0)
 
     @property
     def array_inputs(self) -> tuple[int, ...]:
@@ -56,6 +57,9 @@ class KernelSpec:
         shape = f"vec{self.vec}" if self.path == CONTIGUOUS else f"{self.ndim}-d"
         if self.path == TILED:
             shape += f", inputs {list(self.tiled_inputs)} through shared memory"
+        if self.path == ROWS:
+            shape += f" rows of vec{self.vec}" + (f", inputs {list(self.row_broadcast)} broadcast along rows"
+                                                  if self.row_broadcast else "")
         return f"({ins}) -> ({outs}) compute {self.compute}, {self.path} {shape}, {index} index"
 
 
@@ -110,7 +114,7 @@ def args_layout(spec: KernelSpec) -> ArgsLayout:
         if is_scalar:
             fmt, size = _SCALAR_FORMAT[spec.inputs[i]]
             raw.append((f"scalar{i}", _ctype(spec.inputs[i]), fmt, size, 0))
-    if spec.path in (STRIDED, TILED):
+    if spec.path in (STRIDED, TILED, ROWS):
         raw.append(("sizes", "int64_t", "q" * spec.ndim, 8 * spec.ndim, spec.ndim))
         for op in range(spec.num_operands):
             raw.append((f"strides{op}", "int64_t", "q" * spec.ndim, 8 * spec.ndim, spec.ndim))

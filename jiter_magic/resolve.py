@@ -8,7 +8,7 @@ from __future__ import annotations
 from . import dtypes as dt
 from .errors import DTypeError, ShapeError
 from .layout import Layout, plan_layout
-from .plan import CONTIGUOUS, STRIDED, TILE, TILED, KernelSpec
+from .plan import BLOCK, CONTIGUOUS, ROWS, STRIDED, TILE, TILED, KernelSpec
 
 
 def resolve_call(arrays: list, rules: str, cuda: bool, outs: list | None, extras: tuple[str, ...],
@@ -47,11 +47,15 @@ def resolve_call(arrays: list, rules: str, cuda: bool, outs: list | None, extras
     path = CONTIGUOUS if layout.is_contiguous else STRIDED
     vec = _vector_width(output_dtypes, array_items, outs) if cuda and path == CONTIGUOUS else 1
     tiled = _transposed_inputs(layout, arrays, num_outputs) if cuda and path == STRIDED else ()
+    row_broadcast: tuple[int, ...] = ()
     if tiled:
         path = TILED
+    elif cuda and path == STRIDED and _rows_of_unit_stride(layout):
+        path, vec = ROWS, _vector_width(output_dtypes, array_items, None, check_alignment=False)
+        row_broadcast = _row_broadcast_inputs(layout, arrays, num_outputs)
     spec = KernelSpec(inputs, scalar, output_dtypes, compute, extras, path,
                       1 if path == CONTIGUOUS else max(layout.ndim, 1), vec,
-                      (not cuda) or layout.needs_int64, tiled)
+                      (not cuda) or layout.needs_int64, tiled, row_broadcast)
     return spec, layout
 
 
@@ -72,10 +76,12 @@ def spec_for_dtypes(names: list[str], extras: tuple[str, ...], num_outputs: int,
                       extras, path, ndim if path == STRIDED else 1, vec, not cuda)
 
 
-def _vector_width(output_dtypes, array_items, outs) -> int:
+def _vector_width(output_dtypes, array_items, outs, check_alignment: bool = True) -> int:
     """Elements a thread moves per access: 16 bytes of the widest operand, shrunk until every pointer is aligned."""
     sizes = [dt.DTYPES[d].itemsize for d in output_dtypes] + [dt.DTYPES[a[0]].itemsize for a in array_items]
     vec = max(1, min(8, 16 // max(sizes)))
+    if not check_alignment:
+        return vec
     residues = [a[3] for a in array_items] + ([o[3] for o in outs] if outs else [])
     operand_sizes = [dt.DTYPES[a[0]].itemsize for a in array_items] + (
         [dt.DTYPES[o[0]].itemsize for o in outs] if outs else [])
@@ -96,6 +102,27 @@ def _transposed_inputs(layout: Layout, arrays: list, num_outputs: int) -> tuple[
         if type(a) is tuple:
             strides = layout.strides[position]
             if abs(strides[1]) == 1 and strides[0] != 1 and strides[0] != 0:
+                found.append(index)
+            position += 1
+    return tuple(found)
+
+
+def _rows_of_unit_stride(layout: Layout) -> bool:
+    """Every operand walks the innermost loop dimension densely or not at all (stride 1 or 0), the
+    rows are long enough to vectorize, and one block a row-chunk fits the grid: the rows path."""
+    if layout.ndim < 2 or layout.sizes[0] < 2 * BLOCK:
+        return False
+    if any(strides[0] not in (0, 1) for strides in layout.strides):
+        return False
+    rows = layout.numel // layout.sizes[0]
+    return rows * ((layout.sizes[0] + BLOCK - 1) // BLOCK) < 2**31 - 1
+
+
+def _row_broadcast_inputs(layout: Layout, arrays: list, num_outputs: int) -> tuple[int, ...]:
+    found, position = [], num_outputs
+    for index, a in enumerate(arrays):
+        if type(a) is tuple:
+            if layout.strides[position][0] == 0:
                 found.append(index)
             position += 1
     return tuple(found)

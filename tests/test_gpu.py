@@ -89,6 +89,23 @@ def test_tiled_path_transposed_and_channels_last(dtype):
     assert spec, "the tiled path was not used"
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.complex128, torch.uint8])
+def test_rows_path_broadcast_and_bias(dtype):
+    ref = _torch_jiterator()
+    cases = [
+        (_rand((700, 1), dtype), _rand((1, 1000), torch.float32)),  # outer product
+        (_rand((64, 515), dtype), _rand((515,), dtype)),  # bias; odd rows misalign every other row
+        (_rand((3, 5, 300), dtype), _rand((5, 1), torch.float64)),  # 3-d, broadcast along rows
+        (_rand((5, 3, 600), dtype)[:, 1], _rand((600,), dtype)),  # sliced rows
+    ]
+    for a, b in cases:
+        _close(_ours_fused(a, b), ref(a, b))
+        _close(_ours_fused(b, a), ref(b, a))
+    big = _rand((9, 1000), dtype)
+    _close(_ours_fused(big[:, 1:], 3), ref(big[:, 1:], torch.tensor(3, device="cuda")))  # rows start misaligned
+    assert any(s.spec.path == "rows" for s in _ours_fused.specializations)
+
+
 def test_extra_args_given_overridden_defaulted():
     code = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
     ours = create_jit_fn(code, alpha=1.0)

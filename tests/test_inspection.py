@@ -37,3 +37,25 @@ def test_source_rejects_wrong_arity_and_backend():
         fn.source("float32", "float32", backend="metal")
     with pytest.raises(KeyError):
         fn.source(torch.ones(3), torch.ones(3), beta=2.0)
+
+
+@pytest.mark.parametrize("make,broadcast", [
+    (lambda: (torch.rand(1000, 1), torch.rand(1, 1000)), [0]),  # outer product
+    (lambda: (torch.rand(64, 512), torch.rand(512)), []),  # bias along rows
+    (lambda: (torch.rand(4, 6, 300).half(), torch.rand(6, 1)), [1]),  # 3-d, mixed dtypes
+    (lambda: (torch.rand(7, 1001), torch.rand(1001).double()), []),  # odd rows: vector or scalar per row
+    (lambda: (torch.rand(5, 3, 600)[:, 1], 2.0), []),  # a sliced view and a Python number
+])
+def test_rows_path_for_dense_or_broadcast_rows(make, broadcast):
+    fn = jiter_magic.create_jit_fn(CODE, alpha=1.0)
+    args = make()
+    spec = fn._spec_for_arrays(args, "cuda", {})
+    assert spec.path == "rows" and list(spec.row_broadcast) == broadcast
+    source = fn.source(*args)
+    assert "jm_inner" in source and "jm::vec<" in source
+    assert NvrtcCompiler("sm_80").compile(source, "k").binary.startswith(b"\x7fELF")
+
+
+def test_short_rows_stay_on_the_strided_path():
+    fn = jiter_magic.create_jit_fn(CODE, alpha=1.0)
+    assert fn._spec_for_arrays((torch.rand(1000, 8), torch.rand(1, 8)), "cuda", {}).path == "strided"

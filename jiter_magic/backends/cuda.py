@@ -12,7 +12,7 @@ import threading
 from ..codegen.kernel import KERNEL_NAME
 from ..compilers.nvrtc import NvrtcCompiler
 from ..errors import DeviceError, LaunchError
-from ..plan import BLOCK, CONTIGUOUS, ITEMS, TILE, TILE_ROWS, TILED, UNROLL, KernelSpec, args_layout
+from ..plan import BLOCK, CONTIGUOUS, ITEMS, ROWS, TILE, TILE_ROWS, TILED, UNROLL, KernelSpec, args_layout
 
 NAME = "cuda"
 
@@ -57,6 +57,8 @@ class CudaLauncher:
                 raise LaunchError(f"could not load the compiled kernel on CUDA device {device}: {exc}") from exc
         self.work = BLOCK * spec.vec * UNROLL if spec.path == CONTIGUOUS else BLOCK * ITEMS
         self.tiled = spec.path == TILED
+        self.rows = spec.path == ROWS
+        self.chunk = BLOCK * spec.vec
         self.device = device
         self.numel_index = spec.num_operands
         self.pack_into = args_layout(spec).packer.pack_into
@@ -71,6 +73,9 @@ class CudaLauncher:
     def __call__(self, values: list, geometry: tuple, stream: int) -> None:
         if self.tiled:
             grid, block = _tiled_grid(values[self.numel_index], geometry), (TILE, TILE_ROWS, 1)
+        elif self.rows:
+            inner = geometry[0]
+            grid, block = (values[self.numel_index] // inner * ((inner + self.chunk - 1) // self.chunk), 1, 1), (BLOCK, 1, 1)
         else:
             grid, block = ((values[self.numel_index] + self.work - 1) // self.work, 1, 1), (BLOCK, 1, 1)
         with self.lock:  # the driver copies the parameters during the launch call

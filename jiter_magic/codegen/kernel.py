@@ -12,7 +12,7 @@ import re
 
 from ..bind import EXTRA, INPUT, Binding
 from ..dtypes import DTYPES
-from ..plan import BLOCK, CONTIGUOUS, ITEMS, STRIDED, TILE, TILE_ROWS, UNROLL, KernelSpec, args_layout
+from ..plan import BLOCK, CONTIGUOUS, ITEMS, ROWS, STRIDED, TILE, TILE_ROWS, UNROLL, KernelSpec, args_layout
 from .prelude import prelude
 
 USER_FILE = "jiterator"
@@ -21,7 +21,7 @@ KERNEL_NAME = "jm_kernel"
 # Names the generated kernel declares. The user's functions live in the same translation unit, so
 # each is prefixed with jm_ when rendered: a functor called `k`, `n` or `a` must not be shadowed.
 _LOCAL_NAMES = re.compile(
-    r"(?<![\w.:>\x01])(a|n|start|u|i|k|j|r|base|it|li|rem|idx|inner|rows|row|batch|batches|args|i0|i1|i0_base|"
+    r"(?<![\w.:>\x01])(a|n|start|u|i|k|j|r|base|it|li|rem|idx|inner|rows|row|chunks|batch|batches|args|i0|i1|i0_base|"
     r"i1_base|s0|s1|out_offset|compute_t|index_t|Args|[oqvrxy]\d+|tile\d+)\b"
 )
 
@@ -255,6 +255,59 @@ def _cuda_tiled(binding: Binding, spec: KernelSpec) -> list[str]:
     return lines
 
 
+def _cuda_rows(binding: Binding, spec: KernelSpec) -> list[str]:
+    """Rows that every operand walks densely (or not at all: a broadcast along the row): one block
+    per chunk of a row, 16-byte vectors where the row is aligned, one index division per block."""
+    v, nout, ins = spec.vec, len(spec.outputs), spec.array_inputs
+    chunk = BLOCK * v
+    lines = [
+        "const index_t inner = (index_t)a.sizes[0];",
+        f"const index_t chunks = (inner + {chunk - 1}) / {chunk};",
+        "const index_t row = (index_t)blockIdx.x / chunks;",
+        f"const index_t i0 = ((index_t)blockIdx.x - row * chunks) * {chunk} + (index_t)threadIdx.x * {v};",
+        "index_t rem = row;",
+        "index_t " + ", ".join(f"o{k} = 0" for k in range(spec.num_operands)) + ";",
+    ]
+    for d in range(1, spec.ndim):
+        lines.append(f"{{ const index_t idx = rem % (index_t)a.sizes[{d}]; rem /= (index_t)a.sizes[{d}];")
+        for k in range(spec.num_operands):
+            lines.append(f"  o{k} += idx * (index_t)a.strides{k}[{d}];")
+        lines.append("}")
+    dense = [(f"a.out{j}", spec.outputs[j], f"o{j}") for j in range(nout)]
+    dense += [(f"a.in{i}", spec.inputs[i], f"o{nout + pos}") for pos, i in enumerate(ins) if i not in spec.row_broadcast]
+    aligned = " && ".join(
+        f"(((unsigned long long)({ptr} + {off})) % {v * DTYPES[d].itemsize} == 0)" for ptr, d, off in dense
+    ) or "true"
+    lines.append(f"if (i0 + {v} <= inner && {aligned}) {{")
+    loaded, stores = {}, []
+    for pos, i in enumerate(ins):
+        k = nout + pos
+        if i in spec.row_broadcast:
+            lines.append(f"  const {_ctype(spec.inputs[i])} x{i} = a.in{i}[o{k}];")
+            loaded[i] = f"x{i}"
+        else:
+            vec_t = f"jm::vec<{_ctype(spec.inputs[i])}, {v}>"
+            lines.append(f"  const {vec_t} x{i} = *reinterpret_cast<const {vec_t}*>(a.in{i} + o{k} + i0);")
+            loaded[i] = f"x{i}.v[k]"
+    for j, d in enumerate(spec.outputs):
+        lines.append(f"  jm::vec<{_ctype(d)}, {v}> y{j};")
+        stores.append(f"y{j}.v[k]")
+    lines.append(f"  #pragma unroll\n  for (int k = 0; k < {v}; ++k) {{")
+    lines.append(_indent(element_body(binding, spec, loaded, stores), 2))
+    lines.append("  }")
+    for j, d in enumerate(spec.outputs):
+        lines.append(f"  *reinterpret_cast<jm::vec<{_ctype(d)}, {v}>*>(a.out{j} + o{j} + i0) = y{j};")
+    lines.append("} else {")
+    lines.append(f"  for (index_t j = i0; j < inner && j < i0 + {v}; ++j) {{")
+    loaded = {i: (f"a.in{i}[o{nout + pos}]" if i in spec.row_broadcast else f"a.in{i}[o{nout + pos} + j]")
+              for pos, i in enumerate(ins)}
+    body = element_body(binding, spec, loaded, [f"a.out{j}[o{j} + j]" for j in range(nout)])
+    lines.append(_indent(body, 2))
+    lines.append("  }")
+    lines.append("}")
+    return lines
+
+
 def render_cuda(binding: Binding, spec: KernelSpec) -> tuple[str, int]:
     """CUDA source of one specialization, and the line where the user's code starts."""
     text, user_start = _header(binding, spec, "cuda")
@@ -262,6 +315,8 @@ def render_cuda(binding: Binding, spec: KernelSpec) -> tuple[str, int]:
         body, threads = _cuda_contiguous(binding, spec), BLOCK
     elif spec.path == STRIDED:
         body, threads = _cuda_strided(binding, spec), BLOCK
+    elif spec.path == ROWS:
+        body, threads = _cuda_rows(binding, spec), BLOCK
     else:
         body, threads = _cuda_tiled(binding, spec), TILE * TILE_ROWS
     index_t = "long long" if spec.index64 else "int"
