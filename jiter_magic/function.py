@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numbers
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -22,7 +23,7 @@ from .errors import BindError, DeviceError, DTypeError
 from .layout import Layout
 from .parse import parse_functor
 from .plan import CONTIGUOUS, STRIDED, KernelSpec, fast_divisor
-from .resolve import resolve_call, spec_for_dtypes
+from .resolve import check_overlap, overlap_pairs, resolve_call, spec_for_dtypes
 
 _PLAN_LIMIT = 4096
 
@@ -38,6 +39,8 @@ class CallPlan:
     allocators: tuple[Callable[[], Any], ...]  # one a output
     flatten: Callable | None  # None when extras pack as they are and no input is a scalar
     stream: Callable[[int], int]  # the library's current raw stream on a device
+    device: int  # -1 for the host
+    overlap_pairs: tuple = ()  # out= plans: (output, input, same layout) pairs to check per call
 
 
 _PY_SCALAR_KIND = {bool: "bool", int: "int64", float: "float64", complex: "complex128"}
@@ -48,7 +51,7 @@ def _scalar_kind(value: object) -> str:
     return kind if kind is not None else dt.scalar_dtype(value)
 
 
-def _flattener(spec: KernelSpec) -> Callable | None:
+def _flattener(spec: KernelSpec, wrap: bool) -> Callable | None:
     """How to turn (numel, extras, items) into packed values; None for the common all-plain case."""
     simple = all(dt.DTYPES[k].kind != "c" for k in spec.extras) and not any(spec.scalar_inputs)
     if simple:
@@ -60,41 +63,66 @@ def _flattener(spec: KernelSpec) -> Callable | None:
             values.extend(_flatten(value, kind))
         for value, is_scalar in zip(items, spec.scalar_inputs):
             if is_scalar:
-                values.extend(_flatten(value, spec.compute))
+                values.extend(_flatten(value, spec.compute, wrap))
         return values
 
     return flatten
 
 
-def _flatten(value: object, dtype: str) -> tuple:
-    """A scalar as the struct module packs it for `dtype` (complex as two floats)."""
+_FLOAT32_MAX = 3.4028235677973366e38  # halfway to the next binade: larger values round to inf
+
+
+def _flatten(value: object, dtype: str, wrap: bool = True) -> tuple:
+    """A scalar as the struct module packs it for `dtype` (complex as two floats).
+
+    Out-of-range integers wrap as torch's do (`wrap`), or raise OverflowError as NumPy's do;
+    floats beyond float32 become infinities, as a cast gives.
+    """
     kind = dt.DTYPES[dtype].kind
     if kind == "c":
         value = complex(value)
-        return (value.real, value.imag)
+        parts = (value.real, value.imag)
+        return tuple(_saturate(p) for p in parts) if dtype == "complex64" else parts
     if kind == "f":
-        return (float(value.real if isinstance(value, complex) else value),)
+        number = float(value.real if isinstance(value, complex) else value)
+        return (_saturate(number) if dtype == "float32" else number,)
     if kind == "b":
         return (bool(value),)
     bits = dt.DTYPES[dtype].itemsize * 8
     number = int(value.real if isinstance(value, complex) else value)
     low, high = (0, (1 << bits) - 1) if kind == "u" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-    if not low <= number <= high:
+    if low <= number <= high:
+        return (number,)
+    if not wrap:
         raise OverflowError(f"Python integer {number} out of bounds for {dtype}")
-    return (number,)
+    return (((number - low) % (1 << bits)) + low,)
 
 
-def _scalar_value(value: object, where: str) -> object:
-    """A kwarg value as a Python scalar: 1-element tensors/arrays are `.item()`-ed, as torch does."""
-    if type(value) in _PY_SCALAR_KIND or isinstance(value, numbers.Number):
-        return value
-    if hasattr(value, "item") and hasattr(value, "shape"):
+def _saturate(number: float) -> float:
+    if number > _FLOAT32_MAX:
+        return float("inf")
+    if number < -_FLOAT32_MAX:
+        return float("-inf")
+    return number
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _scalar_value(value: object, name: str) -> object:
+    """An extra argument as a Python scalar: 1-element tensors/arrays are `.item()`-ed, as torch does."""
+    if type(value) not in _PY_SCALAR_KIND and not isinstance(value, numbers.Number):
         size = 1
-        for n in value.shape:
+        for n in getattr(value, "shape", (2,)):
             size *= n
-        if size == 1:
-            return value.item()
-    raise DTypeError(f"{where} must be a bool, int, float or complex (or a 1-element array), got {type(value).__name__}")
+        if not (hasattr(value, "item") and size == 1):
+            raise DTypeError(f"argument {name!r} must be a bool, int, float or complex (or a 1-element array), "
+                             f"got {type(value).__name__}")
+        value = value.item()
+    kind = _scalar_kind(value)
+    if kind == "int64" and not _INT64[0] <= int(value) <= _INT64[1]:
+        raise OverflowError(f"argument {name!r} = {value} does not fit the int64_t it is passed as")
+    return value
 
 
 def cuda_available() -> bool:
@@ -113,9 +141,7 @@ class JitFunction:
     def __init__(self, code_string: str, num_outputs: int | None, kwargs: dict[str, object]):
         self.functor = parse_functor(code_string)
         self.binding = bind(self.functor, list(kwargs), num_outputs)
-        self.kwargs = {name: _scalar_value(value, f"default of {name!r}") for name, value in kwargs.items()}
-        for name, value in self.kwargs.items():
-            dt.extra_arg_type(value)
+        self.kwargs = {name: _scalar_value(value, name) for name, value in kwargs.items()}
         self.num_outputs = self.binding.num_outputs
         self.multi_output = num_outputs is not None
         self.__name__ = self.__qualname__ = self.functor.name
@@ -130,6 +156,7 @@ class JitFunction:
         self._fast_plans: dict[tuple, CallPlan] = {}
         self._launchers: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
+        self._build_lock = threading.RLock()
         self.specializations: list[Specialization] = []
         self.warnings: list[str] = []
         self._listeners: list[Callable[[Specialization], None]] = []
@@ -186,28 +213,35 @@ class JitFunction:
         fast_key = None
         if out is None and not kwargs:
             # The hot path for torch tensors: one list of C-level attribute reads and a dict lookup.
+            # The device object tells CPU from CUDA from meta; the neg/conj bits mark lazy views
+            # (never planned on this path: the general path materializes them).
             try:
-                descs = [(x.dtype, x.shape, x.stride(), x.data_ptr(), x.get_device()) for x in args]
+                descs = [(x.dtype, x.shape, x.stride(), x.data_ptr(), x.device, x.is_neg(), x.is_conj())
+                         for x in args]
             except (AttributeError, TypeError):
                 descs = None
             if descs is not None:
-                fast_key = tuple([(d[0], d[1], d[2], d[3] & 15, d[4]) for d in descs])
+                fast_key = tuple([(d[0], d[1], d[2], d[3] & 15, d[4], d[5], d[6]) for d in descs])
                 plan = self._fast_plans.get(fast_key)
                 if plan is not None:
                     COUNTERS.memory_hits += 1
                     results = [allocate() for allocate in plan.allocators]
                     if plan.launcher is not None:
-                        values = [r.data_ptr() for r in results]
-                        values += [d[3] for d in descs]
-                        if plan.flatten is None:
-                            values.append(plan.layout.numel)
-                            values += self._default_extras
-                        else:
-                            values += plan.flatten(plan.layout.numel, self._default_extras, ())
-                        device = descs[0][4]
-                        plan.launcher(values, plan.geometry, plan.stream(device) if device >= 0 else 0)
+                        self._launch(plan, [r.data_ptr() for r in results], [d[3] for d in descs],
+                                     self._default_extras, (), plan.device)
                     return results[0] if self._returns_one else tuple(results)
         return self._call(args, out, kwargs, fast_key)
+
+    @staticmethod
+    def _launch(plan: CallPlan, pointers: list, input_pointers: list, extras: list, items, device: int) -> None:
+        """Pack pointers, element count, extras and scalar inputs, and launch on the current stream."""
+        values = pointers + input_pointers
+        if plan.flatten is None:
+            values.append(plan.layout.numel)
+            values += extras
+        else:
+            values += plan.flatten(plan.layout.numel, extras, items)
+        plan.launcher(values, plan.geometry, plan.stream(device) if device >= 0 else 0)
 
     def _call(self, args: tuple, out: object, kwargs: dict, fast_key: tuple | None):
         """The general call path: any library, scalars, out= and kwargs; plans on a miss."""
@@ -224,7 +258,7 @@ class JitFunction:
             plan = self._plan(key, items, adapter, device, outs)
         else:
             COUNTERS.memory_hits += 1
-        if fast_key is not None and adapter.LIBRARY == "torch":
+        if fast_key is not None and adapter.LIBRARY == "torch" and not any(k[5] or k[6] for k in fast_key):
             with self._lock:
                 if len(self._fast_plans) >= _PLAN_LIMIT:
                     self._fast_plans.clear()
@@ -235,16 +269,11 @@ class JitFunction:
         else:
             results = [o[5] for o in outs]
             pointers = [o[3] for o in outs]
+        input_pointers = [item[3] for item in items if type(item) is tuple]
+        if plan.overlap_pairs:
+            check_overlap(plan.overlap_pairs, pointers, input_pointers)
         if plan.launcher is not None:
-            for item in items:
-                if type(item) is tuple:
-                    pointers.append(item[3])
-            if plan.flatten is None:
-                pointers.append(plan.layout.numel)
-                pointers.extend(extras)
-            else:
-                pointers.extend(plan.flatten(plan.layout.numel, extras, items))
-            plan.launcher(pointers, plan.geometry, plan.stream(device) if device >= 0 else 0)
+            self._launch(plan, pointers, input_pointers, extras, items, device)
         if self._returns_one:
             return results[0]
         return tuple(results)
@@ -255,10 +284,10 @@ class JitFunction:
             if name not in values:
                 raise KeyError(f"{name} is not declared in function definition (declared: {list(values)})")
         values = {**values, **kwargs}
-        extras = [_scalar_value(values[name], f"argument {name!r}") for name in self.binding.extra_names]
+        extras = [_scalar_value(values[name], name) for name in self.binding.extra_names]
         return extras, tuple(_scalar_kind(v) for v in extras)
 
-    def _describe(self, args: tuple) -> tuple[list, list, Any, int]:
+    def _describe(self, args: tuple, check_backend: bool = True) -> tuple[list, list, Any, int]:
         """Per input: the adapter's cheap description plus the array, or the Python scalar itself."""
         items: list = []
         parts: list = []
@@ -274,10 +303,11 @@ class JitFunction:
                     parts.append(_scalar_kind(x))
                     continue
                 x, a = coerce(x)
+            x = a.materialize(x)
             desc = a.describe(x)
             if adapter is None:
                 adapter, device = a, desc[4]
-                if device != self._checked_device:
+                if check_backend and device != self._checked_device:
                     self._check_backend(device)
             elif a is not adapter:
                 raise DeviceError(f"inputs mix {adapter.LIBRARY} and {a.LIBRARY} arrays; convert them to one library")
@@ -289,8 +319,8 @@ class JitFunction:
             parts.append((desc[0], desc[1], desc[2], desc[3] % 16))
         if adapter is None:
             raise BindError(f"{self.name} needs at least one array input; got only Python scalars")
-        if numpy_scalars and adapter.LIBRARY == "numpy":
-            for position in numpy_scalars:  # NumPy scalars are typed: 0-d arrays of their dtype
+        if numpy_scalars and adapter.RULES == "numpy":
+            for position in numpy_scalars:  # NumPy scalars are typed: 0-d arrays of their dtype (NEP 50)
                 array = adapter.asarray(args[position])
                 desc = adapter.describe(array)
                 items[position] = desc + (array,)
@@ -314,6 +344,8 @@ class JitFunction:
         for o in given:
             if adapter_for(o) is not adapter:
                 raise DeviceError(f"out= must be a {adapter.LIBRARY} array like the inputs, got {type(o).__name__}")
+            if adapter.materialize(o) is not o:
+                raise ValueError("out= must not be a lazy conj/neg view; pass a plain tensor")
             desc = adapter.describe(o)
             if desc[4] != device:
                 raise DeviceError(f"out= lives on {_where(desc[4])}, the inputs on {_where(device)}")
@@ -324,8 +356,8 @@ class JitFunction:
 
     # ----------------------------------------------------------------- planning (once per key)
     def _plan(self, key: tuple, items, adapter, device: int, outs) -> CallPlan:
-        arrays = [adapter.normalize(i[5]) + (i[3],) if type(i) is tuple else i for i in items]
-        normal_outs = None if outs is None else [adapter.normalize(o[5]) + (o[3],) for o in outs]
+        arrays = _normalized(items, adapter)
+        normal_outs = None if outs is None else _normalized(outs, adapter)
         spec, layout = resolve_call(arrays, adapter.RULES, device >= 0, normal_outs, key[3], self.num_outputs)
         launcher = self._launcher(spec, device) if layout.numel else None
         geometry: tuple[int, ...] = ()
@@ -336,7 +368,9 @@ class JitFunction:
                 geometry += tuple(m for m, _ in divisors) + tuple(s for _, s in divisors)
         like = next(i[5] for i in items if type(i) is tuple)
         allocators = tuple(adapter.allocator(layout.shape, layout.output_strides, d, like) for d in spec.outputs)
-        plan = CallPlan(spec, layout, launcher, geometry, allocators, _flattener(spec), adapter.stream)
+        pairs = () if normal_outs is None else overlap_pairs(normal_outs, [a for a in arrays if type(a) is tuple])
+        plan = CallPlan(spec, layout, launcher, geometry, allocators, _flattener(spec, adapter.RULES == "torch"),
+                        adapter.stream, device, pairs)
         with self._lock:
             if len(self._plans) >= _PLAN_LIMIT:
                 self._plans.clear()
@@ -348,6 +382,14 @@ class JitFunction:
         launcher = self._launchers.get(launch_key)
         if launcher is not None:
             return launcher
+        with self._build_lock:  # threads missing together build once
+            launcher = self._launchers.get(launch_key)
+            if launcher is None:
+                launcher = self._build_launcher(spec, device)
+        return launcher
+
+    def _build_launcher(self, spec: KernelSpec, device: int) -> Callable:
+        launch_key = (device, spec)
         if device >= 0:
             from .backends import cuda as backend
 
@@ -367,7 +409,10 @@ class JitFunction:
         if specialization.log.strip():
             self.warnings.append(specialization.log.strip())
         for callback in list(self._listeners):
-            callback(specialization)
+            try:
+                callback(specialization)
+            except Exception as exc:  # noqa: BLE001 - a display must never fail the computation
+                warnings.warn(f"jiter_magic: a specialization listener failed: {exc!r}", RuntimeWarning, 2)
 
     # ----------------------------------------------------------------- inspection
     def source(self, *dtypes_or_arrays: object, backend: str = "cuda", path: str = CONTIGUOUS, ndim: int = 1,
@@ -390,12 +435,8 @@ class JitFunction:
         if len(args) != self._num_inputs:
             raise BindError(f"{self.name} takes {self._num_inputs} input(s), got {len(args)}")
         _extras, kinds = self._extras(kwargs) if kwargs else (None, self._default_kinds)
-        saved, self._backend = self._backend, "auto"
-        try:
-            items, _parts, adapter, _device = self._describe(args)
-        finally:
-            self._backend = saved
-        arrays = [adapter.normalize(i[5]) + (i[3],) if type(i) is tuple else i for i in items]
+        items, _parts, adapter, _device = self._describe(args, check_backend=False)
+        arrays = _normalized(items, adapter)
         spec, _layout = resolve_call(arrays, adapter.RULES, backend == "cuda", None, kinds, self.num_outputs)
         return spec
 
@@ -423,6 +464,11 @@ class JitFunction:
 
             self._record(build(self.binding, spec, "cuda", NvrtcCompiler(default_arch())))
         return self.specializations[-1]
+
+
+def _normalized(items: list, adapter) -> list:
+    """(dtype name, shape, element strides, pointer) per array item, for planning; scalars as they are."""
+    return [adapter.normalize(i[5]) + (i[3],) if type(i) is tuple else i for i in items]
 
 
 def _where(device: int) -> str:

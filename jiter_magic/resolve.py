@@ -41,7 +41,7 @@ def resolve_call(arrays: list, rules: str, cuda: bool, outs: list | None, extras
         num_outputs,
     )
     if outs is not None:
-        _check_overlap(outs, array_items)
+        _check_expanded_outputs(outs)
     inputs = tuple(a[0] if type(a) is tuple else compute for a in arrays)
     scalar = tuple(type(a) is not tuple for a in arrays)
     path = CONTIGUOUS if layout.is_contiguous else STRIDED
@@ -70,8 +70,7 @@ def spec_for_dtypes(names: list[str], extras: tuple[str, ...], num_outputs: int,
         raise ValueError(f"path must be {CONTIGUOUS!r} or {STRIDED!r}, got {path!r}")
     vec = 1
     if cuda and path == CONTIGUOUS:
-        widest = max(dt.DTYPES[n].itemsize for n in names + [common])
-        vec = max(1, min(8, 16 // widest))
+        vec = _vector_width((common,) * num_outputs, [(n,) for n in names], None, check_alignment=False)
     return KernelSpec(tuple(names), (False,) * len(names), (common,) * num_outputs, dt.compute_dtype(common),
                       extras, path, ndim if path == STRIDED else 1, vec, not cuda)
 
@@ -94,6 +93,8 @@ def _transposed_inputs(layout: Layout, arrays: list, num_outputs: int) -> tuple[
     """Inputs that walk the second loop dimension contiguously while the outputs walk the first:
     the layouts (a transpose, NCHW read as NHWC) that the tiled path stages through shared memory."""
     if layout.ndim < 2 or layout.sizes[0] < TILE // 2 or layout.sizes[1] < TILE // 2:
+        return ()
+    if (layout.sizes[1] + TILE - 1) // TILE > 65535:  # tiles of the second dimension go on grid.y
         return ()
     if any(layout.strides[j][0] != 1 for j in range(num_outputs)):
         return ()
@@ -134,26 +135,42 @@ def _extent(shape: tuple, strides: tuple) -> tuple[int, int]:
     return low, high
 
 
-def _check_overlap(outs, array_items) -> None:
-    """torch's rules: an output may not overlap itself, nor partially overlap an input."""
+def _check_expanded_outputs(outs) -> None:
+    """An output may not write one element from several places (a stride 0 over more than one)."""
     for o in outs:
-        if 0 in o[1]:
-            continue  # an empty output writes nothing, whatever its strides and address
-        if any(s == 0 and n > 1 for s, n in zip(o[2], o[1])):
+        if 0 not in o[1] and any(s == 0 and n > 1 for s, n in zip(o[2], o[1])):
             raise ShapeError("out= has an expanded (stride 0) dimension: several results would land on one element")
-        size = dt.DTYPES[o[0]].itemsize
-        lo, hi = _extent(o[1], o[2])
-        o_lo, o_hi = o[3] + lo * size, o[3] + (hi + 1) * size
-        for a in array_items:
-            if 0 in a[1]:
-                continue
-            a_size = dt.DTYPES[a[0]].itemsize
-            alo, ahi = _extent(a[1], a[2])
-            a_lo, a_hi = a[3] + alo * a_size, a[3] + (ahi + 1) * a_size
-            if a_lo < o_hi and o_lo < a_hi:
-                same = a[3] == o[3] and a[0] == o[0] and tuple(a[1]) == tuple(o[1]) and tuple(a[2]) == tuple(o[2])
-                if not same:
-                    raise ShapeError(
-                        "out= partially overlaps an input: some elements of the input and the written-to "
-                        "array refer to the same memory; pass a separate output or the input itself"
-                    )
+
+
+def _byte_span(item) -> tuple[int, int] | None:
+    """Bytes an array touches, relative to its pointer: [low, high); None when it is empty."""
+    if 0 in item[1]:
+        return None
+    size = dt.DTYPES[item[0]].itemsize
+    low, high = _extent(item[1], item[2])
+    return low * size, (high + 1) * size
+
+
+def overlap_pairs(outs, array_items) -> tuple:
+    """Per (output, input) pair, the byte spans and whether they share a layout, so that each call
+    can check its own pointers against torch's rule: an output may alias an input exactly,
+    never partially."""
+    pairs = []
+    for j, o in enumerate(outs):
+        out_span = _byte_span(o)
+        for p, a in enumerate(array_items):
+            in_span = _byte_span(a)
+            if out_span and in_span:
+                same = a[0] == o[0] and tuple(a[1]) == tuple(o[1]) and tuple(a[2]) == tuple(o[2])
+                pairs.append((j, p, out_span, in_span, same))
+    return tuple(pairs)
+
+
+def check_overlap(pairs: tuple, out_pointers: list, in_pointers: list) -> None:
+    for j, p, (o_lo, o_hi), (a_lo, a_hi), same in pairs:
+        o, a = out_pointers[j], in_pointers[p]
+        if a + a_lo < o + o_hi and o + o_lo < a + a_hi and not (same and o == a):
+            raise ShapeError(
+                "out= partially overlaps an input: some elements of the input and the written-to "
+                "array refer to the same memory; pass a separate output or the input itself"
+            )

@@ -267,11 +267,48 @@ def test_missing_host_compiler_is_a_toolchain_error():
     assert "install" in str(info.value)
 
 
-@pytest.mark.parametrize("make", [lambda: np.ones(3, np.int8), lambda: torch.ones(3, dtype=torch.int8)])
-def test_out_of_range_python_integer_is_an_overflow_error(make):
+def test_out_of_range_python_integer_follows_each_library():
     f = jiter_magic.create_jit_fn("template <typename T> T f(T x, T y) { return x + y; }")
-    array = make()
+    array = np.ones(3, np.int8)
     with pytest.raises(OverflowError, match="300 out of bounds for int8"):
-        f(array, 300)
-    result = f(array, -100)
-    assert result.dtype == array.dtype and [int(v) for v in result] == [-99, -99, -99]
+        f(array, 300)  # NumPy 2 raises for a Python int that does not fit
+    assert f(array, -100).tolist() == [-99, -99, -99]
+    tensor = torch.ones(3, dtype=torch.int8)
+    assert f(tensor, 300).tolist() == (tensor + 300).tolist() == [45, 45, 45]  # torch wraps
+    assert f(torch.ones(2), 1e300).tolist() == [float("inf")] * 2  # and saturates floats
+
+
+def test_out_of_range_extra_argument_is_an_overflow_error():
+    with pytest.raises(OverflowError, match="int64_t"):
+        jiter_magic.create_jit_fn("template <typename T> T f(T x, T a) { return x + a; }", a=2**70)
+    f = jiter_magic.create_jit_fn("template <typename T> T f(T x, T a) { return x + a; }", a=1)
+    with pytest.raises(OverflowError):
+        f(torch.ones(2), a=2**64)
+    assert f(torch.ones(2)).tolist() == [2.0, 2.0]
+
+
+def test_lazy_conj_and_neg_views_are_materialized():
+    f = jiter_magic.create_jit_fn("template <typename T> T f(T x) { return x + 1; }")
+    z = torch.tensor([1 + 2j, 3 - 4j])
+    assert f(z).tolist() == (z + 1).tolist()
+    assert f(z.conj()).tolist() == (z.conj() + 1).tolist()
+    assert f(z.conj().imag).tolist() == (z.conj().imag + 1).tolist()
+    assert f(z.conj()).tolist() == (z.conj() + 1).tolist()  # again, now that plans exist
+
+
+def test_meta_tensors_are_a_device_error():
+    f = jiter_magic.create_jit_fn("template <typename T> T f(T x) { return x + 1; }")
+    f(torch.ones(3))
+    with pytest.raises(jiter_magic.DeviceError, match="meta"):
+        f(torch.ones(3, device="meta"))
+
+
+def test_out_overlap_is_checked_on_every_call():
+    f = jiter_magic.create_jit_fn("template <typename T> T f(T x) { return x + 1; }")
+    x, y = torch.arange(10.0), torch.zeros(10)
+    f(x[1:], out=y[:-1])
+    with pytest.raises(ValueError, match="overlaps"):
+        f(x[1:], out=x[:-1])
+    assert x.tolist() == list(range(10))
+    f(x, out=x)  # exact aliasing is fine
+    assert x.tolist() == list(range(1, 11))

@@ -24,6 +24,17 @@ def dtype_name(t: torch.Tensor) -> str:
         raise DTypeError(f"torch dtype {t.dtype} is not supported by jiter_magic") from None
 
 
+def materialize(t: torch.Tensor) -> torch.Tensor:
+    """A tensor whose memory holds its values: lazy conj/neg views resolved; only CPU and CUDA accepted."""
+    if t.device.type not in ("cpu", "cuda"):
+        from ..errors import DeviceError
+
+        raise DeviceError(f"tensors on {t.device.type!r} are not supported; jiter_magic runs on CPU and CUDA tensors")
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    return t
+
+
 def describe(t: torch.Tensor) -> tuple:
     """The hot-path description: (dtype object, shape, strides, pointer, device); cheap, hashable parts."""
     return t.dtype, t.shape, t.stride(), t.data_ptr(), t.get_device()
@@ -83,9 +94,6 @@ def _load_madvise():
 
 _madvise = _load_madvise()
 
-
-def empty(shape: tuple, strides: tuple, dtype: str, device: int, like: torch.Tensor) -> torch.Tensor:
-    return torch.empty_strided(shape, strides, dtype=_DTYPES[dtype], device=like.device)
 
 
 def stream(device: int) -> int:

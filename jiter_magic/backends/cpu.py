@@ -19,27 +19,22 @@ def compiler() -> CxxCompiler:
     return CxxCompiler()
 
 
-@functools.lru_cache(maxsize=1)
-def _library_folder() -> str:
-    """Where verified libraries are written to be dlopen-ed: private to this process."""
-    return tempfile.mkdtemp(prefix="jiter_magic-libs-")
-
-
 class CpuLauncher:
     """One loaded host specialization."""
 
     def __init__(self, binary: bytes, spec: KernelSpec, key: str):
-        self.path = os.path.join(_library_folder(), f"{key}.so")
-        if not os.path.exists(self.path):
-            temp = self.path + ".tmp"
-            with open(temp, "wb") as handle:
-                handle.write(binary)
-            os.replace(temp, self.path)
+        # The verified bytes go to a file of this loader's own, which is removed once loaded:
+        # concurrent loaders never share a half-written file, and nothing is left behind.
+        fd, path = tempfile.mkstemp(prefix=f"jiter_magic-{key[:16]}-", suffix=".so")
         try:
-            self.library = ctypes.CDLL(self.path)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(binary)
+            self.library = ctypes.CDLL(path)
             self.function = getattr(self.library, KERNEL_NAME)
         except (OSError, AttributeError) as exc:
-            raise LaunchError(f"could not load the compiled host kernel {self.path}: {exc}") from exc
+            raise LaunchError(f"could not load the compiled host kernel: {exc}") from exc
+        finally:
+            os.unlink(path)
         self.function.argtypes = (ctypes.c_char_p,)
         self.function.restype = None
         self.pack = args_layout(spec).packer.pack

@@ -29,7 +29,16 @@ __device__ __forceinline__ half to_half(float f) {
 }
 __device__ __forceinline__ float to_float(bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
 __device__ __forceinline__ bfloat16 to_bfloat16(float f) {
-  bfloat16 b; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f)); return b;
+  bfloat16 b;
+#if __CUDA_ARCH__ >= 800
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
+#else
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) { b.x = (unsigned short)((u >> 16) | 0x40u); return b; }
+  u += 0x7fffu + ((u >> 16) & 1u);
+  b.x = (unsigned short)(u >> 16);
+#endif
+  return b;
 }
 template <typename T, int N> struct alignas(sizeof(T) * N) vec { T v[N]; };
 }  // namespace jm
@@ -67,8 +76,37 @@ JM_INLINE unsigned int __float_as_uint(float f) { unsigned int i; memcpy(&i, &f,
 namespace jm {
 struct half { unsigned short x; };
 struct bfloat16 { unsigned short x; };
+#if defined(__FLT16_MAX__) && !defined(JM_SOFT_HALF)
 JM_INLINE float to_float(half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
 JM_INLINE half to_half(float f) { _Float16 g = (_Float16)f; half h; memcpy(&h.x, &g, 2); return h; }
+#else  // compilers without _Float16 (GCC < 12 on x86): IEEE half by bit manipulation, round to nearest even
+JM_INLINE float to_float(half h) {
+  unsigned int sign = (h.x & 0x8000u) << 16, exp = (h.x >> 10) & 0x1fu, man = h.x & 0x3ffu, u;
+  if (exp == 0x1f) u = sign | 0x7f800000u | (man << 13);
+  else if (exp) u = sign | ((exp + 112) << 23) | (man << 13);
+  else if (!man) u = sign;
+  else { exp = 113; while (!(man & 0x400u)) { man <<= 1; --exp; } u = sign | (exp << 23) | ((man & 0x3ffu) << 13); }
+  float f; memcpy(&f, &u, 4); return f;
+}
+JM_INLINE half to_half(float f) {
+  unsigned int u; memcpy(&u, &f, 4);
+  unsigned int sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  half h;
+  if (a > 0x7f800000u) { h.x = (unsigned short)(sign | 0x7e00u); return h; }
+  if (a >= 0x477ff000u) { h.x = (unsigned short)(sign | 0x7c00u); return h; }  // rounds to infinity
+  if (a < 0x38800000u) {  // a subnormal half, or zero: significand shifted right, rounded to even
+    if (a < 0x33000000u) { h.x = (unsigned short)sign; return h; }
+    unsigned int man = (a & 0x7fffffu) | 0x800000u, shift = 126 - (a >> 23);
+    unsigned int mant = man >> shift, rem = man & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (mant & 1u))) ++mant;
+    h.x = (unsigned short)(sign | mant); return h;
+  }
+  unsigned int r = a - 0x38000000u;  // rebias the exponent: 127 - 15 = 112
+  unsigned int mant = r >> 13, rem = r & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (mant & 1u))) ++mant;
+  h.x = (unsigned short)(sign | mant); return h;
+}
+#endif
 JM_INLINE float to_float(bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
 JM_INLINE bfloat16 to_bfloat16(float f) {
   unsigned int u = __float_as_uint(f);
