@@ -389,3 +389,14 @@ def test_foreign_cuda_arrays_and_wide_unsigned():
         r = f(u, u)
         assert r.dtype == cupy.dtype(name)
         cupy.testing.assert_array_equal(r, u * u + 1)
+
+
+def test_lazy_views_and_long_transposes_on_cuda():
+    f = create_jit_fn("template <typename T> T f(T x, T y) { return x * y + x; }")
+    z = torch.randn(1000, dtype=torch.complex64, device="cuda")
+    _close(f(z.conj(), z), z.conj() * z + z.conj())
+    _close(f(z.conj().imag, z.real), z.conj().imag * z.real + z.conj().imag)
+    # the second loop dimension needs more than 65535 tiles: not the tiled path, still right
+    a = _rand((4_200_000, 16), torch.float32)
+    b = _rand((16, 4_200_000), torch.float32).t()
+    _close(f(a, b), a * b + a)
