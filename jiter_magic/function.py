@@ -13,17 +13,17 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import dtypes as dt
 from .arrays import _BY_TYPE as _ADAPTERS
 from .arrays import adapter_for, coerce
 from .bind import bind
 from .build import Specialization, build, render
 from .cache import COUNTERS
-from .errors import BindError, DeviceError, DTypeError
+from .errors import BindError, DeviceError
 from .layout import Layout
 from .parse import parse_functor
 from .plan import CONTIGUOUS, STRIDED, KernelSpec, fast_divisor
 from .resolve import check_overlap, overlap_pairs, resolve_call, spec_for_dtypes
+from .values import flattener, scalar_kind, scalar_value
 
 _PLAN_LIMIT = 4096
 
@@ -36,93 +36,11 @@ class CallPlan:
     layout: Layout
     launcher: Callable[[list, tuple, int], None] | None
     geometry: tuple[int, ...]  # sizes, strides, divisors: packed after the values
-    allocators: tuple[Callable[[], Any], ...]  # one a output
+    allocators: tuple[Callable[[], Any], ...]  # one per output
     flatten: Callable | None  # None when extras pack as they are and no input is a scalar
     stream: Callable[[int], int]  # the library's current raw stream on a device
     device: int  # -1 for the host
     overlap_pairs: tuple = ()  # out= plans: (output, input, same layout) pairs to check per call
-
-
-_PY_SCALAR_KIND = {bool: "bool", int: "int64", float: "float64", complex: "complex128"}
-
-
-def _scalar_kind(value: object) -> str:
-    kind = _PY_SCALAR_KIND.get(type(value))
-    return kind if kind is not None else dt.scalar_dtype(value)
-
-
-def _flattener(spec: KernelSpec, wrap: bool) -> Callable | None:
-    """How to turn (numel, extras, items) into packed values; None for the common all-plain case."""
-    simple = all(dt.DTYPES[k].kind != "c" for k in spec.extras) and not any(spec.scalar_inputs)
-    if simple:
-        return None
-
-    def flatten(numel: int, extras: list, items: list) -> list:
-        values = [numel]
-        for value, kind in zip(extras, spec.extras):
-            values.extend(_flatten(value, kind))
-        for value, is_scalar in zip(items, spec.scalar_inputs):
-            if is_scalar:
-                values.extend(_flatten(value, spec.compute, wrap))
-        return values
-
-    return flatten
-
-
-_FLOAT32_MAX = 3.4028235677973366e38  # halfway to the next binade: larger values round to inf
-
-
-def _flatten(value: object, dtype: str, wrap: bool = True) -> tuple:
-    """A scalar as the struct module packs it for `dtype` (complex as two floats).
-
-    Out-of-range integers wrap as torch's do (`wrap`), or raise OverflowError as NumPy's do;
-    floats beyond float32 become infinities, as a cast gives.
-    """
-    kind = dt.DTYPES[dtype].kind
-    if kind == "c":
-        value = complex(value)
-        parts = (value.real, value.imag)
-        return tuple(_saturate(p) for p in parts) if dtype == "complex64" else parts
-    if kind == "f":
-        number = float(value.real if isinstance(value, complex) else value)
-        return (_saturate(number) if dtype == "float32" else number,)
-    if kind == "b":
-        return (bool(value),)
-    bits = dt.DTYPES[dtype].itemsize * 8
-    number = int(value.real if isinstance(value, complex) else value)
-    low, high = (0, (1 << bits) - 1) if kind == "u" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-    if low <= number <= high:
-        return (number,)
-    if not wrap:
-        raise OverflowError(f"Python integer {number} out of bounds for {dtype}")
-    return (((number - low) % (1 << bits)) + low,)
-
-
-def _saturate(number: float) -> float:
-    if number > _FLOAT32_MAX:
-        return float("inf")
-    if number < -_FLOAT32_MAX:
-        return float("-inf")
-    return number
-
-
-_INT64 = (-(1 << 63), (1 << 63) - 1)
-
-
-def _scalar_value(value: object, name: str) -> object:
-    """An extra argument as a Python scalar: 1-element tensors/arrays are `.item()`-ed, as torch does."""
-    if type(value) not in _PY_SCALAR_KIND and not isinstance(value, numbers.Number):
-        size = 1
-        for n in getattr(value, "shape", (2,)):
-            size *= n
-        if not (hasattr(value, "item") and size == 1):
-            raise DTypeError(f"argument {name!r} must be a bool, int, float or complex (or a 1-element array), "
-                             f"got {type(value).__name__}")
-        value = value.item()
-    kind = _scalar_kind(value)
-    if kind == "int64" and not _INT64[0] <= int(value) <= _INT64[1]:
-        raise OverflowError(f"argument {name!r} = {value} does not fit the int64_t it is passed as")
-    return value
 
 
 def cuda_available() -> bool:
@@ -141,7 +59,7 @@ class JitFunction:
     def __init__(self, code_string: str, num_outputs: int | None, kwargs: dict[str, object]):
         self.functor = parse_functor(code_string)
         self.binding = bind(self.functor, list(kwargs), num_outputs)
-        self.kwargs = {name: _scalar_value(value, name) for name, value in kwargs.items()}
+        self.kwargs = {name: scalar_value(value, name) for name, value in kwargs.items()}
         self.num_outputs = self.binding.num_outputs
         self.multi_output = num_outputs is not None
         self.__name__ = self.__qualname__ = self.functor.name
@@ -151,7 +69,7 @@ class JitFunction:
         self._num_inputs = self.binding.num_inputs
         self._returns_one = self.num_outputs == 1 and not self.multi_output
         self._default_extras = [self.kwargs[n] for n in self.binding.extra_names]
-        self._default_kinds = tuple(_scalar_kind(v) for v in self._default_extras)
+        self._default_kinds = tuple(scalar_kind(v) for v in self._default_extras)
         self._plans: dict[tuple, CallPlan] = {}
         self._fast_plans: dict[tuple, CallPlan] = {}
         self._launchers: dict[tuple, Callable] = {}
@@ -284,8 +202,8 @@ class JitFunction:
             if name not in values:
                 raise KeyError(f"{name} is not declared in function definition (declared: {list(values)})")
         values = {**values, **kwargs}
-        extras = [_scalar_value(values[name], name) for name in self.binding.extra_names]
-        return extras, tuple(_scalar_kind(v) for v in extras)
+        extras = [scalar_value(values[name], name) for name in self.binding.extra_names]
+        return extras, tuple(scalar_kind(v) for v in extras)
 
     def _describe(self, args: tuple, check_backend: bool = True) -> tuple[list, list, Any, int]:
         """Per input: the adapter's cheap description plus the array, or the Python scalar itself."""
@@ -300,7 +218,7 @@ class JitFunction:
                     if type(x).__module__ == "numpy":
                         numpy_scalars.append(position)
                     items.append(x)
-                    parts.append(_scalar_kind(x))
+                    parts.append(scalar_kind(x))
                     continue
                 x, a = coerce(x)
             x = a.materialize(x)
@@ -369,7 +287,7 @@ class JitFunction:
         like = next(i[5] for i in items if type(i) is tuple)
         allocators = tuple(adapter.allocator(layout.shape, layout.output_strides, d, like) for d in spec.outputs)
         pairs = () if normal_outs is None else overlap_pairs(normal_outs, [a for a in arrays if type(a) is tuple])
-        plan = CallPlan(spec, layout, launcher, geometry, allocators, _flattener(spec, adapter.RULES == "torch"),
+        plan = CallPlan(spec, layout, launcher, geometry, allocators, flattener(spec, adapter.RULES == "torch"),
                         adapter.stream, device, pairs)
         with self._lock:
             if len(self._plans) >= _PLAN_LIMIT:
