@@ -130,12 +130,6 @@ def _offsets(spec: KernelSpec, linear: str, indent: int) -> list[str]:
     return lines
 
 
-def _operand_pointer(spec: KernelSpec, k: int) -> str:
-    """Operand k (outputs first) as a pointer expression."""
-    nout = len(spec.outputs)
-    return f"a.out{k}" if k < nout else f"a.in{spec.array_inputs[k - nout]}"
-
-
 def _cuda_contiguous(binding: Binding, spec: KernelSpec) -> list[str]:
     v = spec.vec
     work = BLOCK * v * UNROLL
