@@ -1,0 +1,98 @@
+
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include <cmath>
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __restrict__ __restrict
+#define JM_INLINE inline __attribute__((always_inline))
+using std::abs; using std::sqrt; using std::exp; using std::log; using std::sin; using std::cos;
+using std::tan; using std::pow; using std::floor; using std::ceil; using std::round; using std::trunc;
+using std::fabs; using std::fmin; using std::fmax; using std::isnan; using std::isinf; using std::isfinite;
+// CUDA's mixed-type min/max, in the global namespace as device code sees them
+template <typename A, typename B> JM_INLINE auto min(A a, B b) -> decltype(a + b) { return b < a ? b : a; }
+template <typename A, typename B> JM_INLINE auto max(A a, B b) -> decltype(a + b) { return a < b ? b : a; }
+JM_INLINE float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+JM_INLINE double rsqrt(double x) { return 1.0 / sqrt(x); }
+JM_INLINE float __expf(float x) { return expf(x); }
+JM_INLINE float __logf(float x) { return logf(x); }
+JM_INLINE float __sinf(float x) { return sinf(x); }
+JM_INLINE float __cosf(float x) { return cosf(x); }
+JM_INLINE float __fdividef(float a, float b) { return a / b; }
+JM_INLINE float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+JM_INLINE int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+JM_INLINE float __uint_as_float(unsigned int i) { float f; memcpy(&f, &i, 4); return f; }
+JM_INLINE unsigned int __float_as_uint(float f) { unsigned int i; memcpy(&i, &f, 4); return i; }
+namespace jm {
+struct half { unsigned short x; };
+struct bfloat16 { unsigned short x; };
+#if defined(__FLT16_MAX__) && !defined(JM_SOFT_HALF)
+JM_INLINE float to_float(half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
+JM_INLINE half to_half(float f) { _Float16 g = (_Float16)f; half h; memcpy(&h.x, &g, 2); return h; }
+#else  // compilers without _Float16 (GCC < 12 on x86): IEEE half by bit manipulation, round to nearest even
+JM_INLINE float to_float(half h) {
+  unsigned int sign = (h.x & 0x8000u) << 16, exp = (h.x >> 10) & 0x1fu, man = h.x & 0x3ffu, u;
+  if (exp == 0x1f) u = sign | 0x7f800000u | (man << 13);
+  else if (exp) u = sign | ((exp + 112) << 23) | (man << 13);
+  else if (!man) u = sign;
+  else { exp = 113; while (!(man & 0x400u)) { man <<= 1; --exp; } u = sign | (exp << 23) | ((man & 0x3ffu) << 13); }
+  float f; memcpy(&f, &u, 4); return f;
+}
+JM_INLINE half to_half(float f) {
+  unsigned int u; memcpy(&u, &f, 4);
+  unsigned int sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  half h;
+  if (a > 0x7f800000u) { h.x = (unsigned short)(sign | 0x7e00u); return h; }
+  if (a >= 0x477ff000u) { h.x = (unsigned short)(sign | 0x7c00u); return h; }  // rounds to infinity
+  if (a < 0x38800000u) {  // a subnormal half, or zero: significand shifted right, rounded to even
+    if (a < 0x33000000u) { h.x = (unsigned short)sign; return h; }
+    unsigned int man = (a & 0x7fffffu) | 0x800000u, shift = 126 - (a >> 23);
+    unsigned int mant = man >> shift, rem = man & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (mant & 1u))) ++mant;
+    h.x = (unsigned short)(sign | mant); return h;
+  }
+  unsigned int r = a - 0x38000000u;  // rebias the exponent: 127 - 15 = 112
+  unsigned int mant = r >> 13, rem = r & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (mant & 1u))) ++mant;
+  h.x = (unsigned short)(sign | mant); return h;
+}
+#endif
+JM_INLINE float to_float(bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
+JM_INLINE bfloat16 to_bfloat16(float f) {
+  unsigned int u = __float_as_uint(f);
+  bfloat16 b;
+  if ((u & 0x7fffffffu) > 0x7f800000u) { b.x = (unsigned short)((u >> 16) | 0x40u); return b; }
+  u += 0x7fffu + ((u >> 16) & 1u);
+  b.x = (unsigned short)(u >> 16);
+  return b;
+}
+}  // namespace jm
+
+typedef float jm_compute_t;
+#line 1 "jiterator"
+template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }
+#line 79 "jiter_magic_kernel"
+struct jm_Args {
+  alignas(8) float* out0;
+  alignas(8) const jm::bfloat16* in0;
+  alignas(8) const float* in1;
+  alignas(8) int64_t n;
+  alignas(8) double extra0;
+};
+extern "C" void jm_kernel(const jm_Args* jm_args) {
+  const jm_Args& jm_a = *jm_args;
+  typedef int64_t jm_index_t;
+  const jm_index_t jm_n = (jm_index_t)jm_a.n;
+  #pragma omp parallel for schedule(static) if (jm_n > 32768)
+  for (jm_index_t jm_i = 0; jm_i < jm_n; ++jm_i) {
+    const jm_compute_t jm_v0 = jm::to_float(jm_a.in0[jm_i]);
+    const jm_compute_t jm_v1 = jm_a.in1[jm_i];
+    jm_compute_t jm_r0;
+    jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.extra0);
+    jm_a.out0[jm_i] = jm_r0;
+  }
+}

@@ -1,0 +1,74 @@
+"""Golden sources: the generated kernel of one spec a path, pinned in checked-in files.
+
+Any change to code generation shows here as a diff of `tests/golden/`. After an intended
+change, regenerate them with `JITER_MAGIC_REGEN_GOLDEN=1 pytest tests/test_golden_sources.py`
+and review the diff. A second check walks every generated kernel and requires each name it
+declares or uses (outside the user's code, member accesses and C++/CUDA built-ins) to carry
+the reserved `jm_` prefix, so no generated name can shadow or be broken by a user's.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from jiter_magic.bind import bind
+from jiter_magic.build import render
+from jiter_magic.parse import parse_functor
+from jiter_magic.plan import KernelSpec
+
+GOLDEN = Path(__file__).parent / "golden"
+REGENERATE = os.environ.get("JITER_MAGIC_REGEN_GOLDEN") == "1"
+
+AXPY = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
+MULTI = "template <typename T> void sum_diff(T x, T y, T& sum, T& diff) { sum = x + y; diff = x - y; }"
+
+# name: (code, kwargs, num_outputs, target, spec)
+CASES = {
+    "cuda_contiguous": (AXPY, ["alpha"], None, "cuda", KernelSpec(
+        ("float32", "float32"), (False, False), ("float32",), "float32", ("float64",), "contiguous", 1, 4)),
+    "cuda_rows": (AXPY, ["alpha"], None, "cuda", KernelSpec(
+        ("float32", "float32"), (False, False), ("float32",), "float32", ("float64",), "rows", 2, 4,
+        row_broadcast=(1,))),
+    "cuda_tiled": (AXPY, ["alpha"], None, "cuda", KernelSpec(
+        ("float32", "float16"), (False, False), ("float32",), "float32", ("float64",), "tiled", 3, 1,
+        tiled_inputs=(0,))),
+    "cuda_strided_int32": (AXPY, ["alpha"], None, "cuda", KernelSpec(
+        ("float16", "float32"), (False, False), ("float32",), "float32", ("float64",), "strided", 3, 1)),
+    "cuda_strided_int64": (AXPY, ["alpha"], None, "cuda", KernelSpec(
+        ("float64", "float64"), (False, True), ("float64",), "float64", ("complex128",), "strided", 2, 1,
+        index64=True)),
+    "cuda_multi_output": (MULTI, [], 2, "cuda", KernelSpec(
+        ("int32", "int32"), (False, False), ("int32", "int64"), "int32", (), "contiguous", 1, 4)),
+    "host_contiguous": (AXPY, ["alpha"], None, "cpu", KernelSpec(
+        ("bfloat16", "float32"), (False, False), ("float32",), "float32", ("float64",), "contiguous", 1, 1,
+        index64=True)),
+    "host_strided": (MULTI, [], 2, "cpu", KernelSpec(
+        ("float32", "float32"), (True, False), ("float32", "float32"), "float32", (), "strided", 2, 1,
+        index64=True)),
+}
+
+
+def _render(name: str) -> str:
+    code, kwargs, num_outputs, target, spec = CASES[name]
+    return render(bind(parse_functor(code), kwargs, num_outputs), spec, target)
+
+
+def _suffix(name: str) -> str:
+    return ".cu" if CASES[name][3] == "cuda" else ".cpp"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_generated_source_matches_golden_file(name):
+    source = _render(name)
+    path = GOLDEN / (name + _suffix(name))
+    if REGENERATE:
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(source)
+    assert path.exists(), f"no golden file {path}; run with JITER_MAGIC_REGEN_GOLDEN=1 to create it"
+    assert source == path.read_text(), (
+        f"the generated source of {name} changed; if intended, regenerate with JITER_MAGIC_REGEN_GOLDEN=1 "
+        "and review the diff of tests/golden/"
+    )
