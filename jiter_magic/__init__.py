@@ -11,15 +11,29 @@ from ._version import __version__
 from .build import Specialization
 from .cache import CacheWarning
 from .cache import stats as cache_stats
-from .errors import (BindError, CompileError, DeviceError, DTypeError, JiterError, LaunchError, ParseError,
-                     ShapeError, ToolchainError)
+from .errors import (
+    ArgumentTypeError,
+    BindError,
+    CompileError,
+    DeviceError,
+    DTypeError,
+    InvalidArgumentError,
+    JiterError,
+    LaunchError,
+    ParseError,
+    ScalarOverflowError,
+    ShapeError,
+    ToolchainError,
+    UnknownKwargError,
+)
 from .function import JitFunction
 
 __all__ = [
     "create_jit_fn", "create_multi_output_jit_fn", "JitFunction", "Specialization",
     "cache_stats", "clear_cache", "cache_dir",
     "JiterError", "ParseError", "BindError", "DTypeError", "ShapeError", "DeviceError", "CompileError",
-    "ToolchainError", "LaunchError", "CacheWarning", "__version__",
+    "ToolchainError", "LaunchError", "ArgumentTypeError", "InvalidArgumentError", "UnknownKwargError",
+    "ScalarOverflowError", "CacheWarning", "__version__",
     "load_ipython_extension", "unload_ipython_extension",
 ]
 
@@ -47,12 +61,15 @@ def cache_dir() -> str | None:
 
 
 def clear_cache(memory: bool = True, disk: bool = True) -> None:
-    """Empty the disk cache and/or reset the counters (loaded kernels stay with their functions)."""
+    """Empty the disk cache and/or the memory caches (every function's plans and loaded kernels,
+    which later calls build again) and the counters."""
     from .cache import COUNTERS, disk_cache
+    from .memcache import clear_all
 
     if disk:
         disk_cache().clear()
     if memory:
+        clear_all()
         with COUNTERS.lock:
             COUNTERS.memory_hits = COUNTERS.disk_hits = COUNTERS.compiles = COUNTERS.corrupt_entries = 0
             COUNTERS.compile_seconds = 0.0

@@ -40,7 +40,8 @@ def bind(functor: Functor, kwarg_names: list[str], num_outputs: int | None) -> B
     listing = functor.signature
     for kw in kwarg_names:
         if kw in RESERVED:
-            raise BindError(f"'{kw}' is reserved for the output arrays of a call; rename that parameter of {functor.name}")
+            raise BindError(f"'{kw}' is reserved for the output arrays of a call; "
+                            f"rename that parameter of {functor.name}")
         if kw not in names:
             raise BindError(
                 f"keyword argument {kw!r} names no parameter of the entry function; "
@@ -73,7 +74,10 @@ def bind(functor: Functor, kwarg_names: list[str], num_outputs: int | None) -> B
                 f"parameter(s) {refs}; outputs are written through non-const references such as 'T& out0'"
             )
         returns_value = False
-    roles, inputs, extras, outputs = [], [], [], []
+    roles: list[tuple[str, int]] = []
+    inputs: list[str] = []
+    extras: list[str] = []
+    outputs: list[str] = []
     for p in functor.parameters:
         if p.is_reference:
             roles.append((OUTPUT, len(outputs)))

@@ -3,20 +3,25 @@
 The key is a SHA-256 of everything that decides the binary: the generated source, the
 compiler's options and identity (NVRTC version and architecture, or the host compiler and
 CPU) and this package's version. Counters record disk hits, compiles and compile time.
+With `JITER_MAGIC_DEBUG=1`, the source of a failed compile is saved to a file the error names.
 """
 from __future__ import annotations
 
 import hashlib
+import os
+import tempfile
 import time
 from dataclasses import dataclass
 
 from ._version import __version__
 from .bind import Binding
 from .cache import COUNTERS, disk_cache
-from .codegen.kernel import render_cuda, render_host
-from .compilers.base import with_source_lines
+from .codegen.kernel import render
+from .compilers.base import Compiler, with_source_lines
 from .errors import CompileError
-from .plan import KernelSpec
+from .spec import KernelSpec
+
+DEBUG_VARIABLE = "JITER_MAGIC_DEBUG"
 
 
 @dataclass(frozen=True)
@@ -24,25 +29,20 @@ class Specialization:
     """A built specialization, as the notebook panel and `fn.specializations` show it."""
 
     backend: str  # 'cuda' or 'cpu'
-    target: str  # 'sm_90', or the host compiler
+    target: str  # 'sm_90', or 'host'
     spec: KernelSpec
     source: str
     binary: bytes
     log: str
     options: tuple[str, ...]
     compile_seconds: float  # 0.0 when it came from the disk cache
-    cache_event: str  # 'compiled', 'disk' (then 'memory' on later calls)
+    cache_event: str  # 'compiled' or 'disk'
     cache_key: str
     cache_file: str | None
 
     @property
     def binary_size(self) -> int:
         return len(self.binary)
-
-
-def render(binding: Binding, spec: KernelSpec, backend: str) -> str:
-    source, _user_start = (render_cuda if backend == "cuda" else render_host)(binding, spec)
-    return source
 
 
 def cache_key(source: str, options: tuple[str, ...], identity: str) -> str:
@@ -53,30 +53,46 @@ def cache_key(source: str, options: tuple[str, ...], identity: str) -> str:
     return digest.hexdigest()
 
 
-def build(binding: Binding, spec: KernelSpec, backend: str, compiler) -> Specialization:
+def debugging() -> bool:
+    return os.environ.get(DEBUG_VARIABLE, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def save_failed_source(source: str, name: str, backend: str, key: str) -> str:
+    """Write the source of a failed compile where the user can open it; returns the path."""
+    folder = os.path.join(tempfile.gettempdir(), "jiter_magic-failed")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    path = os.path.join(folder, f"{name}-{key[:16]}{'.cu' if backend == 'cuda' else '.cpp'}")
+    with open(path, "w") as handle:
+        handle.write(source)
+    return path
+
+
+def build(binding: Binding, spec: KernelSpec, backend: str, compiler: Compiler) -> Specialization:
     """The binary for `spec` on `backend`: from disk when a valid entry exists, else compiled and stored."""
     source = render(binding, spec, backend)
     options = compiler.options()
     key = cache_key(source, options, compiler.identity)
     disk = disk_cache()
-    namespace = backend
     started = time.perf_counter()
-    binary = disk.get(namespace, key)
+    binary = disk.get(backend, key)
     if binary is not None:
         with COUNTERS.lock:
             COUNTERS.disk_hits += 1
-        return Specialization(backend, getattr(compiler, "arch", "host"), spec, source, binary, "", options,
-                              0.0, "disk", key, disk.path(namespace, key))
+        return Specialization(backend, compiler.target, spec, source, binary, "", options,
+                              0.0, "disk", key, disk.path(backend, key))
+    name = binding.functor.name
     try:
-        result = compiler.compile(source, binding.functor.name)
+        result = compiler.compile(source, name, options)
     except CompileError as exc:
-        header = f"{binding.functor.name}: compiling {spec.describe()} failed."
         log = with_source_lines(exc.log, binding.functor.code)
-        raise CompileError(f"{header}\n{log}", log, source) from None
-    path = disk.put(namespace, key, result.binary)
+        message = f"{name}: compiling {spec.describe()} failed.\n{log}"
+        if debugging():
+            message += f"\n(generated source saved to {save_failed_source(source, name, backend, key)})"
+        raise CompileError(message, log, source) from None
+    path = disk.put(backend, key, result.binary)
     seconds = time.perf_counter() - started
     with COUNTERS.lock:
         COUNTERS.compiles += 1
         COUNTERS.compile_seconds += seconds
-    return Specialization(backend, getattr(compiler, "arch", "host"), spec, source, result.binary, result.log,
+    return Specialization(backend, compiler.target, spec, source, result.binary, result.log,
                           options, seconds, "compiled", key, path)

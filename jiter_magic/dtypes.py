@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from .errors import DTypeError
 
@@ -32,12 +32,12 @@ _ALL = [
     DType("uint16", "u", 2, "uint16_t"),
     DType("uint32", "u", 4, "uint32_t"),
     DType("uint64", "u", 8, "uint64_t"),
-    DType("float16", "f", 2, "jm::half"),
-    DType("bfloat16", "f", 2, "jm::bfloat16"),
+    DType("float16", "f", 2, "jm_half"),
+    DType("bfloat16", "f", 2, "jm_bfloat16"),
     DType("float32", "f", 4, "float"),
     DType("float64", "f", 8, "double"),
-    DType("complex64", "c", 8, "jm::complex<float>"),
-    DType("complex128", "c", 16, "jm::complex<double>"),
+    DType("complex64", "c", 8, "jm_complex<float>"),
+    DType("complex128", "c", 16, "jm_complex<double>"),
 ]
 DTYPES: dict[str, DType] = {d.name: d for d in _ALL}
 
@@ -58,12 +58,17 @@ def dtype(name: str) -> DType:
         raise DTypeError(f"dtype {name!r} is not supported; supported dtypes: {supported}") from None
 
 
+def ctype(name: str) -> str:
+    """The storage type of a dtype in generated C++."""
+    return DTYPES[name].ctype
+
+
 def compute_dtype(name: str) -> str:
     """The type the functor is instantiated with: half and bfloat16 compute in float, as torch's opmath."""
     return "float32" if name in ("float16", "bfloat16") else name
 
 
-@lru_cache(maxsize=None)
+@cache
 def promote_types(a: str, b: str, rules: str = "torch") -> str:
     """The promoted dtype of two dtypes (torch.promote_types / numpy.promote_types)."""
     if a == b:

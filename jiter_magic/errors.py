@@ -18,6 +18,23 @@ class BindError(JiterError, TypeError):
     """kwargs, inputs or outputs do not match the entry function's parameters."""
 
 
+class ArgumentTypeError(JiterError, TypeError):
+    """An argument of the wrong type, such as a code string that is not a str."""
+
+
+class InvalidArgumentError(JiterError, ValueError):
+    """An argument whose value cannot be used: an unknown backend or path name, a read-only or
+    lazy-view `out=` array."""
+
+
+class UnknownKwargError(JiterError, KeyError):
+    """A call names a keyword argument the function did not declare (a KeyError, as torch raises)."""
+
+
+class ScalarOverflowError(JiterError, OverflowError):
+    """A Python integer does not fit the C type it is passed as."""
+
+
 class DTypeError(JiterError, TypeError):
     """An unsupported dtype, or a cast that the safe-casting rules forbid."""
 

@@ -126,6 +126,7 @@ class JiteratorMagics(Magics):
         options = parse_cell_line(line)
         fn = _create(cell, options)
         _compile(fn, options)
+        assert self.shell is not None, "a magic runs inside an IPython shell"
         self.shell.push({options.name: fn})
         if options.panel:
             display(fn)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import ParseError
+from .errors import ArgumentTypeError, ParseError
 
 _TOKEN = re.compile(
     r"""
@@ -255,7 +255,7 @@ def _definitions(tokens: list[Token]) -> list[_Definition]:
 def parse_functor(code: str) -> Functor:
     """Parse a jiterator code string; the last top-level function definition is the entry point."""
     if not isinstance(code, str):
-        raise TypeError(f"code_string must be a str of C++ source, got {type(code).__name__}")
+        raise ArgumentTypeError(f"code_string must be a str of C++ source, got {type(code).__name__}")
     definitions = _definitions(tokenize(code))
     if not definitions:
         excerpt = code.strip()

@@ -8,11 +8,12 @@ struct packs.
 from __future__ import annotations
 
 import numbers
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import dtypes as dt
-from .errors import DTypeError
-from .plan import KernelSpec
+from .errors import DTypeError, ScalarOverflowError
+from .spec import KernelSpec
 
 PY_SCALAR_KIND = {bool: "bool", int: "int64", float: "float64", complex: "complex128"}
 
@@ -43,7 +44,7 @@ def flattener(spec: KernelSpec, wrap: bool) -> Callable | None:
 _FLOAT32_MAX = 3.4028235677973366e38  # halfway to the next binade: larger values round to inf
 
 
-def _flatten(value: object, dtype: str, wrap: bool = True) -> tuple:
+def _flatten(value: Any, dtype: str, wrap: bool = True) -> tuple:
     """A scalar as the struct module packs it for `dtype` (complex as two floats).
 
     Out-of-range integers wrap as torch's do (`wrap`), or raise OverflowError as NumPy's do;
@@ -65,7 +66,7 @@ def _flatten(value: object, dtype: str, wrap: bool = True) -> tuple:
     if low <= number <= high:
         return (number,)
     if not wrap:
-        raise OverflowError(f"Python integer {number} out of bounds for {dtype}")
+        raise ScalarOverflowError(f"Python integer {number} out of bounds for {dtype}")
     return (((number - low) % (1 << bits)) + low,)
 
 
@@ -80,7 +81,7 @@ def _saturate(number: float) -> float:
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
-def scalar_value(value: object, name: str) -> object:
+def scalar_value(value: Any, name: str) -> Any:
     """An extra argument as a Python scalar: 1-element tensors/arrays are `.item()`-ed, as torch does."""
     if type(value) not in PY_SCALAR_KIND and not isinstance(value, numbers.Number):
         size = 1
@@ -92,5 +93,5 @@ def scalar_value(value: object, name: str) -> object:
         value = value.item()
     kind = scalar_kind(value)
     if kind == "int64" and not _INT64[0] <= int(value) <= _INT64[1]:
-        raise OverflowError(f"argument {name!r} = {value} does not fit the int64_t it is passed as")
+        raise ScalarOverflowError(f"argument {name!r} = {value} does not fit the int64_t it is passed as")
     return value

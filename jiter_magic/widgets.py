@@ -18,11 +18,12 @@ import weakref
 from collections.abc import Container
 from typing import Any
 
-import jiter_magic
-from jiter_magic import JitFunction
 from pygments import highlight as _pygmentize
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, CudaLexer
+
+import jiter_magic
+from jiter_magic import JitFunction
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # JITER_MAGIC_PANEL=static forces the static form (e.g. when storing notebook outputs), =widget the panel.

@@ -13,7 +13,7 @@ narrow type does, so `+`, `-` and `*` agree exactly; integer division does not
 from __future__ import annotations
 
 import numbers
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch

@@ -1,6 +1,8 @@
 """bind: parameters -> inputs, extra (kwarg) arguments and outputs, by name."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from jiter_magic.bind import EXTRA, INPUT, OUTPUT, Binding, bind
@@ -163,5 +165,5 @@ def test_no_inputs_left():
 def test_binding_is_frozen_and_hashable():
     b = make(AXPY, ["alpha"])
     assert hash(b) == hash(make(AXPY, ["alpha"]))
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         b.input_names = ()  # type: ignore[misc]

@@ -23,9 +23,10 @@ import jiter_magic
 import jiter_magic.build as build_module
 import jiter_magic.cache as cache_module
 from jiter_magic import CacheWarning, create_jit_fn
-from jiter_magic.build import build, cache_key, render
+from jiter_magic.build import build, cache_key
+from jiter_magic.codegen.kernel import render
 from jiter_magic.compilers.base import CompileResult
-from jiter_magic.plan import KernelSpec
+from jiter_magic.spec import KernelSpec
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE = "template <typename T> T cache_kernel(T x, T y) { return x * y + T(1); }"
@@ -35,6 +36,8 @@ SPEC64 = KernelSpec(("float64", "float64"), (False, False), ("float64",), "float
 
 class FakeCompiler:
     """Counts compiles; the 'binary' is a digest of the source, so a wrong binary is detectable."""
+
+    target = "fake"
 
     def __init__(self, identity: str = "fake-compiler 1.0", options: tuple[str, ...] = ("-O3", "-fake")):
         self.identity = identity
@@ -48,9 +51,10 @@ class FakeCompiler:
     def binary_for(source: str) -> bytes:
         return b"FAKEBIN\0" + hashlib.sha256(source.encode()).digest() * 4
 
-    def compile(self, source: str, name: str) -> CompileResult:
+    def compile(self, source: str, name: str, options: tuple[str, ...] | None = None) -> CompileResult:
+        assert options == self._options, "build passes the options it keyed on"
         self.calls += 1
-        return CompileResult(self.binary_for(source), "", 0.001, self._options)
+        return CompileResult(self.binary_for(source), "")
 
 
 def binding():
@@ -395,13 +399,47 @@ def test_clear_cache(fresh_cache):
     assert compiler.calls == 1
 
 
-def test_clear_cache_keeps_loaded_functions_working(fresh_cache):
+def test_clear_cache_empties_memory_and_functions_rebuild(fresh_cache):
     fn = create_jit_fn("template <typename T> T clear_e2e(T x) { return x + T(3); }")
     x = torch.arange(4.0)
     torch.testing.assert_close(fn(x), x + 3)
-    jiter_magic.clear_cache()
     torch.testing.assert_close(fn(x), x + 3)
-    assert counters()["memory_hits"] == 1 and counters()["compiles"] == 0
+    assert counters()["memory_hits"] == 1
+    jiter_magic.clear_cache(disk=False)  # memory only: the next call loads the kernel from disk
+    torch.testing.assert_close(fn(x), x + 3)
+    assert counters()["memory_hits"] == 0 and counters()["disk_hits"] == 1 and counters()["compiles"] == 0
+    jiter_magic.clear_cache()  # memory and disk: the next call compiles again
+    torch.testing.assert_close(fn(x + 1), x + 4)
+    assert counters()["memory_hits"] == 0 and counters()["compiles"] == 1
+    torch.testing.assert_close(fn(x), x + 3)
+    assert counters()["memory_hits"] == 1 and counters()["compiles"] == 1
+    assert len(fn.specializations) == 3  # one build a clear: compiled, from disk, compiled
+
+
+def test_memory_cache_is_a_bounded_lru_with_counts_per_group():
+    from jiter_magic.memcache import MemoryCache
+
+    cache: MemoryCache[str] = MemoryCache(limit=2, counted=False)
+    cache.put("a", "plan a", group="spec 1")
+    cache.put("b", "plan b", group="spec 1")
+    assert cache.get("a") == "plan a"  # a is now the most recently used
+    cache.put("c", "plan c", group="spec 2")
+    assert cache.get("b") is None and cache.get("a") == "plan a" and cache.get("c") == "plan c"
+    assert len(cache) == 2
+    cache.put("c2", "plan c", group="spec 2", miss=False)  # a second key for a plan already counted
+    assert cache.counts("spec 1") == (2, 2) and cache.counts("spec 2") == (1, 1)
+    cache.clear()
+    assert len(cache) == 0 and cache.get("a") is None and cache.counts("spec 1") == (0, 0)
+
+
+def test_memory_counts_per_specialization(fresh_cache):
+    fn = create_jit_fn("template <typename T> T counted(T x) { return x * T(2); }")
+    x = torch.arange(5.0)
+    for _ in range(4):
+        fn(x)
+    fn(x.double())
+    by_dtype = {s.spec.inputs: fn.memory_counts(s) for s in fn.specializations}
+    assert by_dtype == {("float32",): (3, 1), ("float64",): (0, 1)}
 
 
 # ----------------------------------------------------------------------------- the key

@@ -1,4 +1,4 @@
-"""render_cuda + NvrtcCompiler: every generated kernel compiles to a cubin, with no GPU.
+"""render_source + NvrtcCompiler: every generated kernel compiles to a cubin, with no GPU.
 
 Each case builds a KernelSpec by hand, renders the CUDA source and compiles it with NVRTC for
 sm_80 and sm_90 (compile only). NVRTC takes ~50 ms a kernel, so the cross product is cut
@@ -10,16 +10,18 @@ import struct
 
 import pytest
 
+import jiter_magic.compilers.nvrtc as nvrtc_module  # noqa: E402
 from jiter_magic.bind import Binding, bind
-from jiter_magic.codegen.kernel import KERNEL_NAME, USER_FILE, render_cuda
+from jiter_magic.codegen.kernel import KERNEL_NAME, USER_FILE, render_source
 from jiter_magic.compilers.base import CompileResult
+from jiter_magic.compilers.nvrtc import NvrtcCompiler  # noqa: E402
 from jiter_magic.dtypes import DTYPES, TORCH_DTYPES, UNSIGNED_WIDE, compute_dtype, promote_types
 from jiter_magic.errors import CompileError, JiterError
+from jiter_magic.kernels.args import args_layout
+from jiter_magic.kernels.base import BLOCK
+from jiter_magic.kernels.tiled import TILE, TILE_ROWS
 from jiter_magic.parse import parse_functor
-from jiter_magic.plan import BLOCK, CONTIGUOUS, STRIDED, TILE, TILE_ROWS, TILED, KernelSpec, args_layout
-
-import jiter_magic.compilers.nvrtc as nvrtc_module  # noqa: E402
-from jiter_magic.compilers.nvrtc import NvrtcCompiler  # noqa: E402
+from jiter_magic.spec import CONTIGUOUS, STRIDED, TILED, KernelSpec
 
 try:
     from cupy.cuda import nvrtc as _cupy_nvrtc  # noqa: F401 - NVRTC through CuPy; works with no GPU
@@ -63,18 +65,18 @@ def check_source(b: Binding, spec: KernelSpec, source: str, user_start: int) -> 
     threads = TILE * TILE_ROWS if spec.path == TILED else BLOCK
     assert f"void __launch_bounds__({threads}) {KERNEL_NAME}(const jm_Args jm_a)" in source
     assert ("typedef long long jm_index_t;" if spec.index64 else "typedef int jm_index_t;") in source
-    for name in ("n",) + tuple(f"extra{k}" for k in range(len(spec.extras))):
+    for name in ("jm_n",) + tuple(f"jm_extra{k}" for k in range(len(spec.extras))):
         assert f" {name};" in source
     if spec.path == CONTIGUOUS and spec.array_inputs:
         i = spec.array_inputs[0]
-        assert f"jm::vec<{DTYPES[spec.inputs[i]].ctype}, {spec.vec}>" in source
+        assert f"jm_vec<{DTYPES[spec.inputs[i]].ctype}, {spec.vec}>" in source
     if spec.path == STRIDED and not spec.index64 and spec.ndim > 1:
         assert "__umulhi" in source
     assert ("struct alignas(2 * sizeof(T)) complex" in source) == (spec.needs_complex or "complex" in b.functor.code)
 
 
 def compile_spec(b: Binding, spec: KernelSpec, arch: str) -> tuple[str, CompileResult]:
-    source, user_start = render_cuda(b, spec)
+    source, user_start = render_source(b, spec, "cuda")
     check_source(b, spec, source, user_start)
     result = compiler(arch).compile(source, "jm_test")
     assert isinstance(result, CompileResult)
@@ -82,9 +84,7 @@ def compile_spec(b: Binding, spec: KernelSpec, arch: str) -> tuple[str, CompileR
     assert result.binary[:4] == b"\x7fELF"
     assert struct.unpack_from("<H", result.binary, 18)[0] == 190  # EM_CUDA
     assert cubin_sm(result.binary) == int(arch[3:])
-    assert f"-arch={arch}" in result.options and "-default-device" in result.options
     assert KERNEL_NAME.encode() in result.binary
-    assert result.seconds > 0
     return source, result
 
 
@@ -120,9 +120,9 @@ def _matrix():
 def test_axpy_every_dtype(dtype, path, ndim, vec, index64, arch):
     spec = axpy_spec(dtype, path, ndim, vec, index64)
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
-    assert "jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.extra0);" in source
+    assert "jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);" in source
     if dtype in ("float16", "bfloat16"):
-        assert "jm::to_float(" in source and f"jm::to_{'half' if dtype == 'float16' else 'bfloat16'}(" in source
+        assert "jm_to_float(" in source and f"jm_to_{'half' if dtype == 'float16' else 'bfloat16'}(" in source
 
 
 @pytest.mark.parametrize("vec", [1, 2, 4, 8])
@@ -138,14 +138,14 @@ def test_every_vector_width(dtype, vec):
 def test_strided_one_dim(dtype, index64, arch):
     # e.g. x[::2]: one coalesced loop that is not unit-stride; sizes/strides are one-element arrays
     source, _ = compile_spec(binding(AXPY, ["alpha"]), axpy_spec(dtype, STRIDED, 1, 1, index64), arch)
-    assert "int64_t sizes[1];" in source and "int64_t strides2[1];" in source
-    assert "a.strides0[0]" in source
+    assert "int64_t jm_sizes[1];" in source and "int64_t jm_strides2[1];" in source
+    assert "jm_a.jm_strides0[0]" in source
 
 
 @pytest.mark.parametrize("ndim", [4, 6, 10])
 def test_strided_many_dims(ndim):
     source, _ = compile_spec(binding(AXPY, ["alpha"]), axpy_spec("float32", STRIDED, ndim), "sm_80")
-    assert f"a.div_mul[{ndim - 2}]" in source and f"a.div_mul[{ndim - 1}]" not in source
+    assert f"jm_a.jm_div_mul[{ndim - 2}]" in source and f"jm_a.jm_div_mul[{ndim - 1}]" not in source
 
 
 TILED_CASES = [
@@ -166,14 +166,14 @@ def test_tiled_path(dtype, ndim, tiled, index64, arch):
         assert f"__shared__ {DTYPES[dtype].ctype} jm_tile{i}[{TILE}][{TILE + 1}];" in source
     assert source.count("__syncthreads();") == 2
     assert "div_mul" not in source
-    assert f"int64_t sizes[{ndim}];" in source
+    assert f"int64_t jm_sizes[{ndim}];" in source
 
 
 def test_tiled_path_mixed_dtypes_scalar_and_two_outputs():
     spec = KernelSpec(("float16", "float32", "int32"), (False, True, False), ("float32", "float16"), "float32", (),
                       TILED, 3, 1, False, (0,))
     source, _ = compile_spec(binding(MULTI3, [], 2), spec, "sm_90")
-    assert "__shared__ jm::half jm_tile0" in source and "jm_tile2" not in source
+    assert "__shared__ jm_half jm_tile0" in source and "jm_tile2" not in source
 
 
 # --------------------------------------------------------------------------- mixed input dtypes, scalars, outputs
@@ -189,7 +189,7 @@ def test_mixed_input_dtypes(a, b, path, ndim, vec, arch):
     common = promote_types(a, b)
     spec = KernelSpec((a, b), (False, False), (common,), compute_dtype(common), ("float64",), path, ndim, vec, False)
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
-    assert f"const {DTYPES[a].ctype}* in0;" in source and f"const {DTYPES[b].ctype}* in1;" in source
+    assert f"const {DTYPES[a].ctype}* jm_in0;" in source and f"const {DTYPES[b].ctype}* jm_in1;" in source
 
 
 SCALAR_CASES = [
@@ -211,8 +211,8 @@ def test_scalar_input_by_value(a, b, scalars, compute, path, ndim, vec):
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, "sm_90")
     scalar_index = scalars.index(True)
     array_index = scalars.index(False)
-    assert f" scalar{scalar_index};" in source
-    assert f"const jm_compute_t jm_v{scalar_index} = jm_a.scalar{scalar_index};" in source  # by value, already compute_t
+    assert f" jm_scalar{scalar_index};" in source
+    assert f"const jm_compute_t jm_v{scalar_index} = jm_a.jm_scalar{scalar_index};" in source  # by value, already compute_t
     assert f"in{scalar_index};" not in source and f"in{array_index};" in source
     assert spec.num_operands == 2
 
@@ -236,9 +236,9 @@ def test_output_dtype_differs_from_compute(compute, out, path, ndim, vec, arch):
     extra = "complex128" if DTYPES[compute].kind == "c" else "float64"
     spec = KernelSpec((compute, compute), (False, False), (out,), compute, (extra,), path, ndim, vec, False)
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
-    assert f"{DTYPES[out].ctype}* out0;" in source
+    assert f"{DTYPES[out].ctype}* jm_out0;" in source
     if DTYPES[compute].kind == "c" and DTYPES[out].kind != "c":
-        assert "(jm_r0).real()" in source
+        assert "jm_real(jm_r0)" in source
 
 
 # --------------------------------------------------------------------------- multi-output, many inputs, extras
@@ -299,9 +299,9 @@ def test_extra_args_of_each_kind(compute, c_dtype, path, ndim, vec, arch):
     spec = KernelSpec((compute,), (False,), (compute,), compute, ("bool", "int64", "float64", c_dtype),
                       path, ndim, vec, False)
     source, _ = compile_spec(b, spec, arch)
-    assert "f<jm_compute_t>(jm_v0, jm_a.extra0, jm_a.extra1, jm_a.extra2, jm_a.extra3);" in source
-    assert "bool extra0;" in source and "int64_t extra1;" in source and "double extra2;" in source
-    assert f"{DTYPES[c_dtype].ctype} extra3;" in source
+    assert "f<jm_compute_t>(jm_v0, jm_a.jm_extra0, jm_a.jm_extra1, jm_a.jm_extra2, jm_a.jm_extra3);" in source
+    assert "bool jm_extra0;" in source and "int64_t jm_extra1;" in source and "double jm_extra2;" in source
+    assert f"{DTYPES[c_dtype].ctype} jm_extra3;" in source
 
 
 @pytest.mark.parametrize("extra", ["bool", "int64", "float64", "uint8", "float32"])
@@ -315,7 +315,7 @@ def test_non_template_functor_has_no_template_argument():
     b = binding("__device__ float scale(float x, double s) { return x * (float)s; }", ["s"])
     spec = KernelSpec(("float32",), (False,), ("float32",), "float32", ("float64",), CONTIGUOUS, 1, 4, False)
     source, _ = compile_spec(b, spec, "sm_80")
-    assert "jm_r0 = scale(jm_v0, jm_a.extra0);" in source
+    assert "jm_r0 = scale(jm_v0, jm_a.jm_extra0);" in source
 
 
 def test_helpers_comments_and_defines_compile():
@@ -360,8 +360,8 @@ def test_args_struct_layout_matches_packer(spec):
         [f"T x{i}" for i in range(len(spec.inputs))] + [f"T e{k}" for k in range(n_extras)]
         + [f"T& o{j}" for j in range(n_outs)])
     b = binding(code, [f"e{k}" for k in range(n_extras)], n_outs)
-    source, _ = render_cuda(b, spec)
-    layout = args_layout(spec)
+    source, _ = render_source(b, spec, "cuda")
+    layout = args_layout(spec, "cuda")
     checks = [f'static_assert(sizeof(jm_Args) == {layout.packer.size}, "sizeof(jm_Args)");']
     for field in layout.fields:
         checks.append(f'static_assert(__builtin_offsetof(jm_Args, {field.name}) == {field.offset}, "{field.name}");')
@@ -373,9 +373,9 @@ def test_args_struct_layout_matches_packer(spec):
 def test_args_struct_layout_mismatch_is_detected():
     """The static_assert technique above does fail when an offset is wrong (so the test can fail)."""
     spec = axpy_spec("float32", CONTIGUOUS, vec=4)
-    source, _ = render_cuda(binding(AXPY, ["alpha"]), spec)
+    source, _ = render_source(binding(AXPY, ["alpha"]), spec, "cuda")
     with pytest.raises(CompileError) as info:
-        compiler("sm_90").compile(source + 'static_assert(__builtin_offsetof(jm_Args, n) == 3, "n_offset");\n', "jm_bad")
+        compiler("sm_90").compile(source + 'static_assert(__builtin_offsetof(jm_Args, jm_n) == 3, "n_offset");\n', "jm_bad")
     assert "n_offset" in str(info.value)
 
 
@@ -385,7 +385,7 @@ def test_args_struct_layout_mismatch_is_detected():
 def test_compile_error_points_at_the_users_line():
     b = binding("template <typename T> T my_kernel(T x, T y) { return undefined_fn(x) + y; }")
     spec = KernelSpec(("float32", "float32"), (False, False), ("float32",), "float32", (), CONTIGUOUS, 1, 4, False)
-    source, _ = render_cuda(b, spec)
+    source, _ = render_source(b, spec, "cuda")
     with pytest.raises(CompileError) as info:
         compiler("sm_90").compile(source, "jm_bad")
     error = info.value
@@ -404,7 +404,7 @@ def test_compile_error_points_at_the_users_line():
 def test_compile_error_on_a_later_line_of_a_multi_line_functor():
     code = "template <typename T>\nT my_kernel(T x, T y) {\n  T z = x;\n  return also_undefined(z) + y;\n}"
     spec = KernelSpec(("float64", "float64"), (False, False), ("float64",), "float64", (), STRIDED, 2, 1, True)
-    source, _ = render_cuda(binding(code), spec)
+    source, _ = render_source(binding(code), spec, "cuda")
     with pytest.raises(CompileError) as info:
         compiler("sm_80").compile(source, "jm_bad")
     message = str(info.value)
@@ -415,7 +415,7 @@ def test_compile_error_on_a_later_line_of_a_multi_line_functor():
 def test_syntax_error_in_non_template_functor():
     b = binding("__device__ float my_kernel(float x) {\n  return x + ;\n}")
     spec = KernelSpec(("float32",), (False,), ("float32",), "float32", (), CONTIGUOUS, 1, 1, False)
-    source, _ = render_cuda(b, spec)
+    source, _ = render_source(b, spec, "cuda")
     with pytest.raises(CompileError) as info:
         compiler("sm_80").compile(source, "jm_bad")
     assert "line 2" in str(info.value) and "expected an expression" in str(info.value)

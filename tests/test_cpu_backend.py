@@ -19,12 +19,16 @@ import torch
 import jiter_magic
 from jiter_magic import create_jit_fn, create_multi_output_jit_fn
 
-try:
-    from .reference import (DTYPES, NUMPY_DTYPES, assert_matches, name, random_array, random_tensor, reference,
-                            result_type)
-except ImportError:  # tests/ is not a package: pytest put it on sys.path
-    from reference import (DTYPES, NUMPY_DTYPES, assert_matches, name, random_array, random_tensor, reference,
-                           result_type)
+from reference import (  # tests/ is on sys.path (pytest's rootdir conftest)
+    DTYPES,
+    NUMPY_DTYPES,
+    assert_matches,
+    name,
+    random_array,
+    random_tensor,
+    reference,
+    result_type,
+)
 
 # torch's test_jiterator functor, with alpha != beta so swapped operands are caught.
 FUSED = "template <typename T> T my_fused_kernel(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }"

@@ -59,8 +59,8 @@ def test_dtype_table():
     for name in ALL:
         assert D.dtype(name).itemsize == torch.empty((), dtype=tdt(name)).element_size()
     assert D.dtype("bfloat16").kind == "f"
-    assert D.dtype("float16").ctype == "jm::half"
-    assert D.dtype("complex128").ctype == "jm::complex<double>"
+    assert D.dtype("float16").ctype == "jm_half"
+    assert D.dtype("complex128").ctype == "jm_complex<double>"
 
 
 @pytest.mark.parametrize("bad", ["complex32", "float8_e4m3fn", "int4", "", "Float32"])

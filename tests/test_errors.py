@@ -7,6 +7,8 @@ hold nothing bad, and a following valid call works.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -312,3 +314,41 @@ def test_out_overlap_is_checked_on_every_call():
     assert x.tolist() == list(range(10))
     f(x, out=x)  # exact aliasing is fine
     assert x.tolist() == list(range(1, 11))
+
+
+def test_debug_variable_saves_the_source_of_a_failed_compile(monkeypatch):
+    code = "template <typename T> T debug_me(T x) { return not_declared(x); }"
+    quiet = compile_error(code, np.ones(3))
+    assert "generated source saved" not in str(quiet)
+    monkeypatch.setenv("JITER_MAGIC_DEBUG", "1")
+    error = compile_error(code, np.ones(3))
+    message = str(error)
+    assert "line 1" in message and "not_declared" in message
+    path = message.rsplit("generated source saved to ", 1)[1].rstrip(")")
+    assert path.endswith(".cpp") and os.path.basename(path).startswith("debug_me-")
+    with open(path) as handle:
+        assert handle.read() == error.source
+    assert "jm_kernel" in error.source and code in error.source
+
+
+def test_every_user_facing_error_is_a_jiter_error_and_a_standard_type():
+    fn = create_jit_fn("template <typename T> T std_types(T x, T alpha) { return x * alpha; }", alpha=1.0)
+    add = create_jit_fn("template <typename T> T std_add(T x, T y) { return x + y; }")
+    cases = [
+        (lambda: create_jit_fn(42), jiter_magic.ArgumentTypeError, TypeError),
+        (lambda: fn(np.ones(2), beta=1.0), jiter_magic.UnknownKwargError, KeyError),
+        (lambda: setattr(fn, "backend", "tpu"), jiter_magic.InvalidArgumentError, ValueError),
+        (lambda: fn.source("float32", path="diagonal"), jiter_magic.InvalidArgumentError, ValueError),
+        (lambda: fn.source("float32", backend="tpu"), jiter_magic.InvalidArgumentError, ValueError),
+        (lambda: add(np.ones(2, dtype=np.int8), 2**70), jiter_magic.ScalarOverflowError, OverflowError),
+        (lambda: create_jit_fn("template <typename T> T f(T x, T k) { return x; }", k=2**70),
+         jiter_magic.ScalarOverflowError, OverflowError),
+    ]
+    for make_error, jiter_type, standard in cases:
+        with pytest.raises(jiter_type) as info:
+            make_error()
+        assert isinstance(info.value, jiter_magic.JiterError) and isinstance(info.value, standard)
+    read_only = np.ones(2)
+    read_only.setflags(write=False)
+    with pytest.raises(jiter_magic.InvalidArgumentError, match="read-only"):
+        fn(np.ones(2), out=read_only)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from jiter_magic.bind import bind
-from jiter_magic.build import render
+from jiter_magic.codegen.kernel import KERNEL_FILE, render
 from jiter_magic.parse import parse_functor
-from jiter_magic.plan import KernelSpec
+from jiter_magic.spec import KernelSpec
 
 GOLDEN = Path(__file__).parent / "golden"
 REGENERATE = os.environ.get("JITER_MAGIC_REGEN_GOLDEN") == "1"
@@ -72,3 +72,38 @@ def test_generated_source_matches_golden_file(name):
         f"the generated source of {name} changed; if intended, regenerate with JITER_MAGIC_REGEN_GOLDEN=1 "
         "and review the diff of tests/golden/"
     )
+
+
+# Words a generated kernel may use without the prefix: C++ keywords and types, the fixed-width
+# integer names, CUDA built-ins and pragma words.
+ALLOWED = frozenset("""
+    extern C void const typedef int long unsigned struct alignas if else for return static_cast reinterpret_cast
+    bool float double char short __global__ __launch_bounds__ __shared__ __syncthreads __umulhi
+    pragma unroll omp parallel schedule static line
+    int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t
+""".split())
+_IDENTIFIER = re.compile(r"(?<![\w.])(?:::)?([A-Za-z_]\w*)")
+
+
+def _unprefixed_names(kernel: str, functor_name: str) -> set[str]:
+    """Identifiers in the generated part that are neither prefixed, allowed nor member accesses."""
+    text = re.sub(r'"[^"]*"', '""', kernel)  # string literals ('extern "C"', #line file names)
+    text = re.sub(r"(?:\.|->)\s*\w+", "", text)  # member accesses are checked where the members are declared
+    names = set(_IDENTIFIER.findall(text))
+    return {n for n in names if not n.startswith("jm_") and n not in ALLOWED and n != functor_name}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_generated_name_carries_the_prefix(name):
+    source = _render(name)
+    kernel = source.split(f'"{KERNEL_FILE}"\n', 1)[1]  # everything after the user's code
+    functor = parse_functor(CASES[name][0]).name
+    assert _unprefixed_names(kernel, functor) == set()
+    assert "jm::" not in kernel  # the prelude's user-facing namespace: a macro named like its members would reach it
+    assert "struct jm_Args {" in kernel
+    members = re.findall(r"alignas\(\d+\) [^;]*?(\w+)(?:\[\d+\])?;", kernel.split("};")[0])
+    assert "jm_n" in members and all(m.startswith("jm_") for m in members), members
+
+
+def test_the_name_check_catches_an_unprefixed_local():
+    assert _unprefixed_names("const jm_index_t n = jm_a.jm_n; jm_o0 += idx;", "f") == {"n", "idx"}

@@ -7,6 +7,7 @@ import torch
 
 import jiter_magic
 from jiter_magic.compilers.nvrtc import NvrtcCompiler
+from jiter_magic.inspection import example_spec
 
 CODE = "template <typename T> T k(T x, T y, T alpha) { return -x + alpha * y; }"
 
@@ -21,11 +22,11 @@ def test_source_from_arrays_follows_layout_promotion_and_kwargs():
     fn = jiter_magic.create_jit_fn(CODE, alpha=1.0)
     transposed = fn.source(torch.rand(64, 64).half(), torch.rand(64, 64).T)
     assert "__shared__ float jm_tile1[32][33];" in transposed  # the tiled path, second input staged
-    assert "jm::to_float(" in transposed and "typedef float jm_compute_t;" in transposed
+    assert "jm_to_float(" in transposed and "typedef float jm_compute_t;" in transposed
     strided = fn.source(np.ones((3, 4))[:, ::2], 2, backend="cpu", alpha=2)
-    assert "int64_t extra0;" in strided  # an int kwarg travels as int64_t
-    assert "double scalar1;" in strided  # the Python number, by value in the compute type
-    assert "jm_a.sizes[0]" in strided
+    assert "int64_t jm_extra0;" in strided  # an int kwarg travels as int64_t
+    assert "double jm_scalar1;" in strided  # the Python number, by value in the compute type
+    assert "jm_a.jm_sizes[0]" in strided
     assert NvrtcCompiler("sm_90").compile(transposed, "k").binary.startswith(b"\x7fELF")
 
 
@@ -49,13 +50,13 @@ def test_source_rejects_wrong_arity_and_backend():
 def test_rows_path_for_dense_or_broadcast_rows(make, broadcast):
     fn = jiter_magic.create_jit_fn(CODE, alpha=1.0)
     args = make()
-    spec = fn._spec_for_arrays(args, "cuda", {})
+    spec = example_spec(fn._dispatch, args, "cuda", {})
     assert spec.path == "rows" and list(spec.row_broadcast) == broadcast
     source = fn.source(*args)
-    assert "jm_inner" in source and "jm::vec<" in source
+    assert "jm_inner" in source and "jm_vec<" in source
     assert NvrtcCompiler("sm_80").compile(source, "k").binary.startswith(b"\x7fELF")
 
 
 def test_short_rows_stay_on_the_strided_path():
     fn = jiter_magic.create_jit_fn(CODE, alpha=1.0)
-    assert fn._spec_for_arrays((torch.rand(1000, 8), torch.rand(1, 8)), "cuda", {}).path == "strided"
+    assert example_spec(fn._dispatch, (torch.rand(1000, 8), torch.rand(1, 8)), "cuda", {}).path == "strided"

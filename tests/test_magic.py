@@ -4,6 +4,7 @@ The cells compile with the CPU backend (g++), so these tests need no GPU.
 """
 from __future__ import annotations
 
+import ast
 import math
 import os
 import subprocess
@@ -230,11 +231,28 @@ def test_unload_removes_the_magics(shell):
     assert isinstance(shell.magics_manager.registry["JiteratorMagics"], JiteratorMagics)
 
 
-def test_importing_the_package_does_not_import_ipython():
-    code = "import sys, jiter_magic; print(sorted(m for m in ('IPython', 'ipywidgets') if m in sys.modules))"
+HEAVY = ("torch", "cupy", "numpy", "IPython", "ipywidgets", "pygments")
+
+
+def _modules_loaded_by(statements: str) -> list[str]:
+    code = f"import sys\n{statements}\nprint(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
-    assert out.stdout.strip() == "[]"
+    return ast.literal_eval(out.stdout.strip())
+
+
+def test_importing_the_package_imports_no_array_library_or_ipython():
+    assert _modules_loaded_by("import jiter_magic") == []
+    # Creating a function parses and binds only; the first call loads the library of its inputs.
+    assert _modules_loaded_by("import jiter_magic\n"
+                              "jiter_magic.create_jit_fn('template <typename T> T f(T x) { return x; }')") == []
+    assert _modules_loaded_by("import numpy, jiter_magic\n"
+                              "jiter_magic.create_jit_fn('template <typename T> T f(T x) { return x; }')"
+                              "(numpy.ones(2))") == ["numpy"]
+
+
+def test_the_import_check_sees_a_loaded_library():
+    assert _modules_loaded_by("import numpy") == ["numpy"]
 
 
 def test_cuda_backend_compiles_with_nvrtc_without_a_gpu(shell):

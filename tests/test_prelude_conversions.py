@@ -13,9 +13,9 @@ from jiter_magic.compilers.cxx import CxxCompiler
 from jiter_magic.compilers.nvrtc import NvrtcCompiler
 
 HARNESS = r'''
-extern "C" void h2f(const unsigned short* in, float* out, long n) { for (long i = 0; i < n; ++i) { jm::half h; h.x = in[i]; out[i] = jm::to_float(h); } }
-extern "C" void f2h(const float* in, unsigned short* out, long n) { for (long i = 0; i < n; ++i) out[i] = jm::to_half(in[i]).x; }
-extern "C" void f2b(const float* in, unsigned short* out, long n) { for (long i = 0; i < n; ++i) out[i] = jm::to_bfloat16(in[i]).x; }
+extern "C" void h2f(const unsigned short* in, float* out, long n) { for (long i = 0; i < n; ++i) { jm_half h; h.x = in[i]; out[i] = jm_to_float(h); } }
+extern "C" void f2h(const float* in, unsigned short* out, long n) { for (long i = 0; i < n; ++i) out[i] = jm_to_half(in[i]).x; }
+extern "C" void f2b(const float* in, unsigned short* out, long n) { for (long i = 0; i < n; ++i) out[i] = jm_to_bfloat16(in[i]).x; }
 '''
 
 
@@ -60,9 +60,9 @@ def test_host_half_and_bfloat16_conversions_are_exact(tmp_path, soft):
 @pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_90"])
 def test_cuda_prelude_compiles_for_each_architecture(arch):
     source = prelude("cuda", True) + r'''
-extern "C" __global__ void k(const float* x, jm::bfloat16* b, jm::half* h) {
-  b[threadIdx.x] = jm::to_bfloat16(x[threadIdx.x]);
-  h[threadIdx.x] = jm::to_half(jm::to_float(b[threadIdx.x]));
+extern "C" __global__ void k(const float* x, jm_bfloat16* b, jm_half* h) {
+  b[threadIdx.x] = jm_to_bfloat16(x[threadIdx.x]);
+  h[threadIdx.x] = jm_to_half(jm_to_float(b[threadIdx.x]));
 }
 '''
     assert NvrtcCompiler(arch).compile(source, "k").binary.startswith(b"\x7fELF")

@@ -80,7 +80,7 @@ def test_one_live_panel_per_function(fn):
     p = widgets.panel(fn)
     assert widgets.panel(fn) is p
     p.close()
-    assert p._on_specialization not in fn._listeners
+    assert p._on_specialization not in fn._loader.listeners
     assert p.widget.comm is None and p.tabs.comm is None  # the models are closed
     fresh = widgets.panel(fn)
     assert fresh is not p and fresh.widget.comm is not None

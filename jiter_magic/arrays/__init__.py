@@ -1,33 +1,34 @@
-"""Adapters from user arrays to what the planner needs, one small module a library.
+"""Adapters from user arrays to what the call path needs, one small module a library.
 
-Each adapter exposes the same functions: `describe(x) -> (dtype, shape, strides, ptr, device)`
-with element strides and device -1 for the host, `empty(shape, strides, dtype, device, like)`,
-`stream(device)` (the raw handle of the library's current stream) and `dtype_name(x)`.
-`adapter_for` picks one from the object's type, with a per-type memo for the hot path.
+`adapter_for` picks an adapter from the object's type, with a per-type memo for the hot
+path; `coerce` brings foreign arrays (CUDA array interface, DLPack, buffer protocol) to
+CuPy or NumPy without copying. Each adapter module imports its library, so it is loaded
+only when an array of that library is first seen.
 """
 from __future__ import annotations
 
-from types import ModuleType
+from importlib import import_module
+from typing import Any
 
 from ..errors import DTypeError
+from .base import ArrayAdapter
 
-_BY_TYPE: dict[type, ModuleType | None] = {}
-
-
-def _load(name: str) -> ModuleType:
-    from importlib import import_module
-
-    return import_module(f"{__name__}.{name}")
+BY_TYPE: dict[type, ArrayAdapter | None] = {}
 
 
-def adapter_for(x: object) -> ModuleType | None:
-    """The adapter module for an array object, or None for something that is not an array."""
+def _load(name: str) -> ArrayAdapter:
+    return import_module(f"{__name__}.{name}").ADAPTER
+
+
+def adapter_for(x: object) -> ArrayAdapter | None:
+    """The adapter for an array object, or None for something that is not an array."""
     kind = type(x)
     try:
-        return _BY_TYPE[kind]
+        return BY_TYPE[kind]
     except KeyError:
         pass
     module = kind.__module__.split(".")[0]
+    adapter: ArrayAdapter | None
     if module == "torch" and hasattr(x, "data_ptr"):
         adapter = _load("torch")
     elif module == "cupy" and hasattr(x, "data"):
@@ -36,11 +37,11 @@ def adapter_for(x: object) -> ModuleType | None:
         adapter = _load("numpy")
     else:
         adapter = None
-    _BY_TYPE[kind] = adapter
+    BY_TYPE[kind] = adapter
     return adapter
 
 
-def coerce(x: object) -> tuple[object, ModuleType]:
+def coerce(x: object) -> tuple[object, ArrayAdapter]:
     """Bring a foreign array (CUDA array interface, DLPack, buffer protocol) to CuPy or NumPy, zero-copy."""
     if hasattr(x, "__cuda_array_interface__"):
         import cupy
@@ -62,7 +63,7 @@ def coerce(x: object) -> tuple[object, ModuleType]:
     )
 
 
-def _is_buffer(x: object) -> bool:
+def _is_buffer(x: Any) -> bool:
     try:
         memoryview(x)
     except TypeError:

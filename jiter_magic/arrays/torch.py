@@ -1,10 +1,17 @@
 """torch tensors: CPU tensors for the host backend, CUDA tensors for the GPU backend."""
 from __future__ import annotations
 
+import ctypes
+import sys
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
 import torch
 
-LIBRARY = "torch"
-RULES = "torch"
+from ..errors import DeviceError, DTypeError, InvalidArgumentError
+from .base import ArrayDesc, Described, FastKey, new_tuple
+
 _NAMES = {
     torch.bool: "bool", torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",
     torch.int32: "int32", torch.int64: "int64", torch.float16: "float16", torch.bfloat16: "bfloat16",
@@ -14,73 +21,13 @@ _NAMES = {
 _DTYPES = {name: dt for dt, name in _NAMES.items()}
 _raw_stream = torch._C._cuda_getCurrentRawStream if torch.cuda.is_available() else None
 
-
-def dtype_name(t: torch.Tensor) -> str:
-    try:
-        return _NAMES[t.dtype]
-    except KeyError:
-        from ..errors import DTypeError
-
-        raise DTypeError(f"torch dtype {t.dtype} is not supported by jiter_magic") from None
-
-
-def materialize(t: torch.Tensor) -> torch.Tensor:
-    """A tensor whose memory holds its values: lazy conj/neg views resolved; only CPU and CUDA accepted."""
-    if t.device.type not in ("cpu", "cuda"):
-        from ..errors import DeviceError
-
-        raise DeviceError(f"tensors on {t.device.type!r} are not supported; jiter_magic runs on CPU and CUDA tensors")
-    if t.is_conj() or t.is_neg():
-        t = t.resolve_conj().resolve_neg()
-    return t
-
-
-def describe(t: torch.Tensor) -> tuple:
-    """The hot-path description: (dtype object, shape, strides, pointer, device); cheap, hashable parts."""
-    return t.dtype, t.shape, t.stride(), t.data_ptr(), t.get_device()
-
-
-def normalize(t: torch.Tensor) -> tuple[str, tuple, tuple]:
-    """dtype name, shape and element strides, for planning (once per key)."""
-    return dtype_name(t), tuple(t.shape), tuple(t.stride())
-
-
-def allocator(shape: tuple, strides: tuple, dtype: str, like: torch.Tensor):
-    """A zero-argument function allocating one output like this, bound once per plan.
-
-    Large CPU outputs are advised onto transparent huge pages, as NumPy does for its arrays:
-    torch's allocator hands back fresh pages, and faulting 4 KiB pages in is otherwise slower
-    than the kernel that fills them (17 ms against 5 ms for 64 MiB on the development machine).
-    """
-    from functools import partial
-
-    allocate = partial(torch.empty_strided, shape, strides, dtype=_DTYPES[dtype], device=like.device)
-    nbytes = _DTYPES[dtype].itemsize
-    for size in shape:
-        nbytes *= size
-    if like.device.type != "cpu" or nbytes < HUGE_PAGE_THRESHOLD or _madvise is None:
-        return allocate
-
-    def allocate_on_huge_pages() -> torch.Tensor:
-        tensor = allocate()
-        start = (tensor.data_ptr() + _HUGE - 1) & ~(_HUGE - 1)
-        end = (tensor.data_ptr() + nbytes) & ~(_HUGE - 1)
-        if end > start:
-            _madvise(start, end - start, _MADV_HUGEPAGE)
-        return tensor
-
-    return allocate_on_huge_pages
-
-
+# Large CPU outputs go on transparent huge pages (see TorchAdapter.allocator).
 HUGE_PAGE_THRESHOLD = 4 << 20
 _HUGE = 2 << 20
 _MADV_HUGEPAGE = 14
 
 
-def _load_madvise():
-    import ctypes
-    import sys
-
+def _load_madvise() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -95,16 +42,82 @@ def _load_madvise():
 _madvise = _load_madvise()
 
 
+def _on_huge_pages(allocate: Callable[[], torch.Tensor], nbytes: int) -> Callable[[], torch.Tensor]:
+    def allocate_on_huge_pages() -> torch.Tensor:
+        tensor = allocate()
+        start = (tensor.data_ptr() + _HUGE - 1) & ~(_HUGE - 1)
+        end = (tensor.data_ptr() + nbytes) & ~(_HUGE - 1)
+        if end > start and _madvise is not None:
+            _madvise(start, end - start, _MADV_HUGEPAGE)
+        return tensor
 
-def stream(device: int) -> int:
-    return _raw_stream(device)
+    return allocate_on_huge_pages
 
 
+def _no_cuda_stream(device: int) -> int:
+    raise DeviceError("torch was built without CUDA, so it has no CUDA stream")
 
 
-def writable(t: torch.Tensor) -> bool:
-    return True
+class TorchAdapter:
+    library = "torch"
+    rules = "torch"
+
+    def __init__(self) -> None:
+        # The raw current-stream accessor itself, not a wrapper: the hot path calls it every launch.
+        self.stream: Callable[[int], int] = _raw_stream or _no_cuda_stream
+        self.pointer: Callable[[torch.Tensor], int] = torch.Tensor.data_ptr
+        self.fast_key = self._fast_key  # bound once: the hot path calls it on every call
+
+    def _fast_key(self, args: tuple) -> FastKey | None:
+        """One list of C-level attribute reads: the device object tells CPU from CUDA from meta,
+        the neg/conj bits mark lazy views (see `reusable`)."""
+        try:
+            descs = [(x.dtype, x.shape, x.stride(), x.data_ptr(), x.device, x.is_neg(), x.is_conj()) for x in args]
+        except (AttributeError, TypeError):
+            return None
+        return tuple([(d[0], d[1], d[2], d[3] & 15, d[4], d[5], d[6]) for d in descs]), [d[3] for d in descs]
+
+    def reusable(self, key: tuple) -> bool:
+        return not any(part[5] or part[6] for part in key)
+
+    def materialize(self, x: torch.Tensor) -> torch.Tensor:
+        """A tensor whose memory holds its values: lazy conj/neg views resolved; only CPU and CUDA accepted."""
+        if x.device.type not in ("cpu", "cuda"):
+            raise DeviceError(f"tensors on {x.device.type!r} are not supported; "
+                              "jiter_magic runs on CPU and CUDA tensors")
+        if x.is_conj() or x.is_neg():
+            x = x.resolve_conj().resolve_neg()
+        return x
+
+    def describe(self, x: torch.Tensor) -> Described:
+        dtype, strides, pointer, device = x.dtype, x.stride(), x.data_ptr(), x.get_device()
+        return new_tuple(Described, ((dtype, x.shape, strides, pointer % 16), pointer, device, x, dtype, strides))
+
+    def normalize(self, described: Described) -> ArrayDesc:
+        try:
+            name = _NAMES[described.dtype]
+        except KeyError:
+            raise DTypeError(f"torch dtype {described.dtype} is not supported by jiter_magic") from None
+        return ArrayDesc(name, tuple(described.array.shape), tuple(described.strides), described.pointer)
+
+    def check_output(self, x: torch.Tensor) -> None:
+        if x.is_conj() or x.is_neg():
+            raise InvalidArgumentError("out= must not be a lazy conj/neg view; pass a plain tensor")
+
+    def allocator(self, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str, like: Any) -> Callable[[], Any]:
+        """Large CPU outputs are advised onto transparent huge pages, as NumPy does for its arrays:
+        torch's allocator hands back fresh pages, and faulting 4 KiB pages in is otherwise slower
+        than the kernel that fills them (17 ms against 5 ms for 64 MiB on the development machine)."""
+        allocate = partial(torch.empty_strided, shape, strides, dtype=_DTYPES[dtype], device=like.device)
+        nbytes = _DTYPES[dtype].itemsize
+        for size in shape:
+            nbytes *= size
+        if like.device.type != "cpu" or nbytes < HUGE_PAGE_THRESHOLD or _madvise is None:
+            return allocate
+        return _on_huge_pages(allocate, nbytes)
+
+    def asarray(self, x: Any) -> torch.Tensor:
+        return torch.as_tensor(x)
 
 
-def pointer(t) -> int:
-    return t.data_ptr()
+ADAPTER = TorchAdapter()

@@ -9,12 +9,11 @@ import tempfile
 from ..codegen.kernel import KERNEL_NAME
 from ..compilers.cxx import CxxCompiler
 from ..errors import LaunchError
-from ..plan import KernelSpec, args_layout
+from ..kernels.args import args_layout
+from ..spec import KernelSpec
 
-NAME = "cpu"
 
-
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiler() -> CxxCompiler:
     return CxxCompiler()
 
@@ -37,7 +36,7 @@ class CpuLauncher:
             os.unlink(path)
         self.function.argtypes = (ctypes.c_char_p,)
         self.function.restype = None
-        self.pack = args_layout(spec).packer.pack
+        self.pack = args_layout(spec, "cpu").packer.pack
 
-    def __call__(self, values: list, geometry: tuple, stream: int) -> None:
+    def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
         self.function(self.pack(*values, *geometry))

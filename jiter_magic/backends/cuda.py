@@ -8,16 +8,17 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+from types import ModuleType
 
 from ..codegen.kernel import KERNEL_NAME
 from ..compilers.nvrtc import NvrtcCompiler
 from ..errors import DeviceError, LaunchError
-from ..plan import BLOCK, CONTIGUOUS, ITEMS, ROWS, TILE, TILE_ROWS, TILED, UNROLL, KernelSpec, args_layout
+from ..kernels import path_of
+from ..kernels.args import args_layout
+from ..spec import KernelSpec
 
-NAME = "cuda"
 
-
-def _cupy():
+def _cupy() -> ModuleType:
     try:
         import cupy
     except ImportError as exc:
@@ -27,7 +28,7 @@ def _cupy():
     return cupy
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def device_arch(device: int) -> str:
     cupy = _cupy()
     return "sm_" + cupy.cuda.Device(device).compute_capability
@@ -55,14 +56,10 @@ class CudaLauncher:
                 self.function = self.module.get_function(KERNEL_NAME).ptr
             except Exception as exc:  # noqa: BLE001 - the driver's own error, re-raised with context
                 raise LaunchError(f"could not load the compiled kernel on CUDA device {device}: {exc}") from exc
-        self.work = BLOCK * spec.vec * UNROLL if spec.path == CONTIGUOUS else BLOCK * ITEMS
-        self.tiled = spec.path == TILED
-        self.rows = spec.path == ROWS
-        self.chunk = BLOCK * spec.vec
-        self.device = device
-        self.numel_index = spec.num_operands
-        self.pack_into = args_layout(spec).packer.pack_into
-        self.buffer = ctypes.create_string_buffer(args_layout(spec).packer.size)
+        self.block = path_of(spec, "cuda").block
+        packer = args_layout(spec, "cuda").packer
+        self.pack_into = packer.pack_into
+        self.buffer = ctypes.create_string_buffer(packer.size)
         self.params = (ctypes.c_void_p * 1)(ctypes.addressof(self.buffer))
         self.params_address = ctypes.addressof(self.params)
         self.launch = driver.launchKernel
@@ -70,25 +67,11 @@ class CudaLauncher:
         # With several GPUs the kernel's context must be current at launch; one GPU never switches.
         self.switch = cupy.cuda.Device(device) if cupy.cuda.runtime.getDeviceCount() > 1 else None
 
-    def __call__(self, values: list, geometry: tuple, stream: int) -> None:
-        if self.tiled:
-            grid, block = _tiled_grid(values[self.numel_index], geometry), (TILE, TILE_ROWS, 1)
-        elif self.rows:
-            inner = geometry[0]
-            grid, block = (values[self.numel_index] // inner * ((inner + self.chunk - 1) // self.chunk), 1, 1), (BLOCK, 1, 1)
-        else:
-            grid, block = ((values[self.numel_index] + self.work - 1) // self.work, 1, 1), (BLOCK, 1, 1)
+    def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
         with self.lock:  # the driver copies the parameters during the launch call
             self.pack_into(self.buffer, 0, *values, *geometry)
             if self.switch is None:
-                self.launch(self.function, *grid, *block, 0, stream, self.params_address, 0)
+                self.launch(self.function, *grid, *self.block, 0, stream, self.params_address, 0)
             else:
                 with self.switch:
-                    self.launch(self.function, *grid, *block, 0, stream, self.params_address, 0)
-
-
-def _tiled_grid(numel: int, geometry: tuple) -> tuple[int, int, int]:
-    """Tiles along the two inner dimensions, and up to 65535 batches (the kernel loops over more)."""
-    s0, s1 = geometry[0], geometry[1]
-    batches = numel // (s0 * s1)
-    return (s0 + TILE - 1) // TILE, (s1 + TILE - 1) // TILE, min(batches, 65535)
+                    self.launch(self.function, *grid, *self.block, 0, stream, self.params_address, 0)

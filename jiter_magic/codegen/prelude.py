@@ -4,7 +4,9 @@ Kept small on purpose (no CUDA headers): it is what makes a cold compile cheap. 
 provides the fixed-width integer names, half and bfloat16 storage types with their
 conversions, a complex type (`jm::complex<T>`, also reachable as `c10::complex<T>`)
 that works in device and host code alike, and, for the host, the CUDA qualifiers and
-the global-namespace math overloads that CUDA code relies on.
+the global-namespace math overloads that CUDA code relies on. What generated kernels use
+(`jm_half`, `jm_vec`, `jm_to_float`, `jm_complex`, ...) carries the reserved `jm_` prefix,
+so a macro in the user's code (`#define half ...`, `#define v ...`) cannot reach it.
 """
 from __future__ import annotations
 
@@ -18,18 +20,17 @@ typedef unsigned short uint16_t;
 typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
 #define JM_INLINE __host__ __device__ __forceinline__
-namespace jm {
-struct half { unsigned short x; };
-struct bfloat16 { unsigned short x; };
-__device__ __forceinline__ float to_float(half h) {
+struct jm_half { unsigned short x; };
+struct jm_bfloat16 { unsigned short x; };
+__device__ __forceinline__ float jm_to_float(jm_half h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.x)); return f;
 }
-__device__ __forceinline__ half to_half(float f) {
-  half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.x) : "f"(f)); return h;
+__device__ __forceinline__ jm_half jm_to_half(float f) {
+  jm_half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.x) : "f"(f)); return h;
 }
-__device__ __forceinline__ float to_float(bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
-__device__ __forceinline__ bfloat16 to_bfloat16(float f) {
-  bfloat16 b;
+__device__ __forceinline__ float jm_to_float(jm_bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
+__device__ __forceinline__ jm_bfloat16 jm_to_bfloat16(float f) {
+  jm_bfloat16 b;
 #if __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.x) : "f"(f));
 #else
@@ -40,8 +41,15 @@ __device__ __forceinline__ bfloat16 to_bfloat16(float f) {
 #endif
   return b;
 }
-template <typename T, int N> struct alignas(sizeof(T) * N) vec { T v[N]; };
-}  // namespace jm
+template <typename T, int N> struct alignas(sizeof(T) * N) jm_vec { T jm_v[N]; };
+namespace jm { typedef ::jm_half half; typedef ::jm_bfloat16 bfloat16; }  // the storage types, for users
+// Thread coordinates, read here so that a user's `#define x ...` cannot reach `threadIdx.x` in the kernel.
+__device__ __forceinline__ unsigned int jm_thread_x() { return threadIdx.x; }
+__device__ __forceinline__ unsigned int jm_thread_y() { return threadIdx.y; }
+__device__ __forceinline__ unsigned int jm_block_x() { return blockIdx.x; }
+__device__ __forceinline__ unsigned int jm_block_y() { return blockIdx.y; }
+__device__ __forceinline__ unsigned int jm_block_z() { return blockIdx.z; }
+__device__ __forceinline__ unsigned int jm_grid_z() { return gridDim.z; }
 """
 
 HOST_BASE = r"""
@@ -73,14 +81,13 @@ JM_INLINE float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 JM_INLINE int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 JM_INLINE float __uint_as_float(unsigned int i) { float f; memcpy(&f, &i, 4); return f; }
 JM_INLINE unsigned int __float_as_uint(float f) { unsigned int i; memcpy(&i, &f, 4); return i; }
-namespace jm {
-struct half { unsigned short x; };
-struct bfloat16 { unsigned short x; };
+struct jm_half { unsigned short x; };
+struct jm_bfloat16 { unsigned short x; };
 #if defined(__FLT16_MAX__) && !defined(JM_SOFT_HALF)
-JM_INLINE float to_float(half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
-JM_INLINE half to_half(float f) { _Float16 g = (_Float16)f; half h; memcpy(&h.x, &g, 2); return h; }
+JM_INLINE float jm_to_float(jm_half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
+JM_INLINE jm_half jm_to_half(float f) { _Float16 g = (_Float16)f; jm_half h; memcpy(&h.x, &g, 2); return h; }
 #else  // compilers without _Float16 (GCC < 12 on x86): IEEE half by bit manipulation, round to nearest even
-JM_INLINE float to_float(half h) {
+JM_INLINE float jm_to_float(jm_half h) {
   unsigned int sign = (h.x & 0x8000u) << 16, exp = (h.x >> 10) & 0x1fu, man = h.x & 0x3ffu, u;
   if (exp == 0x1f) u = sign | 0x7f800000u | (man << 13);
   else if (exp) u = sign | ((exp + 112) << 23) | (man << 13);
@@ -88,10 +95,10 @@ JM_INLINE float to_float(half h) {
   else { exp = 113; while (!(man & 0x400u)) { man <<= 1; --exp; } u = sign | (exp << 23) | ((man & 0x3ffu) << 13); }
   float f; memcpy(&f, &u, 4); return f;
 }
-JM_INLINE half to_half(float f) {
+JM_INLINE jm_half jm_to_half(float f) {
   unsigned int u; memcpy(&u, &f, 4);
   unsigned int sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  half h;
+  jm_half h;
   if (a > 0x7f800000u) { h.x = (unsigned short)(sign | 0x7e00u); return h; }
   if (a >= 0x477ff000u) { h.x = (unsigned short)(sign | 0x7c00u); return h; }  // rounds to infinity
   if (a < 0x38800000u) {  // a subnormal half, or zero: significand shifted right, rounded to even
@@ -107,16 +114,16 @@ JM_INLINE half to_half(float f) {
   h.x = (unsigned short)(sign | mant); return h;
 }
 #endif
-JM_INLINE float to_float(bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
-JM_INLINE bfloat16 to_bfloat16(float f) {
+JM_INLINE float jm_to_float(jm_bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
+JM_INLINE jm_bfloat16 jm_to_bfloat16(float f) {
   unsigned int u = __float_as_uint(f);
-  bfloat16 b;
+  jm_bfloat16 b;
   if ((u & 0x7fffffffu) > 0x7f800000u) { b.x = (unsigned short)((u >> 16) | 0x40u); return b; }
   u += 0x7fffu + ((u >> 16) & 1u);
   b.x = (unsigned short)(u >> 16);
   return b;
 }
-}  // namespace jm
+namespace jm { typedef ::jm_half half; typedef ::jm_bfloat16 bfloat16; }  // the storage types, for users
 """
 
 COMPLEX = r"""
@@ -166,6 +173,8 @@ template <typename T> JM_INLINE complex<T> sqrt(const complex<T>& z) {
 }
 }  // namespace jm
 namespace c10 { template <typename T> using complex = jm::complex<T>; }
+template <typename T> using jm_complex = jm::complex<T>;  // the names generated kernels use
+template <typename T> JM_INLINE T jm_real(const jm::complex<T>& z) { return z.re; }
 using jm::real; using jm::imag; using jm::conj; using jm::norm; using jm::arg;
 """
 

@@ -1,21 +1,37 @@
-"""What every compiler returns, and how compiler logs are mapped back to the user's code."""
+"""What every compiler provides and returns, and how compiler logs are mapped back to the user's code."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
-from ..codegen.kernel import USER_FILE
+from ..codegen.kernel import KERNEL_FILE, USER_FILE
 
 _USER_LOCATION = re.compile(rf"^{USER_FILE}(?:\((\d+)\)|:(\d+)(?::(\d+))?):\s*")
-_KERNEL_LOCATION = re.compile(r"^(?:jiter_magic_kernel|\S*jm_\w+\.(?:cu|cpp))(?:\((\d+)\)|:(\d+)(?::\d+)?):\s*")
+_KERNEL_LOCATION = re.compile(rf"^(?:{KERNEL_FILE}|\S*jm_\w+\.(?:cu|cpp))(?:\((\d+)\)|:(\d+)(?::\d+)?):\s*")
 
 
 @dataclass(frozen=True)
 class CompileResult:
     binary: bytes
     log: str  # the compiler's own output (warnings on success), already mapped to user lines
-    seconds: float
-    options: tuple[str, ...]
+
+
+class Compiler(Protocol):
+    """Source to a loadable binary for one target; `build.py` owns keys, caching and timing."""
+
+    @property
+    def target(self) -> str:
+        """What the binary runs on: 'sm_90', or 'host'."""
+
+    @property
+    def identity(self) -> str:
+        """What, beside the source and options, decides the binary: part of the cache key."""
+
+    def options(self) -> tuple[str, ...]: ...
+
+    def compile(self, source: str, name: str, options: tuple[str, ...] | None = None) -> CompileResult:
+        """The binary, or a CompileError carrying the mapped log."""
 
 
 def map_log(log: str) -> str:
@@ -33,14 +49,6 @@ def map_log(log: str) -> str:
                 line = "in the generated kernel: " + line[match.end():]
         out.append(line)
     return "\n".join(out).strip()
-
-
-def first_error(log: str) -> str:
-    """The first line of a mapped log that reports an error, for one-line summaries."""
-    for line in log.splitlines():
-        if "error" in line:
-            return line.strip()
-    return log.strip().splitlines()[0] if log.strip() else ""
 
 
 _MAPPED = re.compile(r"^line (\d+)(?:, column \d+)?: .*\b(?:error|warning)\b")

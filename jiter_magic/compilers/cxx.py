@@ -12,7 +12,6 @@ import platform
 import shutil
 import subprocess
 import tempfile
-import time
 
 from ..errors import CompileError, ToolchainError
 from .base import CompileResult, map_log
@@ -20,7 +19,7 @@ from .base import CompileResult, map_log
 BASE_OPTIONS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno", "-ffp-contract=off", "-w")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def find_cxx(explicit: str | None = None) -> str:
     """Path of the host compiler, or a ToolchainError saying how to get one."""
     candidates = [explicit] if explicit else ["c++", "g++", "clang++"]
@@ -36,13 +35,13 @@ def find_cxx(explicit: str | None = None) -> str:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _version(cxx: str) -> str:
     result = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
     return (result.stdout.splitlines() or ["unknown"])[0]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _accepts(cxx: str, flag: str) -> bool:
     with tempfile.TemporaryDirectory() as folder:
         source = os.path.join(folder, "probe.cpp")
@@ -68,6 +67,8 @@ def _cpu_model() -> str:
 class CxxCompiler:
     """Compiles host C++ into a shared library; `compile` returns the library's bytes."""
 
+    target = "host"
+
     def __init__(self, cxx: str | None = None):
         self.cxx = find_cxx(cxx or os.environ.get("CXX") or None)
 
@@ -82,9 +83,8 @@ class CxxCompiler:
                 options.append(flag)
         return tuple(options)
 
-    def compile(self, source: str, name: str) -> CompileResult:
-        options = self.options()
-        start = time.perf_counter()
+    def compile(self, source: str, name: str, options: tuple[str, ...] | None = None) -> CompileResult:
+        options = self.options() if options is None else options
         with tempfile.TemporaryDirectory(prefix="jiter_magic-") as folder:
             src = os.path.join(folder, f"jm_{name}.cpp")
             lib = os.path.join(folder, f"jm_{name}.so")
@@ -96,4 +96,4 @@ class CxxCompiler:
                 raise CompileError(f"the C++ compiler could not compile {name} for the CPU:\n{log}", log, source)
             with open(lib, "rb") as handle:
                 binary = handle.read()
-        return CompileResult(binary, log, time.perf_counter() - start, options)
+        return CompileResult(binary, log)

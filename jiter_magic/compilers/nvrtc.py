@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 
 from ..errors import CompileError, ToolchainError
 from .base import CompileResult, map_log
@@ -61,6 +60,10 @@ class NvrtcCompiler:
         self.arch = arch
 
     @property
+    def target(self) -> str:
+        return self.arch
+
+    @property
     def identity(self) -> str:
         """What, beside the source and options, decides the binary: part of the cache key."""
         return f"nvrtc-{nvrtc_version()}-{self.arch}"
@@ -72,10 +75,9 @@ class NvrtcCompiler:
             opts.append(f"-I{include}")
         return tuple(opts)
 
-    def compile(self, source: str, name: str) -> CompileResult:
+    def compile(self, source: str, name: str, options: tuple[str, ...] | None = None) -> CompileResult:
         nvrtc = _nvrtc()
-        options = self.options()
-        start = time.perf_counter()
+        options = self.options() if options is None else options
         program = nvrtc.createProgram(source, f"{name}.cu", (), ())
         try:
             try:
@@ -87,4 +89,4 @@ class NvrtcCompiler:
             log = map_log(nvrtc.getProgramLog(program))
         finally:
             nvrtc.destroyProgram(program)
-        return CompileResult(bytes(binary), log, time.perf_counter() - start, options)
+        return CompileResult(bytes(binary), log)

@@ -27,14 +27,13 @@ JM_INLINE float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 JM_INLINE int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 JM_INLINE float __uint_as_float(unsigned int i) { float f; memcpy(&f, &i, 4); return f; }
 JM_INLINE unsigned int __float_as_uint(float f) { unsigned int i; memcpy(&i, &f, 4); return i; }
-namespace jm {
-struct half { unsigned short x; };
-struct bfloat16 { unsigned short x; };
+struct jm_half { unsigned short x; };
+struct jm_bfloat16 { unsigned short x; };
 #if defined(__FLT16_MAX__) && !defined(JM_SOFT_HALF)
-JM_INLINE float to_float(half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
-JM_INLINE half to_half(float f) { _Float16 g = (_Float16)f; half h; memcpy(&h.x, &g, 2); return h; }
+JM_INLINE float jm_to_float(jm_half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
+JM_INLINE jm_half jm_to_half(float f) { _Float16 g = (_Float16)f; jm_half h; memcpy(&h.x, &g, 2); return h; }
 #else  // compilers without _Float16 (GCC < 12 on x86): IEEE half by bit manipulation, round to nearest even
-JM_INLINE float to_float(half h) {
+JM_INLINE float jm_to_float(jm_half h) {
   unsigned int sign = (h.x & 0x8000u) << 16, exp = (h.x >> 10) & 0x1fu, man = h.x & 0x3ffu, u;
   if (exp == 0x1f) u = sign | 0x7f800000u | (man << 13);
   else if (exp) u = sign | ((exp + 112) << 23) | (man << 13);
@@ -42,10 +41,10 @@ JM_INLINE float to_float(half h) {
   else { exp = 113; while (!(man & 0x400u)) { man <<= 1; --exp; } u = sign | (exp << 23) | ((man & 0x3ffu) << 13); }
   float f; memcpy(&f, &u, 4); return f;
 }
-JM_INLINE half to_half(float f) {
+JM_INLINE jm_half jm_to_half(float f) {
   unsigned int u; memcpy(&u, &f, 4);
   unsigned int sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  half h;
+  jm_half h;
   if (a > 0x7f800000u) { h.x = (unsigned short)(sign | 0x7e00u); return h; }
   if (a >= 0x477ff000u) { h.x = (unsigned short)(sign | 0x7c00u); return h; }  // rounds to infinity
   if (a < 0x38800000u) {  // a subnormal half, or zero: significand shifted right, rounded to even
@@ -61,38 +60,38 @@ JM_INLINE half to_half(float f) {
   h.x = (unsigned short)(sign | mant); return h;
 }
 #endif
-JM_INLINE float to_float(bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
-JM_INLINE bfloat16 to_bfloat16(float f) {
+JM_INLINE float jm_to_float(jm_bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
+JM_INLINE jm_bfloat16 jm_to_bfloat16(float f) {
   unsigned int u = __float_as_uint(f);
-  bfloat16 b;
+  jm_bfloat16 b;
   if ((u & 0x7fffffffu) > 0x7f800000u) { b.x = (unsigned short)((u >> 16) | 0x40u); return b; }
   u += 0x7fffu + ((u >> 16) & 1u);
   b.x = (unsigned short)(u >> 16);
   return b;
 }
-}  // namespace jm
+namespace jm { typedef ::jm_half half; typedef ::jm_bfloat16 bfloat16; }  // the storage types, for users
 
 typedef float jm_compute_t;
 #line 1 "jiterator"
 template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }
-#line 79 "jiter_magic_kernel"
+#line 78 "jiter_magic_kernel"
 struct jm_Args {
-  alignas(8) float* out0;
-  alignas(8) const jm::bfloat16* in0;
-  alignas(8) const float* in1;
-  alignas(8) int64_t n;
-  alignas(8) double extra0;
+  alignas(8) float* jm_out0;
+  alignas(8) const jm_bfloat16* jm_in0;
+  alignas(8) const float* jm_in1;
+  alignas(8) int64_t jm_n;
+  alignas(8) double jm_extra0;
 };
 extern "C" void jm_kernel(const jm_Args* jm_args) {
   const jm_Args& jm_a = *jm_args;
   typedef int64_t jm_index_t;
-  const jm_index_t jm_n = (jm_index_t)jm_a.n;
+  const jm_index_t jm_n = (jm_index_t)jm_a.jm_n;
   #pragma omp parallel for schedule(static) if (jm_n > 32768)
   for (jm_index_t jm_i = 0; jm_i < jm_n; ++jm_i) {
-    const jm_compute_t jm_v0 = jm::to_float(jm_a.in0[jm_i]);
-    const jm_compute_t jm_v1 = jm_a.in1[jm_i];
+    const jm_compute_t jm_v0 = jm_to_float(jm_a.jm_in0[jm_i]);
+    const jm_compute_t jm_v1 = jm_a.jm_in1[jm_i];
     jm_compute_t jm_r0;
-    jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.extra0);
-    jm_a.out0[jm_i] = jm_r0;
+    jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
+    jm_a.jm_out0[jm_i] = jm_r0;
   }
 }

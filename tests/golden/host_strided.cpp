@@ -27,14 +27,13 @@ JM_INLINE float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 JM_INLINE int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 JM_INLINE float __uint_as_float(unsigned int i) { float f; memcpy(&f, &i, 4); return f; }
 JM_INLINE unsigned int __float_as_uint(float f) { unsigned int i; memcpy(&i, &f, 4); return i; }
-namespace jm {
-struct half { unsigned short x; };
-struct bfloat16 { unsigned short x; };
+struct jm_half { unsigned short x; };
+struct jm_bfloat16 { unsigned short x; };
 #if defined(__FLT16_MAX__) && !defined(JM_SOFT_HALF)
-JM_INLINE float to_float(half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
-JM_INLINE half to_half(float f) { _Float16 g = (_Float16)f; half h; memcpy(&h.x, &g, 2); return h; }
+JM_INLINE float jm_to_float(jm_half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
+JM_INLINE jm_half jm_to_half(float f) { _Float16 g = (_Float16)f; jm_half h; memcpy(&h.x, &g, 2); return h; }
 #else  // compilers without _Float16 (GCC < 12 on x86): IEEE half by bit manipulation, round to nearest even
-JM_INLINE float to_float(half h) {
+JM_INLINE float jm_to_float(jm_half h) {
   unsigned int sign = (h.x & 0x8000u) << 16, exp = (h.x >> 10) & 0x1fu, man = h.x & 0x3ffu, u;
   if (exp == 0x1f) u = sign | 0x7f800000u | (man << 13);
   else if (exp) u = sign | ((exp + 112) << 23) | (man << 13);
@@ -42,10 +41,10 @@ JM_INLINE float to_float(half h) {
   else { exp = 113; while (!(man & 0x400u)) { man <<= 1; --exp; } u = sign | (exp << 23) | ((man & 0x3ffu) << 13); }
   float f; memcpy(&f, &u, 4); return f;
 }
-JM_INLINE half to_half(float f) {
+JM_INLINE jm_half jm_to_half(float f) {
   unsigned int u; memcpy(&u, &f, 4);
   unsigned int sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  half h;
+  jm_half h;
   if (a > 0x7f800000u) { h.x = (unsigned short)(sign | 0x7e00u); return h; }
   if (a >= 0x477ff000u) { h.x = (unsigned short)(sign | 0x7c00u); return h; }  // rounds to infinity
   if (a < 0x38800000u) {  // a subnormal half, or zero: significand shifted right, rounded to even
@@ -61,62 +60,62 @@ JM_INLINE half to_half(float f) {
   h.x = (unsigned short)(sign | mant); return h;
 }
 #endif
-JM_INLINE float to_float(bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
-JM_INLINE bfloat16 to_bfloat16(float f) {
+JM_INLINE float jm_to_float(jm_bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
+JM_INLINE jm_bfloat16 jm_to_bfloat16(float f) {
   unsigned int u = __float_as_uint(f);
-  bfloat16 b;
+  jm_bfloat16 b;
   if ((u & 0x7fffffffu) > 0x7f800000u) { b.x = (unsigned short)((u >> 16) | 0x40u); return b; }
   u += 0x7fffu + ((u >> 16) & 1u);
   b.x = (unsigned short)(u >> 16);
   return b;
 }
-}  // namespace jm
+namespace jm { typedef ::jm_half half; typedef ::jm_bfloat16 bfloat16; }  // the storage types, for users
 
 typedef float jm_compute_t;
 #line 1 "jiterator"
 template <typename T> void sum_diff(T x, T y, T& sum, T& diff) { sum = x + y; diff = x - y; }
-#line 79 "jiter_magic_kernel"
+#line 78 "jiter_magic_kernel"
 struct jm_Args {
-  alignas(8) float* out0;
-  alignas(8) float* out1;
-  alignas(8) const float* in1;
-  alignas(8) int64_t n;
-  alignas(8) float scalar0;
-  alignas(8) int64_t sizes[2];
-  alignas(8) int64_t strides0[2];
-  alignas(8) int64_t strides1[2];
-  alignas(8) int64_t strides2[2];
+  alignas(8) float* jm_out0;
+  alignas(8) float* jm_out1;
+  alignas(8) const float* jm_in1;
+  alignas(8) int64_t jm_n;
+  alignas(8) float jm_scalar0;
+  alignas(8) int64_t jm_sizes[2];
+  alignas(8) int64_t jm_strides0[2];
+  alignas(8) int64_t jm_strides1[2];
+  alignas(8) int64_t jm_strides2[2];
 };
 extern "C" void jm_kernel(const jm_Args* jm_args) {
   const jm_Args& jm_a = *jm_args;
   typedef int64_t jm_index_t;
-  const jm_index_t jm_n = (jm_index_t)jm_a.n;
-  const jm_index_t jm_inner = (jm_index_t)jm_a.sizes[0];
+  const jm_index_t jm_n = (jm_index_t)jm_a.jm_n;
+  const jm_index_t jm_inner = (jm_index_t)jm_a.jm_sizes[0];
   const jm_index_t jm_rows = jm_n / jm_inner;
   #pragma omp parallel for schedule(static) if (jm_n > 32768)
   for (jm_index_t jm_row = 0; jm_row < jm_rows; ++jm_row) {
     jm_index_t jm_rem = jm_row * jm_inner;
     jm_index_t jm_o0 = 0, jm_o1 = 0, jm_o2 = 0;
-    const jm_index_t jm_q0 = jm_rem / (jm_index_t)jm_a.sizes[0];
-    { const jm_index_t jm_idx = jm_rem - jm_q0 * (jm_index_t)jm_a.sizes[0];
-      jm_o0 += jm_idx * (jm_index_t)jm_a.strides0[0];
-      jm_o1 += jm_idx * (jm_index_t)jm_a.strides1[0];
-      jm_o2 += jm_idx * (jm_index_t)jm_a.strides2[0];
+    const jm_index_t jm_q0 = jm_rem / (jm_index_t)jm_a.jm_sizes[0];
+    { const jm_index_t jm_idx = jm_rem - jm_q0 * (jm_index_t)jm_a.jm_sizes[0];
+      jm_o0 += jm_idx * (jm_index_t)jm_a.jm_strides0[0];
+      jm_o1 += jm_idx * (jm_index_t)jm_a.jm_strides1[0];
+      jm_o2 += jm_idx * (jm_index_t)jm_a.jm_strides2[0];
       jm_rem = jm_q0; }
     const jm_index_t jm_idx = jm_rem;
-    jm_o0 += jm_idx * (jm_index_t)jm_a.strides0[1];
-    jm_o1 += jm_idx * (jm_index_t)jm_a.strides1[1];
-    jm_o2 += jm_idx * (jm_index_t)jm_a.strides2[1];
+    jm_o0 += jm_idx * (jm_index_t)jm_a.jm_strides0[1];
+    jm_o1 += jm_idx * (jm_index_t)jm_a.jm_strides1[1];
+    jm_o2 += jm_idx * (jm_index_t)jm_a.jm_strides2[1];
     for (jm_index_t jm_j = 0; jm_j < jm_inner; ++jm_j) {
-      const jm_compute_t jm_v0 = jm_a.scalar0;
-      const jm_compute_t jm_v1 = jm_a.in1[jm_o2];
+      const jm_compute_t jm_v0 = jm_a.jm_scalar0;
+      const jm_compute_t jm_v1 = jm_a.jm_in1[jm_o2];
       jm_compute_t jm_r0, jm_r1;
       sum_diff<jm_compute_t>(jm_v0, jm_v1, jm_r0, jm_r1);
-      jm_a.out0[jm_o0] = jm_r0;
-      jm_a.out1[jm_o1] = jm_r1;
-      jm_o0 += (jm_index_t)jm_a.strides0[0];
-      jm_o1 += (jm_index_t)jm_a.strides1[0];
-      jm_o2 += (jm_index_t)jm_a.strides2[0];
+      jm_a.jm_out0[jm_o0] = jm_r0;
+      jm_a.jm_out1[jm_o1] = jm_r1;
+      jm_o0 += (jm_index_t)jm_a.jm_strides0[0];
+      jm_o1 += (jm_index_t)jm_a.jm_strides1[0];
+      jm_o2 += (jm_index_t)jm_a.jm_strides2[0];
     }
   }
 }

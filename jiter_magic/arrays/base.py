@@ -1,0 +1,73 @@
+"""What an array adapter provides, and the two descriptions of an array it produces.
+
+One adapter a library (torch, NumPy, CuPy). The call path asks the adapter, never the
+library's attributes: `fast_key` for the hot path, `describe` (cheap, hashable parts) for
+the key of the general path, `normalize` (dtype name, element strides) once a plan.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+
+class ArrayDesc(NamedTuple):
+    """An array as planning sees it: dtype name, shape, element strides, data pointer."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    pointer: int
+
+
+class Described(NamedTuple):
+    """An array argument of a call as its adapter describes it cheaply, with the array itself.
+
+    Made on every call of the general path, so adapters build it with `described(...)`.
+    """
+
+    key: tuple  # what decides a plan: dtype, shape, strides and the pointer's alignment
+    pointer: int
+    device: int  # -1 for the host
+    array: Any
+    dtype: Any  # the library's dtype object
+    strides: tuple[int, ...]  # the library's strides: elements (torch) or bytes (NumPy, CuPy)
+
+
+# Makes a `Described` at C speed: `new_tuple(Described, (key, pointer, ...))` (a NamedTuple's own
+# constructor is a Python function, too slow for every argument of every call).
+new_tuple = tuple.__new__
+
+
+# The hot path's key of a call whose inputs are all plain arrays of one library, and their
+# pointers: a plain tuple, as a NamedTuple costs several times more to make on every call.
+FastKey = tuple[tuple, list[int]]
+
+
+class ArrayAdapter(Protocol):
+    """One library's arrays, as the call path needs them."""
+
+    library: str  # 'torch', 'numpy' or 'cupy'
+    rules: str  # promotion rules: 'torch' or 'numpy'
+    stream: Callable[[int], int]  # the raw handle of the library's current stream on a device (0 on the host)
+    pointer: Callable[[Any], int]  # an array's data pointer (called for every output of every call)
+
+    def fast_key(self, args: tuple) -> FastKey | None:
+        """The hot path's key when every argument is a plain array of this library, else None."""
+
+    def reusable(self, key: tuple) -> bool:
+        """Whether a plan may be stored under this fast key (torch: no lazy conj/neg views)."""
+
+    def materialize(self, x: Any) -> Any:
+        """An array whose memory holds its values, or a clear error for what the kernels cannot read."""
+
+    def describe(self, x: Any) -> Described: ...
+
+    def normalize(self, described: Described) -> ArrayDesc: ...
+
+    def check_output(self, x: Any) -> None:
+        """Raise if `x` cannot be written to as an `out=` array."""
+
+    def allocator(self, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str, like: Any) -> Callable[[], Any]:
+        """A zero-argument function allocating one output, bound once a plan."""
+
+    def asarray(self, x: Any) -> Any: ...

@@ -1,0 +1,228 @@
+"""Dispatch a call: describe its arguments into a key, find or make the plan, launch.
+
+The hot path (plain arrays of one library, no `out=`, no kwargs) asks the adapter for a
+fast key and finds a `CallPlan` with one dictionary lookup; then only pointers are packed.
+Any other call describes each argument (arrays of any library, Python numbers), checks
+devices and `out=`, and plans once per key: resolve dtypes, layout and kernel path, load
+the kernel, bind the output allocators and the launch geometry.
+"""
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .arrays import BY_TYPE, adapter_for, coerce
+from .arrays.base import ArrayAdapter, ArrayDesc, Described, FastKey
+from .errors import BindError, DeviceError, InvalidArgumentError, UnknownKwargError
+from .kernels import path_of
+from .kernels.base import Grid
+from .loader import KernelLoader, Launcher
+from .memcache import MemoryCache
+from .resolve import OverlapPair, check_overlap, overlap_pairs, resolve_call
+from .spec import KernelSpec
+from .values import flattener, scalar_kind, scalar_value
+
+PLAN_LIMIT = 4096  # plans kept a function (each key of a call: dtypes, shapes, strides, alignment)
+BACKENDS = ("auto", "cuda", "cpu")
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """Everything a call with a known key needs besides its pointers and scalar values."""
+
+    spec: KernelSpec
+    numel: int
+    launcher: Launcher | None  # None when there is nothing to compute
+    geometry: tuple[int, ...]  # the path's loop geometry, packed after the values
+    grid: Grid
+    allocators: tuple[Callable[[], Any], ...]  # one per output
+    flatten: Callable | None  # None when extras pack as they are and no input is a scalar
+    stream: Callable[[int], int]  # the library's current raw stream on a device
+    pointer: Callable[[Any], int]  # an output's data pointer
+    device: int  # -1 for the host
+    overlap_pairs: tuple[OverlapPair, ...] = ()  # out= plans: pairs to check on every call
+
+    def launch(self, pointers: list, input_pointers: list, extras: list, items: list | tuple) -> None:
+        """Pack pointers, element count, extras and scalar inputs; launch on the current stream."""
+        assert self.launcher is not None
+        values = pointers + input_pointers
+        if self.flatten is None:
+            values.append(self.numel)
+            values += extras
+        else:
+            values += self.flatten(self.numel, extras, items)
+        self.launcher(values, self.geometry, self.grid, self.stream(self.device) if self.device >= 0 else 0)
+
+
+def where(device: int) -> str:
+    return "the CPU" if device < 0 else f"cuda:{device}"
+
+
+class Dispatcher:
+    """The call path of one jitted function, with its plan cache."""
+
+    def __init__(self, name: str, loader: KernelLoader, kwargs: dict[str, object], returns_one: bool) -> None:
+        binding = loader.binding
+        self.name = name
+        self.loader = loader
+        self.input_names = binding.input_names
+        self.num_inputs = len(binding.input_names)
+        self.extra_names = binding.extra_names
+        self.num_outputs = binding.num_outputs
+        self.kwargs = kwargs
+        self.returns_one = returns_one
+        self.default_extras = [kwargs[n] for n in binding.extra_names]
+        self.default_kinds = tuple(scalar_kind(v) for v in self.default_extras)
+        self.plans: MemoryCache[CallPlan] = MemoryCache(PLAN_LIMIT)
+        self.backend = "auto"
+        self._checked_device: int | None = None
+
+    def set_backend(self, value: str) -> None:
+        if value not in BACKENDS:
+            raise InvalidArgumentError(f"backend must be 'auto', 'cuda' or 'cpu', got {value!r}")
+        self.backend = value
+        self._checked_device = None
+        self.plans.clear()
+
+    def call(self, args: tuple, out: object, kwargs: dict) -> Any:
+        """One call of the function: the hot path inline, anything else through `_call`."""
+        if len(args) != self.num_inputs:
+            raise BindError(f"{self.name} takes {len(self.input_names)} input(s) {list(self.input_names)}, "
+                            f"got {len(args)}")
+        fast = None
+        if out is None and not kwargs:
+            adapter = BY_TYPE.get(type(args[0]))
+            if adapter is not None:
+                fast = adapter.fast_key(args)
+                if fast is not None:
+                    plan = self.plans.get(fast[0])
+                    if plan is not None:
+                        results = [allocate() for allocate in plan.allocators]
+                        if plan.launcher is not None:
+                            pointer = plan.pointer
+                            plan.launch([pointer(r) for r in results], fast[1], self.default_extras, ())
+                        return results[0] if self.returns_one else tuple(results)
+        return self._call(args, out, kwargs, fast)
+
+    def _call(self, args: tuple, out: object, kwargs: dict, fast: FastKey | None) -> Any:
+        """The general path: any library, scalars, out= and kwargs; plans on a miss."""
+        extras, kinds = self.extras(kwargs) if kwargs else (self.default_extras, self.default_kinds)
+        items, parts, adapter, device = self.describe(args)
+        outs = None if out is None else self._outputs(out, adapter, device)
+        key = (adapter, device, tuple(parts), kinds, None if outs is None else tuple(o.key for o in outs))
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = self._plan(items, adapter, device, outs, kinds)
+            self.plans.put(key, plan, plan.spec)
+        if fast is not None and adapter.reusable(fast[0]):
+            self.plans.put(fast[0], plan, plan.spec, miss=False)
+        if outs is None:
+            results = [allocate() for allocate in plan.allocators]
+            pointers = [plan.pointer(r) for r in results]
+        else:
+            results = [o.array for o in outs]
+            pointers = [o.pointer for o in outs]
+        input_pointers = [i.pointer for i in items if isinstance(i, Described)]
+        if plan.overlap_pairs:
+            check_overlap(plan.overlap_pairs, pointers, input_pointers)
+        if plan.launcher is not None:
+            plan.launch(pointers, input_pointers, extras, items)
+        return results[0] if self.returns_one else tuple(results)
+
+    def extras(self, kwargs: dict) -> tuple[list, tuple[str, ...]]:
+        """The extra arguments of a call with keyword overrides, and their scalar kinds."""
+        for name in kwargs:
+            if name not in self.kwargs:
+                raise UnknownKwargError(f"{name} is not declared in function definition "
+                                        f"(declared: {list(self.kwargs)})")
+        values = {**self.kwargs, **kwargs}
+        extras = [scalar_value(values[name], name) for name in self.extra_names]
+        return extras, tuple(scalar_kind(v) for v in extras)
+
+    def describe(self, args: tuple, check_backend: bool = True) -> tuple[list, list, ArrayAdapter, int]:
+        """Per input: the adapter's description, or the Python scalar itself; their key parts;
+        the one adapter and device every array input shares."""
+        items: list = []
+        parts: list = []
+        adapter: ArrayAdapter | None = None
+        device = -1
+        numpy_scalars = []
+        for position, x in enumerate(args):
+            a = BY_TYPE.get(type(x)) or adapter_for(x)
+            if a is None:
+                if isinstance(x, numbers.Number):
+                    if type(x).__module__ == "numpy":
+                        numpy_scalars.append(position)
+                    items.append(x)
+                    parts.append(scalar_kind(x))
+                    continue
+                x, a = coerce(x)
+            described = a.describe(a.materialize(x))
+            if adapter is None:
+                adapter, device = a, described.device
+                if check_backend and device != self._checked_device:
+                    self._check_backend(device)
+            elif a is not adapter:
+                raise DeviceError(f"inputs mix {adapter.library} and {a.library} arrays; convert them to one library")
+            elif described.device != device:
+                raise DeviceError(f"inputs live on different devices ({where(device)} and {where(described.device)}); "
+                                  "move them to one device")
+            items.append(described)
+            parts.append(described.key)
+        if adapter is None:
+            raise BindError(f"{self.name} needs at least one array input; got only Python scalars")
+        if numpy_scalars and adapter.rules == "numpy":
+            for position in numpy_scalars:  # NumPy scalars are typed: 0-d arrays of their dtype (NEP 50)
+                described = adapter.describe(adapter.asarray(args[position]))
+                items[position] = described
+                parts[position] = described.key
+        return items, parts, adapter, device
+
+    def _check_backend(self, device: int) -> None:
+        lives = "cpu" if device < 0 else "cuda"
+        if self.backend != "auto" and self.backend != lives:
+            raise DeviceError(f"{self.name} is set to backend={self.backend!r} but its inputs live on {where(device)}; "
+                              "move them, or set backend='auto'")
+        self._checked_device = device
+
+    def _outputs(self, out: object, adapter: ArrayAdapter, device: int) -> list[Described]:
+        given = out if isinstance(out, (tuple, list)) else (out,)
+        if len(given) != self.num_outputs:
+            raise BindError(f"{self.name} has {self.num_outputs} output(s), but out= gives {len(given)}")
+        result = []
+        for o in given:
+            if adapter_for(o) is not adapter:
+                raise DeviceError(f"out= must be a {adapter.library} array like the inputs, got {type(o).__name__}")
+            adapter.check_output(o)
+            described = adapter.describe(adapter.materialize(o))
+            if described.device != device:
+                raise DeviceError(f"out= lives on {where(described.device)}, the inputs on {where(device)}")
+            result.append(described)
+        return result
+
+    def _plan(self, items: list, adapter: ArrayAdapter, device: int, outs: list[Described] | None,
+              kinds: tuple[str, ...]) -> CallPlan:
+        arrays = normalized(items, adapter)
+        normal_outs = None if outs is None else [adapter.normalize(o) for o in outs]
+        backend = "cuda" if device >= 0 else "cpu"
+        spec, layout = resolve_call(arrays, adapter.rules, backend, normal_outs, kinds, self.num_outputs)
+        path = path_of(spec, backend)
+        computes = layout.numel > 0
+        like = next(i.array for i in items if isinstance(i, Described))
+        inputs = [a for a in arrays if isinstance(a, ArrayDesc)]
+        pairs = () if normal_outs is None else overlap_pairs(normal_outs, inputs)
+        return CallPlan(
+            spec, layout.numel,
+            self.loader.launcher(spec, device) if computes else None,
+            path.geometry(spec, layout) if computes else (),
+            path.grid(spec, layout) if computes else (0, 0, 0),
+            tuple(adapter.allocator(layout.shape, layout.output_strides, d, like) for d in spec.outputs),
+            flattener(spec, adapter.rules == "torch"), adapter.stream, adapter.pointer, device, pairs,
+        )
+
+
+def normalized(items: list, adapter: ArrayAdapter) -> list:
+    """Each described array as planning sees it (`ArrayDesc`); scalars as they are."""
+    return [adapter.normalize(i) if isinstance(i, Described) else i for i in items]

@@ -1,0 +1,71 @@
+"""Specs without a call: the generated source of a specialization, and eager compiles.
+
+`fn.source(...)` and `fn.compile(...)` need no GPU and no arrays: a spec comes from dtype
+names (dense inputs, a chosen path) or from example inputs planned as a call would be.
+"""
+from __future__ import annotations
+
+from . import dtypes as dt
+from .codegen.kernel import render
+from .dispatch import Dispatcher, normalized
+from .errors import BindError, InvalidArgumentError
+from .kernels.base import widest_vector
+from .resolve import resolve_call
+from .spec import CONTIGUOUS, STRIDED, KernelSpec
+
+BACKEND_NAMES = ("cuda", "cpu")
+
+
+def cuda_available() -> bool:
+    """Whether a CUDA device can run kernels here (CuPy installed and a device visible)."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no CuPy, no driver or no device all mean "no"
+        return False
+
+
+def spec_for_dtypes(names: list[str], extras: tuple[str, ...], num_outputs: int, backend: str, path: str,
+                    ndim: int) -> KernelSpec:
+    """The spec of a call on dense arrays of the given dtypes."""
+    for name in names:
+        dt.dtype(name)
+    if path not in (CONTIGUOUS, STRIDED):
+        raise InvalidArgumentError(f"path must be {CONTIGUOUS!r} or {STRIDED!r}, got {path!r}")
+    common = dt.torch_result_type(tuple((n, dt.DIMENSIONED) for n in names))
+    cuda = backend == "cuda"
+    vec = widest_vector([common, *names]) if cuda and path == CONTIGUOUS else 1
+    return KernelSpec(tuple(names), (False,) * len(names), (common,) * num_outputs, dt.compute_dtype(common),
+                      extras, path, ndim if path == STRIDED else 1, vec, not cuda)
+
+
+def named_spec(dispatcher: Dispatcher, dtypes: tuple, backend: str, path: str, ndim: int) -> KernelSpec:
+    """The spec for dtype names (all float32 when none are given)."""
+    count = len(dispatcher.input_names)
+    names = list(dtypes) or ["float32"] * count
+    if len(names) != count:
+        raise BindError(f"{dispatcher.name} takes {count} input(s), got {len(names)} dtypes")
+    return spec_for_dtypes(names, dispatcher.default_kinds, dispatcher.num_outputs, backend, path, ndim)
+
+
+def example_spec(dispatcher: Dispatcher, args: tuple, backend: str, kwargs: dict) -> KernelSpec:
+    """The spec a call on these example inputs would run on `backend`."""
+    if len(args) != len(dispatcher.input_names):
+        raise BindError(f"{dispatcher.name} takes {len(dispatcher.input_names)} input(s), got {len(args)}")
+    kinds = dispatcher.extras(kwargs)[1] if kwargs else dispatcher.default_kinds
+    items, _parts, adapter, _device = dispatcher.describe(args, check_backend=False)
+    spec, _layout = resolve_call(normalized(items, adapter), adapter.rules, backend, None, kinds,
+                                 dispatcher.num_outputs)
+    return spec
+
+
+def source(dispatcher: Dispatcher, args: tuple, backend: str, path: str, ndim: int, kwargs: dict) -> str:
+    """Dtype names or example inputs to the generated source of their specialization."""
+    if backend not in BACKEND_NAMES:
+        raise InvalidArgumentError(f"backend must be 'cuda' or 'cpu', got {backend!r}")
+    if all(isinstance(d, str) for d in args):
+        spec = named_spec(dispatcher, args, backend, path, ndim)
+    else:
+        spec = example_spec(dispatcher, args, backend, kwargs)
+    return render(dispatcher.loader.binding, spec, backend)

@@ -1,0 +1,127 @@
+"""What every kernel path provides, and what the paths share.
+
+A kernel path is one way of walking a call's elements (contiguous vectors, rows, tiles,
+strided offsets, the host loop). Each is one class: whether it fits a call (`match`), the
+loop-geometry fields it adds to the `Args` struct and their values for a call, its launch
+grid, and its rendered kernel. Adding a path means adding one class and listing it in
+`kernels/__init__.py`.
+"""
+from __future__ import annotations
+
+from typing import ClassVar, NamedTuple
+
+from ..arrays.base import ArrayDesc
+from ..bind import Binding
+from ..codegen.block import CodeBlock
+from ..dtypes import DTYPES
+from ..layout import Layout
+from ..spec import KernelSpec
+from .args import FieldSpec
+
+BLOCK = 128  # threads a block on CUDA
+
+
+class CallShape(NamedTuple):
+    """What a path needs to decide whether it fits a call."""
+
+    layout: Layout
+    arrays: list  # per input: an ArrayDesc, or a Python scalar
+    outs: list[ArrayDesc] | None  # out= arrays, if given
+    output_dtypes: tuple[str, ...]
+
+    @property
+    def array_items(self) -> list[ArrayDesc]:
+        return [a for a in self.arrays if isinstance(a, ArrayDesc)]
+
+
+class PathChoice(NamedTuple):
+    """A path's answer to `match`: the spec fields that describe its loop."""
+
+    path: str
+    ndim: int
+    vec: int = 1
+    tiled_inputs: tuple[int, ...] = ()
+    row_broadcast: tuple[int, ...] = ()
+
+
+Grid = tuple[int, int, int]
+
+
+class KernelPath:
+    """One way of walking the elements of a call; subclasses fill in each step."""
+
+    name: ClassVar[str]
+    block: ClassVar[Grid] = (BLOCK, 1, 1)
+
+    def match(self, call: CallShape) -> PathChoice | None:
+        """The loop shape if this path fits the call, else None."""
+        raise NotImplementedError
+
+    def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
+        """`Args` fields after the operands and scalars: the loop geometry."""
+        return []
+
+    def geometry(self, spec: KernelSpec, layout: Layout) -> tuple[int, ...]:
+        """The values of `geometry_fields` for one call."""
+        return ()
+
+    def grid(self, spec: KernelSpec, layout: Layout) -> Grid:
+        """Blocks to launch for a call (CUDA paths)."""
+        raise NotImplementedError
+
+    def shape_text(self, spec: KernelSpec) -> str:
+        """The loop shape in words, for `KernelSpec.describe`."""
+        return f"{spec.ndim}-d"
+
+    def render(self, binding: Binding, spec: KernelSpec) -> str:
+        """The kernel function, after the Args declaration."""
+        raise NotImplementedError
+
+
+class CudaPath(KernelPath):
+    """A path on CUDA: a `__global__` function over the by-value Args struct, around `body`."""
+
+    def body(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
+        raise NotImplementedError
+
+    def render(self, binding: Binding, spec: KernelSpec) -> str:
+        threads = self.block[0] * self.block[1] * self.block[2]
+        code = CodeBlock()
+        with code.block(f'extern "C" __global__ void __launch_bounds__({threads}) jm_kernel(const jm_Args jm_a)'):
+            code.line(f"typedef {'long long' if spec.index64 else 'int'} jm_index_t;")
+            code.extend(self.body(binding, spec))
+        return code.text() + "\n"
+
+
+def loop_fields(spec: KernelSpec) -> list[FieldSpec]:
+    """Loop sizes and each operand's strides, innermost first."""
+    fields: list[FieldSpec] = [("jm_sizes", "int64_t", "q" * spec.ndim, 8 * spec.ndim, spec.ndim)]
+    for op in range(spec.num_operands):
+        fields.append((f"jm_strides{op}", "int64_t", "q" * spec.ndim, 8 * spec.ndim, spec.ndim))
+    return fields
+
+
+def loop_geometry(layout: Layout) -> tuple[int, ...]:
+    return tuple(layout.sizes) + tuple(s for op in layout.strides for s in op)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def vector_width(call: CallShape, check_alignment: bool = True) -> int:
+    """Elements a thread moves per access: 16 bytes of the widest operand, halved until every
+    pointer is aligned to its vector (unless alignment is checked in the kernel)."""
+    items, outs = call.array_items, call.outs or []
+    vec = widest_vector(list(call.output_dtypes) + [a.dtype for a in items])
+    if not check_alignment:
+        return vec
+    operands = list(items) + list(outs)
+    while vec > 1 and any(a.pointer % min(16, vec * DTYPES[a.dtype].itemsize) for a in operands):
+        vec //= 2
+    return vec
+
+
+def widest_vector(dtypes: list[str]) -> int:
+    """Elements of the widest of these dtypes that fill 16 bytes (at most 8)."""
+    return max(1, min(8, 16 // max(DTYPES[d].itemsize for d in dtypes)))

@@ -1,0 +1,65 @@
+"""The contiguous path: every operand walks one dense dimension; 16-byte vector loads and stores.
+
+Taken when the call coalesces to a single unit-stride loop. Each block moves
+`BLOCK * vec * UNROLL` elements with aligned vector accesses (the vector shrinks until
+every pointer is aligned); the last, partial block falls back to one element a thread.
+"""
+from __future__ import annotations
+
+from ..bind import Binding
+from ..codegen.block import CodeBlock
+from ..codegen.element import ARGS, element_body
+from ..dtypes import ctype
+from ..layout import Layout
+from ..spec import CONTIGUOUS, KernelSpec
+from .base import BLOCK, CallShape, CudaPath, Grid, PathChoice, ceil_div, vector_width
+
+UNROLL = 1  # vectors a thread (bench/sweep_gpu.py: 1 is best on the H200)
+
+
+class Contiguous(CudaPath):
+    name = CONTIGUOUS
+
+    def match(self, call: CallShape) -> PathChoice | None:
+        if not call.layout.is_contiguous:
+            return None
+        return PathChoice(CONTIGUOUS, 1, vector_width(call))
+
+    def grid(self, spec: KernelSpec, layout: Layout) -> Grid:
+        return ceil_div(layout.numel, BLOCK * spec.vec * UNROLL), 1, 1
+
+    def shape_text(self, spec: KernelSpec) -> str:
+        return f"vec{spec.vec}"
+
+    def body(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
+        v, work, ins = spec.vec, BLOCK * spec.vec * UNROLL, spec.array_inputs
+        nout = len(spec.outputs)
+        vec_in = {i: f"jm_vec<{ctype(spec.inputs[i])}, {v}>" for i in ins}
+        index = f"const jm_index_t jm_i = jm_start + (jm_u * {BLOCK} + (jm_index_t)jm_thread_x()) * {v};"
+        code = CodeBlock(f"const jm_index_t jm_n = (jm_index_t){ARGS}.jm_n;",
+                         f"const jm_index_t jm_start = (jm_index_t)jm_block_x() * {work};")
+        with code.block(f"if (jm_start + {work} <= jm_n)", close="} else {"):
+            for i in ins:
+                code.line(f"{vec_in[i]} jm_x{i}[{UNROLL}];")
+            code.line("#pragma unroll")
+            with code.block(f"for (int jm_u = 0; jm_u < {UNROLL}; ++jm_u)"):
+                code.line(index)
+                for i in ins:
+                    code.line(f"jm_x{i}[jm_u] = *reinterpret_cast<const {vec_in[i]}*>({ARGS}.jm_in{i} + jm_i);")
+            code.line("#pragma unroll")
+            with code.block(f"for (int jm_u = 0; jm_u < {UNROLL}; ++jm_u)"):
+                for j, d in enumerate(spec.outputs):
+                    code.line(f"jm_vec<{ctype(d)}, {v}> jm_y{j};")
+                code.line("#pragma unroll")
+                with code.block(f"for (int jm_k = 0; jm_k < {v}; ++jm_k)"):
+                    code.extend(element_body(binding, spec, {i: f"jm_x{i}[jm_u].jm_v[jm_k]" for i in ins},
+                                             [f"jm_y{j}.jm_v[jm_k]" for j in range(nout)]))
+                code.line(index)
+                for j, d in enumerate(spec.outputs):
+                    code.line(f"*reinterpret_cast<jm_vec<{ctype(d)}, {v}>*>({ARGS}.jm_out{j} + jm_i) = jm_y{j};")
+        with code.block(None):
+            loop = f"for (jm_index_t jm_i = jm_start + (jm_index_t)jm_thread_x(); jm_i < jm_n; jm_i += {BLOCK})"
+            with code.block(loop):
+                code.extend(element_body(binding, spec, {i: f"{ARGS}.jm_in{i}[jm_i]" for i in ins},
+                                         [f"{ARGS}.jm_out{j}[jm_i]" for j in range(nout)]))
+        return code

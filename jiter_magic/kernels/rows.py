@@ -1,0 +1,94 @@
+"""The rows path: every operand walks the innermost dimension densely or not at all.
+
+An outer product or a bias add: one block a chunk of a row, 16-byte vectors where the
+row is aligned (checked in the kernel, a row at a time), inputs constant along the row
+loaded once, and one index division a block instead of one an element.
+"""
+from __future__ import annotations
+
+from ..arrays.base import ArrayDesc
+from ..bind import Binding
+from ..codegen.block import CodeBlock
+from ..codegen.element import ARGS, element_body
+from ..codegen.offsets import MODULO, operand_offsets
+from ..dtypes import DTYPES, ctype
+from ..layout import INT32_MAX, Layout
+from ..spec import ROWS, KernelSpec
+from .args import FieldSpec
+from .base import BLOCK, CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry, vector_width
+
+
+class Rows(CudaPath):
+    name = ROWS
+
+    def match(self, call: CallShape) -> PathChoice | None:
+        layout = call.layout
+        if layout.ndim < 2 or layout.sizes[0] < 2 * BLOCK:
+            return None
+        if any(strides[0] not in (0, 1) for strides in layout.strides):
+            return None
+        if layout.numel // layout.sizes[0] * ceil_div(layout.sizes[0], BLOCK) >= INT32_MAX:
+            return None  # one block a row-chunk must fit grid.x
+        broadcast, position = [], len(call.output_dtypes)
+        for index, a in enumerate(call.arrays):
+            if isinstance(a, ArrayDesc):
+                if layout.strides[position][0] == 0:
+                    broadcast.append(index)
+                position += 1
+        return PathChoice(ROWS, layout.ndim, vector_width(call, check_alignment=False), row_broadcast=tuple(broadcast))
+
+    def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
+        return loop_fields(spec)
+
+    def geometry(self, spec: KernelSpec, layout: Layout) -> tuple[int, ...]:
+        return loop_geometry(layout)
+
+    def grid(self, spec: KernelSpec, layout: Layout) -> Grid:
+        inner = layout.sizes[0]
+        return layout.numel // inner * ceil_div(inner, BLOCK * spec.vec), 1, 1
+
+    def shape_text(self, spec: KernelSpec) -> str:
+        broadcast = f", inputs {list(spec.row_broadcast)} broadcast along rows" if spec.row_broadcast else ""
+        return f"{spec.ndim}-d rows of vec{spec.vec}{broadcast}"
+
+    def body(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
+        v, nout, ins, chunk = spec.vec, len(spec.outputs), spec.array_inputs, BLOCK * spec.vec
+        code = CodeBlock(
+            f"const jm_index_t jm_inner = (jm_index_t){ARGS}.jm_sizes[0];",
+            f"const jm_index_t jm_chunks = (jm_inner + {chunk - 1}) / {chunk};",
+            "const jm_index_t jm_row = (jm_index_t)jm_block_x() / jm_chunks;",
+            f"const jm_index_t jm_i0 = ((jm_index_t)jm_block_x() - jm_row * jm_chunks) * {chunk} "
+            f"+ (jm_index_t)jm_thread_x() * {v};",
+        )
+        code.extend(operand_offsets(spec, "jm_row", MODULO, first_dim=1))
+        offset = {i: f"jm_o{nout + pos}" for pos, i in enumerate(ins)}
+        dense = [(f"{ARGS}.jm_out{j}", spec.outputs[j], f"jm_o{j}") for j in range(nout)]
+        dense += [(f"{ARGS}.jm_in{i}", spec.inputs[i], offset[i]) for i in ins if i not in spec.row_broadcast]
+        aligned = " && ".join(f"(((unsigned long long)({ptr} + {off})) % {v * DTYPES[d].itemsize} == 0)"
+                              for ptr, d, off in dense) or "true"
+        with code.block(f"if (jm_i0 + {v} <= jm_inner && {aligned})", close="} else {"):
+            loaded = {}
+            for i in ins:
+                if i in spec.row_broadcast:
+                    code.line(f"const {ctype(spec.inputs[i])} jm_x{i} = {ARGS}.jm_in{i}[{offset[i]}];")
+                    loaded[i] = f"jm_x{i}"
+                else:
+                    vec_t = f"jm_vec<{ctype(spec.inputs[i])}, {v}>"
+                    code.line(f"const {vec_t} jm_x{i} = *reinterpret_cast<const {vec_t}*>"
+                              f"({ARGS}.jm_in{i} + {offset[i]} + jm_i0);")
+                    loaded[i] = f"jm_x{i}.jm_v[jm_k]"
+            for j, d in enumerate(spec.outputs):
+                code.line(f"jm_vec<{ctype(d)}, {v}> jm_y{j};")
+            code.line("#pragma unroll")
+            with code.block(f"for (int jm_k = 0; jm_k < {v}; ++jm_k)"):
+                code.extend(element_body(binding, spec, loaded, [f"jm_y{j}.jm_v[jm_k]" for j in range(nout)]))
+            for j, d in enumerate(spec.outputs):
+                code.line(f"*reinterpret_cast<jm_vec<{ctype(d)}, {v}>*>({ARGS}.jm_out{j} + jm_o{j} + jm_i0) "
+                          f"= jm_y{j};")
+        with code.block(None):
+            with code.block(f"for (jm_index_t jm_j = jm_i0; jm_j < jm_inner && jm_j < jm_i0 + {v}; ++jm_j)"):
+                loaded = {i: f"{ARGS}.jm_in{i}[{offset[i]}]" if i in spec.row_broadcast
+                          else f"{ARGS}.jm_in{i}[{offset[i]} + jm_j]" for i in ins}
+                stores = [f"{ARGS}.jm_out{j}[jm_o{j} + jm_j]" for j in range(nout)]
+                code.extend(element_body(binding, spec, loaded, stores))
+        return code
