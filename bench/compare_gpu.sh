@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One device call: the package before the restructure (2b01290, from bench/.baseline-jiter_magic.tar,
-# made by `git archive 2b01290 jiter_magic > bench/.baseline-jiter_magic.tar`) against the current
+# One device call: an earlier version of the package (BASELINE_REV, default 2b01290, from bench/.baseline-jiter_magic.tar,
+# made by `git archive REV jiter_magic > bench/.baseline-jiter_magic.tar`) against the current
 # tree, on one GPU: bench/bench_gpu.py alternately (baseline-1, new-1, [baseline-2, new-2]),
 # bench/profile_host.py for both, the current tree's GPU tests, then bench/compare_results.py.
 #
@@ -33,7 +33,7 @@ step_log() { printf '%-18s rc=%-4s %4ss  (at %ss of %ss)\n' "$1" "$2" "$3" "$((S
 failed=0
 
 if [ ! -f "$TAR" ]; then
-  echo "missing $TAR: make it with 'git archive 2b01290 jiter_magic > bench/.baseline-jiter_magic.tar'" \
+  echo "missing $TAR: make it with 'git archive ${BASELINE_REV:-REV} jiter_magic > bench/.baseline-jiter_magic.tar'" \
        "and pass carry=[\"bench/.baseline-jiter_magic.tar\"] to the device call" >&2
   exit 2
 fi
@@ -50,9 +50,9 @@ cp bench/bench_gpu.py bench/profile_host.py "$BASE/bench/"
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   if head=$(git rev-parse --short HEAD 2>/dev/null); then
-    echo "new tree: $head + $(git status --porcelain 2>/dev/null | wc -l) changed paths; baseline: 2b01290 from $(basename "$TAR")"
+    echo "new tree: $head + $(git status --porcelain 2>/dev/null | wc -l) changed paths; baseline: ${BASELINE_REV:-2b01290} from $(basename "$TAR")"
   else
-    echo "new tree: the working copy (no git metadata); baseline: 2b01290 from $(basename "$TAR")"
+    echo "new tree: the working copy (no git metadata); baseline: ${BASELINE_REV:-2b01290} from $(basename "$TAR")"
   fi
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c "import torch, cupy; print('torch', torch.__version__, 'cupy', cupy.__version__); from cupy.cuda import nvrtc; print('nvrtc', nvrtc.getVersion())"

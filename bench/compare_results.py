@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("folder", nargs="?", default=os.environ.get("OUT", "."))
     parser.add_argument("--md", default=None, help="where to write the markdown (default FOLDER/compare.md)")
     args = parser.parse_args()
-    lines = ["# jiter_magic: baseline (2b01290) against the restructured tree, one GPU, one device call", ""]
+    lines = [f"# jiter_magic: baseline ({os.environ.get('BASELINE_REV', '2b01290')}) against the working tree, one GPU, one device call", ""]
     env = os.path.join(args.folder, "env.txt")
     if os.path.exists(env):
         with open(env, errors="replace") as handle:

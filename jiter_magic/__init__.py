@@ -17,14 +17,18 @@ from .errors import (
     CompileError,
     DeviceError,
     DTypeError,
+    GradientError,
+    IntegerDivisionError,
     InvalidArgumentError,
     JiterError,
+    KernelFaultError,
     LaunchError,
     ParseError,
     ScalarOverflowError,
     ShapeError,
     ToolchainError,
     UnknownKwargError,
+    UnsupportedArrayError,
 )
 from .function import JitFunction
 
@@ -33,7 +37,8 @@ __all__ = [
     "cache_stats", "clear_cache", "cache_dir",
     "JiterError", "ParseError", "BindError", "DTypeError", "ShapeError", "DeviceError", "CompileError",
     "ToolchainError", "LaunchError", "ArgumentTypeError", "InvalidArgumentError", "UnknownKwargError",
-    "ScalarOverflowError", "CacheWarning", "__version__",
+    "ScalarOverflowError", "UnsupportedArrayError", "GradientError", "KernelFaultError",
+    "IntegerDivisionError", "CacheWarning", "__version__",
     "load_ipython_extension", "unload_ipython_extension",
 ]
 
@@ -50,6 +55,8 @@ def create_jit_fn(code_string: str, **kwargs: object) -> JitFunction:
 
 def create_multi_output_jit_fn(code_string: str, num_outputs: int, **kwargs: object) -> JitFunction:
     """Jit a functor that writes `num_outputs` outputs through non-const reference parameters."""
+    if not isinstance(num_outputs, int) or isinstance(num_outputs, bool) or num_outputs < 1:
+        raise BindError(f"num_outputs must be a positive int, got {num_outputs!r}")
     return JitFunction(code_string, num_outputs, kwargs)
 
 
@@ -72,6 +79,7 @@ def clear_cache(memory: bool = True, disk: bool = True) -> None:
         clear_all()
         with COUNTERS.lock:
             COUNTERS.memory_hits = COUNTERS.disk_hits = COUNTERS.compiles = COUNTERS.corrupt_entries = 0
+            COUNTERS.evictions = COUNTERS.lock_timeouts = 0
             COUNTERS.compile_seconds = 0.0
 
 

@@ -1,9 +1,12 @@
 """Render, then find the binary in the disk cache or compile it: one specialization's build.
 
 The key is a SHA-256 of everything that decides the binary: the generated source, the
-compiler's options and identity (NVRTC version and architecture, or the host compiler and
-CPU) and this package's version. Counters record disk hits, compiles and compile time.
-With `JITER_MAGIC_DEBUG=1`, the source of a failed compile is saved to a file the error names.
+compiler's options and identity (NVRTC version and architecture, or the host compiler, CPU
+and instruction-set features) and this package's version. Processes missing the same key
+together compile it once: the others wait on the key's lock, then find the entry on disk.
+Counters record disk hits, compiles and compile time. With `JITER_MAGIC_DEBUG=1`, the source
+of a failed compile is saved to a file the error names. `discard` removes an entry whose
+binary failed to load, so that the loader can build it again.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 
 from ._version import __version__
 from .bind import Binding
-from .cache import COUNTERS, disk_cache
+from .cache import COUNTERS, DiskCache, NullDiskCache, disk_cache
 from .codegen.kernel import render
 from .compilers.base import Compiler, with_source_lines
 from .errors import CompileError
@@ -67,32 +70,67 @@ def save_failed_source(source: str, name: str, backend: str, key: str) -> str:
     return path
 
 
+@dataclass(frozen=True)
+class _Job:
+    """One build: what names its entry, and what its Specialization reports."""
+
+    binding: Binding
+    spec: KernelSpec
+    backend: str
+    compiler: Compiler
+    source: str
+    options: tuple[str, ...]
+    key: str
+
+    def made(self, binary: bytes, log: str, seconds: float, event: str, path: str | None) -> Specialization:
+        return Specialization(self.backend, self.compiler.target, self.spec, self.source, binary, log,
+                              self.options, seconds, event, self.key, path)
+
+
 def build(binding: Binding, spec: KernelSpec, backend: str, compiler: Compiler) -> Specialization:
-    """The binary for `spec` on `backend`: from disk when a valid entry exists, else compiled and stored."""
+    """The binary for `spec` on `backend`: from disk when a valid entry exists, else compiled and
+    stored. On a miss the key's inter-process lock is taken and the disk checked again, so that
+    of several processes (or threads) missing together only one compiles."""
     source = render(binding, spec, backend)
     options = compiler.options()
-    key = cache_key(source, options, compiler.identity)
+    job = _Job(binding, spec, backend, compiler, source, options, cache_key(source, options, compiler.identity))
     disk = disk_cache()
+    found = _from_disk(job, disk)
+    if found is not None:
+        return found
+    with disk.key_lock(backend, job.key) as held:
+        found = _from_disk(job, disk) if held else None  # the previous holder may have compiled it
+        return found if found is not None else _compile(job, disk)
+
+
+def discard(specialization: Specialization, reason: str = "its binary could not be loaded") -> bool:
+    """Remove `specialization`'s disk entry (one CacheWarning, counted as a corrupt entry) because
+    its binary failed to load; the caller then builds again, which compiles. True when removed."""
+    return disk_cache().discard(specialization.backend, specialization.cache_key, reason)
+
+
+def _from_disk(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization | None:
+    binary = disk.get(job.backend, job.key)
+    if binary is None:
+        return None
+    COUNTERS.add("disk_hits")
+    return job.made(binary, "", 0.0, "disk", disk.path(job.backend, job.key))
+
+
+def _compile(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization:
+    name = job.binding.functor.name
     started = time.perf_counter()
-    binary = disk.get(backend, key)
-    if binary is not None:
-        with COUNTERS.lock:
-            COUNTERS.disk_hits += 1
-        return Specialization(backend, compiler.target, spec, source, binary, "", options,
-                              0.0, "disk", key, disk.path(backend, key))
-    name = binding.functor.name
     try:
-        result = compiler.compile(source, name, options)
+        result = job.compiler.compile(job.source, name, job.options)
     except CompileError as exc:
-        log = with_source_lines(exc.log, binding.functor.code)
-        message = f"{name}: compiling {spec.describe()} failed.\n{log}"
+        log = with_source_lines(exc.log, job.binding.functor.code)
+        message = f"{name}: compiling {job.spec.describe()} failed.\n{log}"
         if debugging():
-            message += f"\n(generated source saved to {save_failed_source(source, name, backend, key)})"
-        raise CompileError(message, log, source) from None
-    path = disk.put(backend, key, result.binary)
+            message += f"\n(generated source saved to {save_failed_source(job.source, name, job.backend, job.key)})"
+        raise CompileError(message, log, job.source) from None
+    path = disk.put(job.backend, job.key, result.binary)
     seconds = time.perf_counter() - started
     with COUNTERS.lock:
         COUNTERS.compiles += 1
         COUNTERS.compile_seconds += seconds
-    return Specialization(backend, compiler.target, spec, source, result.binary, result.log,
-                          options, seconds, "compiled", key, path)
+    return job.made(result.binary, result.log, seconds, "compiled", path)

@@ -15,7 +15,7 @@ from typing import Any
 
 from .arrays import BY_TYPE, adapter_for, coerce
 from .arrays.base import ArrayAdapter, ArrayDesc, Described, FastKey
-from .errors import BindError, DeviceError, InvalidArgumentError, UnknownKwargError
+from .errors import BindError, DeviceError, DTypeError, InvalidArgumentError, UnknownKwargError
 from .kernels import path_of
 from .kernels.base import Grid
 from .loader import KernelLoader, Launcher
@@ -111,11 +111,14 @@ class Dispatcher:
         extras, kinds = self.extras(kwargs) if kwargs else (self.default_extras, self.default_kinds)
         items, parts, adapter, device = self.describe(args)
         outs = None if out is None else self._outputs(out, adapter, device)
-        key = (adapter, device, tuple(parts), kinds, None if outs is None else tuple(o.key for o in outs))
+        default_float = adapter.default_float() if any(type(p) is str for p in parts) else None
+        key = (adapter, device, tuple(parts), kinds, None if outs is None else tuple(o.key for o in outs),
+               default_float)
         plan = self.plans.get(key)
         if plan is None:
-            plan = self._plan(items, adapter, device, outs, kinds)
+            plan = self._plan(items, adapter, device, outs, kinds, default_float or "float32")
             self.plans.put(key, plan, plan.spec)
+        needing_grad = adapter.gradient_inputs(items, outs)
         if fast is not None and adapter.reusable(fast[0]):
             self.plans.put(fast[0], plan, plan.spec, miss=False)
         if outs is None:
@@ -129,6 +132,10 @@ class Dispatcher:
             check_overlap(plan.overlap_pairs, pointers, input_pointers)
         if plan.launcher is not None:
             plan.launch(pointers, input_pointers, extras, items)
+        if outs is not None:
+            adapter.written(results)
+        if needing_grad:
+            results = adapter.without_gradient(self.name, needing_grad, results)
         return results[0] if self.returns_one else tuple(results)
 
     def extras(self, kwargs: dict) -> tuple[list, tuple[str, ...]]:
@@ -189,6 +196,10 @@ class Dispatcher:
 
     def _outputs(self, out: object, adapter: ArrayAdapter, device: int) -> list[Described]:
         given = out if isinstance(out, (tuple, list)) else (out,)
+        for o in given:
+            if adapter_for(o) is None:
+                raise DTypeError(f"out= must be {adapter.library} arrays (a tuple of them for several outputs), "
+                                 f"got {type(o).__name__}")
         if len(given) != self.num_outputs:
             raise BindError(f"{self.name} has {self.num_outputs} output(s), but out= gives {len(given)}")
         result = []
@@ -203,11 +214,12 @@ class Dispatcher:
         return result
 
     def _plan(self, items: list, adapter: ArrayAdapter, device: int, outs: list[Described] | None,
-              kinds: tuple[str, ...]) -> CallPlan:
+              kinds: tuple[str, ...], default_float: str) -> CallPlan:
         arrays = normalized(items, adapter)
         normal_outs = None if outs is None else [adapter.normalize(o) for o in outs]
         backend = "cuda" if device >= 0 else "cpu"
-        spec, layout = resolve_call(arrays, adapter.rules, backend, normal_outs, kinds, self.num_outputs)
+        spec, layout = resolve_call(arrays, adapter.rules, backend, normal_outs, kinds, self.num_outputs,
+                                    default_float)
         path = path_of(spec, backend)
         computes = layout.numel > 0
         like = next(i.array for i in items if isinstance(i, Described))

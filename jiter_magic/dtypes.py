@@ -161,12 +161,14 @@ def scalar_dtype(value: object) -> str:
 
 
 @lru_cache(maxsize=4096)
-def torch_result_type(operands: tuple[tuple[str, int], ...]) -> str:
-    """torch.result_type over (dtype, priority) pairs; a Python float counts as the default float32."""
+def torch_result_type(operands: tuple[tuple[str, int], ...], default_float: str = "float32") -> str:
+    """torch.result_type over (dtype, priority) pairs; a Python float counts as torch's default
+    dtype (`torch.get_default_dtype()`, float32 unless changed), a complex as its complex type."""
+    wrapped = {"float64": default_float, "complex128": "complex128" if default_float == "float64" else "complex64"}
     groups: dict[int, str | None] = {DIMENSIONED: None, ZERO_DIM: None, WRAPPED: None}
     for name, priority in operands:
         if priority == WRAPPED:
-            name = {"float64": "float32", "complex128": "complex64"}.get(name, name)
+            name = wrapped.get(name, name)
         current = groups[priority]
         groups[priority] = name if current is None else promote_types(current, name, "torch")
     result = _combine_categories(groups[DIMENSIONED], _combine_categories(groups[ZERO_DIM], groups[WRAPPED]))

@@ -35,6 +35,16 @@ class ScalarOverflowError(JiterError, OverflowError):
     """A Python integer does not fit the C type it is passed as."""
 
 
+class UnsupportedArrayError(JiterError, TypeError):
+    """An array the kernels cannot read safely: a tensor subclass with its own dispatch (DTensor,
+    FakeTensor, FunctionalTensor), a sparse, nested or quantized tensor, a masked array."""
+
+
+class GradientError(JiterError, RuntimeError):
+    """Autograd asked for what a jitted function cannot give: a backward through it, or `out=`
+    with arguments that require grad (as torch refuses)."""
+
+
 class DTypeError(JiterError, TypeError):
     """An unsupported dtype, or a cast that the safe-casting rules forbid."""
 
@@ -54,6 +64,16 @@ class CompileError(JiterError, RuntimeError):
         super().__init__(message)
         self.log = log
         self.source = source
+
+
+class KernelFaultError(JiterError, RuntimeError):
+    """A functor running on the CPU raised a signal (a bad memory access, an illegal instruction)
+    or threw a C++ exception; the call is abandoned and the process goes on."""
+
+
+class IntegerDivisionError(JiterError, ZeroDivisionError, RuntimeError):
+    """A functor running on the CPU divided an integer by zero (or the most negative integer by -1);
+    torch eager raises RuntimeError("ZeroDivisionError") there, so this is both."""
 
 
 class ToolchainError(JiterError, RuntimeError):

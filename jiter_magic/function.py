@@ -34,8 +34,8 @@ class JitFunction:
         self.__name__ = self.__qualname__ = self.functor.name
         self.__doc__ = f"jitted elementwise function: {self.functor.signature}"
         self._loader = KernelLoader(self.binding)
-        returns_one = self.num_outputs == 1 and not self.multi_output
-        self._dispatch = Dispatcher(self.functor.name, self._loader, self.kwargs, returns_one)
+        # One output comes back as the array itself, from the multi-output form too (as torch's does).
+        self._dispatch = Dispatcher(self.functor.name, self._loader, self.kwargs, self.num_outputs == 1)
         self._call = self._dispatch.call
 
     def __call__(self, *args: object, out: object = None, **kwargs: object) -> Any:

@@ -56,7 +56,7 @@ def example_spec(dispatcher: Dispatcher, args: tuple, backend: str, kwargs: dict
     kinds = dispatcher.extras(kwargs)[1] if kwargs else dispatcher.default_kinds
     items, _parts, adapter, _device = dispatcher.describe(args, check_backend=False)
     spec, _layout = resolve_call(normalized(items, adapter), adapter.rules, backend, None, kinds,
-                                 dispatcher.num_outputs)
+                                 dispatcher.num_outputs, adapter.default_float())
     return spec
 
 

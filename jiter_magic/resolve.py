@@ -15,25 +15,27 @@ from .spec import KernelSpec
 Argument = ArrayDesc | bool | int | float | complex  # an input as planning sees it
 
 
-def result_dtype(arrays: list[Argument], rules: str) -> str:
-    """The common dtype of a call's inputs under torch's or NumPy's promotion rules."""
+def result_dtype(arrays: list[Argument], rules: str, default_float: str = "float32") -> str:
+    """The common dtype of a call's inputs under torch's (with its default float dtype) or
+    NumPy's promotion rules."""
     items = [a for a in arrays if isinstance(a, ArrayDesc)]
     scalar_kinds = tuple(dt.scalar_dtype(a) for a in arrays if not isinstance(a, ArrayDesc))
     if rules == "torch":
         ranked = tuple((a.dtype, dt.ZERO_DIM if a.shape == () else dt.DIMENSIONED) for a in items)
-        return dt.torch_result_type(ranked + tuple((k, dt.WRAPPED) for k in scalar_kinds))
+        return dt.torch_result_type(ranked + tuple((k, dt.WRAPPED) for k in scalar_kinds), default_float)
     return dt.numpy_result_type(tuple(a.dtype for a in items), scalar_kinds)
 
 
 def resolve_call(arrays: list[Argument], rules: str, backend: str, outs: list[ArrayDesc] | None,
-                 extras: tuple[str, ...], num_outputs: int) -> tuple[KernelSpec, Layout]:
+                 extras: tuple[str, ...], num_outputs: int,
+                 default_float: str = "float32") -> tuple[KernelSpec, Layout]:
     """dtypes, layout and kernel path of a call on `backend` ('cuda' or 'cpu').
 
     `arrays` holds, per input, an `ArrayDesc` or a Python scalar; `outs` the `out=` arrays.
     `rules` is 'torch' or 'numpy'.
     """
     items = [a for a in arrays if isinstance(a, ArrayDesc)]
-    common = result_dtype(arrays, rules)
+    common = result_dtype(arrays, rules, default_float)
     dt.dtype(common)
     compute = dt.compute_dtype(common)
     if outs is None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import dtypes as dt
-from .errors import DTypeError, ScalarOverflowError
+from .errors import DTypeError, GradientError, ScalarOverflowError
 from .spec import KernelSpec
 
 PY_SCALAR_KIND = {bool: "bool", int: "int64", float: "float64", complex: "complex128"}
@@ -51,6 +51,8 @@ def _flatten(value: Any, dtype: str, wrap: bool = True) -> tuple:
     floats beyond float32 become infinities, as a cast gives.
     """
     kind = dt.DTYPES[dtype].kind
+    if wrap and type(value) is int and not -(1 << 63) <= value < (1 << 64):  # torch refuses these for any dtype
+        raise ScalarOverflowError(f"Python integer {value} out of bounds for {dtype}: it fits no 64-bit integer")
     if kind == "c":
         value = complex(value)
         parts = (value.real, value.imag)
@@ -65,7 +67,7 @@ def _flatten(value: Any, dtype: str, wrap: bool = True) -> tuple:
     low, high = (0, (1 << bits) - 1) if kind == "u" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
     if low <= number <= high:
         return (number,)
-    if not wrap:
+    if not wrap or not -(1 << 63) <= number < (1 << 64):  # torch too refuses what no 64-bit integer holds
         raise ScalarOverflowError(f"Python integer {number} out of bounds for {dtype}")
     return (((number - low) % (1 << bits)) + low,)
 
@@ -87,6 +89,13 @@ def scalar_value(value: Any, name: str) -> Any:
         size = 1
         for n in getattr(value, "shape", (2,)):
             size *= n
+        if getattr(value, "requires_grad", False):
+            import torch
+
+            if torch.is_grad_enabled():
+                raise GradientError(f"argument {name!r} requires grad, but extra arguments travel as plain "
+                                    "numbers: no gradient could flow to it; pass a number, or call under "
+                                    "torch.no_grad()")
         if not (hasattr(value, "item") and size == 1):
             raise DTypeError(f"argument {name!r} must be a bool, int, float or complex (or a 1-element array), "
                              f"got {type(value).__name__}")

@@ -167,3 +167,14 @@ def test_binding_is_frozen_and_hashable():
     assert hash(b) == hash(make(AXPY, ["alpha"]))
     with pytest.raises(dataclasses.FrozenInstanceError):
         b.input_names = ()  # type: ignore[misc]
+
+
+def test_unicode_and_attributed_parameters_bind_by_name():
+    code = ("template <typename T> [[gnu::always_inline]] inline auto größe(T x, [[maybe_unused]] T α, T& ausgabe) "
+            "noexcept -> void { ausgabe = α * x; }")
+    b = make(code, ["α"], 1)
+    assert (b.input_names, b.extra_names, b.output_names) == (("x",), ("α",), ("ausgabe",))
+    assert b.roles == ((INPUT, 0), (EXTRA, 0), (OUTPUT, 0))
+    assert b.returns_value is False
+    assert b.functor.signature == "template <typename T> void größe(T x, T α, T& ausgabe)"
+    assert "['x', 'α', 'ausgabe']" in bind_error(code, ["β"], 1)

@@ -196,7 +196,7 @@ def test_panel_renders_in_jupyterlab(lab, browser):
             (e for e in panel.find_elements(By.CSS_SELECTOR, ".widget-html") if e.is_displayed()
              and "jm_kernel" in e.get_attribute("textContent")), None))
         text = source.get_attribute("textContent")
-        assert 'extern "C" void jm_kernel' in text
-        assert "return alpha * x + y;" in text and "double* out0" in text
+        assert 'extern "C" int jm_kernel' in text
+        assert "return alpha * x + y;" in text and "double* jm_out0" in text
     finally:
         browser.save_screenshot(str(ARTIFACTS / "browser_panel.png"))

@@ -7,6 +7,7 @@ find its kernel on disk and compile nothing.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import stat
@@ -57,6 +58,16 @@ class FakeCompiler:
         return CompileResult(self.binary_for(source), "")
 
 
+def forget_loaded_kernels() -> None:
+    """Forget the kernels this process shares between functions (live functions keep theirs), so
+    that the next new function reads the disk cache or compiles."""
+    import jiter_magic.loader
+
+    gc.collect()
+    jiter_magic.loader._POOL.clear()
+    jiter_magic.loader._SHARED.clear()
+
+
 def binding():
     return create_jit_fn(CODE).binding
 
@@ -78,6 +89,27 @@ def all_files(root) -> list[str]:
 
 def cache_warnings(record) -> list:
     return [w for w in record if issubclass(w.category, CacheWarning)]
+
+
+_BACKEND_LOADED: list[bool] = []
+
+
+def load_cpu_backend_once() -> None:
+    """Run one host kernel with the disk cache off, so that whatever the CPU backend sets up once a
+    process has happened and a cache under test holds only the kernels the test builds."""
+    if _BACKEND_LOADED:
+        return
+    saved = os.environ.get("JITER_MAGIC_DISK_CACHE")
+    os.environ["JITER_MAGIC_DISK_CACHE"] = "0"
+    try:
+        warm = create_jit_fn("template <typename T> T backend_warm_up(T x) { return x; }")
+        np.testing.assert_array_equal(warm(np.ones(2, dtype=np.float32)), np.ones(2, dtype=np.float32))
+    finally:
+        if saved is None:
+            del os.environ["JITER_MAGIC_DISK_CACHE"]
+        else:
+            os.environ["JITER_MAGIC_DISK_CACHE"] = saved
+    _BACKEND_LOADED.append(True)
 
 
 # ----------------------------------------------------------------------------- build + disk (fake compiler)
@@ -121,13 +153,33 @@ def test_different_specs_are_different_entries(fresh_cache):
     assert counters()["entries"] == 2
 
 
-def test_entry_is_checksummed(fresh_cache):
+def test_entry_is_checksummed_and_bound_to_its_key(fresh_cache):
     spec = build(binding(), SPEC, "cpu", FakeCompiler())
     with open(spec.cache_file, "rb") as handle:
         blob = handle.read()
-    assert blob.startswith(cache_module.MAGIC)
-    assert blob[len(cache_module.MAGIC):len(cache_module.MAGIC) + 32] == hashlib.sha256(spec.binary).digest()
-    assert blob.endswith(spec.binary)
+    magic = cache_module.MAGIC
+    assert magic == b"JITERMAGIC2\n" and cache_module.HEADER == len(magic) + 32 + 8 + 64 + 8
+    assert os.path.basename(spec.cache_file) == spec.cache_key + ".bin"
+    body = blob[len(magic) + 32:]
+    # The digest covers the namespace, the full key and the length as well as the payload.
+    assert blob[len(magic):len(magic) + 32] == hashlib.sha256(body).digest()
+    assert body[:8] == b"cpu\0\0\0\0\0" and body[8:72] == spec.cache_key.encode()
+    assert int.from_bytes(body[72:80], "little") == len(spec.binary)
+    assert body[80:] == spec.binary and len(blob) == cache_module.HEADER + len(spec.binary)
+
+
+def test_old_format_entry_is_a_miss_with_one_warning(fresh_cache):
+    good = build(binding(), SPEC, "cpu", FakeCompiler())
+    old = b"JITERMAGIC1\n" + hashlib.sha256(good.binary).digest() + len(good.binary).to_bytes(8, "little") + good.binary
+    with open(good.cache_file, "wb") as handle:
+        handle.write(old)
+    compiler = FakeCompiler()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        again = build(binding(), SPEC, "cpu", compiler)
+    assert [str(w.message) for w in cache_warnings(record)] == [
+        f"jiter_magic: cache entry {good.cache_file} is truncated, corrupt or not ours; discarding it and recompiling"]
+    assert compiler.calls == 1 and again.cache_event == "compiled" and again.binary == good.binary
 
 
 def _truncate(blob: bytes) -> bytes:
@@ -477,6 +529,7 @@ def test_render_is_deterministic():
 
 # ----------------------------------------------------------------------------- end to end with g++
 def test_counters_memory_disk_compile(fresh_cache):
+    load_cpu_backend_once()
     code = "template <typename T> T counters_e2e(T x, T y) { return x * T(3) - y; }"
     x, y = torch.tensor([1.0, 2.0]), torch.tensor([4.0, 8.0])
     fn = create_jit_fn(code)
@@ -489,12 +542,20 @@ def test_counters_memory_disk_compile(fresh_cache):
     torch.testing.assert_close(fn(x, y), 3 * x - y)
     after = counters()
     assert delta(mid, after, "memory_hits") == 1 and delta(mid, after, "compiles") == 0
-    # A second function with the same code in this process: found on disk.
+    # A second function with the same code in this process shares the loaded kernel.
     fn2 = create_jit_fn(code)
     torch.testing.assert_close(fn2(x, y), 3 * x - y)
     last = counters()
-    assert delta(after, last, "disk_hits") == 1 and delta(after, last, "compiles") == 0
-    assert fn2.specializations[-1].cache_event == "disk"
+    assert delta(after, last, "disk_hits") == 0 and delta(after, last, "compiles") == 0
+    assert fn2.specializations[-1].cache_event == "memory"
+    # Once no function holds it and the memory caches are cleared, the disk serves it.
+    del fn, fn2
+    gc.collect()
+    jiter_magic.clear_cache(disk=False)
+    fn3 = create_jit_fn(code)
+    torch.testing.assert_close(fn3(x, y), 3 * x - y)
+    assert counters()["disk_hits"] == 1 and counters()["compiles"] == 0
+    assert fn3.specializations[-1].cache_event == "disk"
 
 
 def test_damaged_entry_end_to_end(fresh_cache):
@@ -506,6 +567,8 @@ def test_damaged_entry_end_to_end(fresh_cache):
     size = os.path.getsize(path)
     with open(path, "r+b") as handle:
         handle.truncate(size // 3)
+    del fn
+    forget_loaded_kernels()
     fn2 = create_jit_fn(code)
     before = counters()
     with pytest.warns(CacheWarning):
@@ -523,6 +586,8 @@ def test_foreign_entry_end_to_end(fresh_cache):
     path = fn.specializations[-1].cache_file
     with open(path, "wb") as handle:  # e.g. another program's library under our name
         handle.write(b"\x7fELF" + os.urandom(4096))
+    del fn
+    forget_loaded_kernels()
     fn2 = create_jit_fn(code)
     with pytest.warns(CacheWarning):
         result = fn2(x)
@@ -538,7 +603,7 @@ SCRIPT = textwrap.dedent("""
     ok = bool(torch.equal(r, x * y + 2))
     s = jiter_magic.cache_stats()
     print(json.dumps({"ok": ok, "compiles": s["compiles"], "disk_hits": s["disk_hits"], "entries": s["entries"],
-                      "root": s["root"]}))
+                      "root": s["root"], "file": fn.specializations[-1].cache_file}))
 """)
 
 
@@ -555,6 +620,11 @@ def _run_fresh_process(root) -> dict:
 def test_fresh_process_hits_the_disk_cache(tmp_path):
     root = tmp_path / "shared_cache"
     first = _run_fresh_process(root)
-    assert first == {"ok": True, "compiles": 1, "disk_hits": 0, "entries": 1, "root": str(root)}
+    kernel = first.pop("file")
+    assert os.path.dirname(os.path.dirname(os.path.dirname(kernel))) == str(root) and os.path.isfile(kernel)
+    # The kernel's entry, and whatever the backend stores once (such as a runtime library).
+    entries = first.pop("entries")
+    assert type(entries) is int and entries >= 1
+    assert first == {"ok": True, "compiles": 1, "disk_hits": 0, "root": str(root)}
     second = _run_fresh_process(root)
-    assert second == {"ok": True, "compiles": 0, "disk_hits": 1, "entries": 1, "root": str(root)}
+    assert second == {"ok": True, "compiles": 0, "disk_hits": 1, "entries": entries, "root": str(root), "file": kernel}

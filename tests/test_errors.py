@@ -188,8 +188,8 @@ def _works_after():
 
 
 @pytest.mark.parametrize("bad", [
-    ["a", "b"], "abc", None, {"a": 1}, b"bytes", object(),
-], ids=["list-of-str", "str", "None", "dict", "bytes", "object"])
+    ["a", "b"], "abc", None, {"a": 1}, object(),
+], ids=["list-of-str", "str", "None", "dict", "object"])  # bytes are a buffer: read as uint8 (test_trust)
 def test_bad_input_type_is_a_type_error(bad):
     with pytest.raises(TypeError) as info:
         scale(bad)

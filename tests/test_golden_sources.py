@@ -78,6 +78,7 @@ def test_generated_source_matches_golden_file(name):
 # integer names, CUDA built-ins and pragma words.
 ALLOWED = frozenset("""
     extern C void const typedef int long unsigned struct alignas if else for return static_cast reinterpret_cast
+    static_assert sizeof __builtin_offsetof try catch volatile std exception atomic write sigjmp_buf sigsetjmp
     bool float double char short __global__ __launch_bounds__ __shared__ __syncthreads __umulhi
     pragma unroll omp parallel schedule static line
     int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t

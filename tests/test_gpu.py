@@ -183,8 +183,11 @@ def test_many_outputs(num_outputs):
     x, y = _rand((1000,), torch.float32), _rand((1000,), torch.float32)
     results = create_multi_output_jit_fn(code, num_outputs)(x, y)
     reference = torch.cuda.jiterator._create_multi_output_jit_fn(code, num_outputs)(x, y)
+    # torch returns the tensor itself for one output; so does jiter_magic
+    assert isinstance(results, torch.Tensor) == isinstance(reference, torch.Tensor) == (num_outputs == 1)
     reference = reference if isinstance(reference, (tuple, list)) else (reference,)
-    assert isinstance(results, tuple) and len(results) == num_outputs
+    results = results if isinstance(results, tuple) else (results,)
+    assert len(results) == num_outputs
     for j, (r, ref) in enumerate(zip(results, reference)):
         _close(r, x * (j + 1) + y)
         _close(r, ref)
@@ -400,3 +403,52 @@ def test_lazy_views_and_long_transposes_on_cuda():
     a = _rand((4_200_000, 16), torch.float32)
     b = _rand((16, 4_200_000), torch.float32).t()
     _close(f(a, b), a * b + a)
+
+
+def test_malformed_entry_declarations_raise_at_creation_as_torch_does():
+    for code in ("template <typename T> T my _kernel(T x) { return x; }",
+                 "template <typename T> Tmy_kernel(T x) { return x; }"):
+        with pytest.raises(Exception):  # noqa: B017 - torch raises a bare Exception here
+            torch.cuda.jiterator._create_jit_fn(code)
+        with pytest.raises(jiter_magic.ParseError, match="expected"):
+            create_jit_fn(code)
+
+
+def test_tensor_subclasses_and_layouts_are_refused_on_cuda_before_a_launch(tmp_path):
+    import torch.distributed as dist
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    add = create_jit_fn("template <typename T> T gpu_add(T x, T y) { return x + y; }")
+    dense = torch.arange(8.0, device="cuda")
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    dist.init_process_group("nccl", init_method=f"file://{tmp_path}/rendezvous", rank=0, world_size=1)
+    try:
+        sharded = distribute_tensor(dense, init_device_mesh("cuda", (1,)), [Shard(0)])
+        for _ in range(3):  # the general path, then the hot path, must refuse it every time
+            with pytest.raises(jiter_magic.UnsupportedArrayError, match="DTensor"):
+                add(sharded, sharded)
+    finally:
+        dist.destroy_process_group()
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(dense)
+    with pytest.raises(jiter_magic.UnsupportedArrayError, match="FakeTensor"):
+        add(fake, fake)
+    with pytest.raises(jiter_magic.UnsupportedArrayError, match="sparse"):
+        add(dense.to_sparse(), dense)
+    torch.cuda.synchronize()  # no launch touched memory it should not have: the context is healthy
+    _close(add(dense, dense), 2 * dense)
+
+
+def test_gradients_are_never_silently_missing_on_cuda():
+    scale = create_jit_fn("template <typename T> T gpu_scale(T x, T a) { return x * a; }", a=3.0)
+    x = torch.arange(4.0, device="cuda", requires_grad=True)
+    with torch.no_grad():
+        _close(scale(x), 3 * x.detach())
+    result = scale(x)
+    assert result.grad_fn is not None
+    with pytest.raises(jiter_magic.GradientError, match="gpu_scale has no backward"):
+        result.sum().backward()
+    with pytest.raises(jiter_magic.GradientError, match="out="):
+        scale(x, out=torch.empty(4, device="cuda"))

@@ -195,7 +195,8 @@ def test_panel_is_displayed_unless_no_panel(shell, capsys):
 
 
 def test_cache_magic_reports_and_clears(shell, fresh_cache, capsys):
-    shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel", AXPBY)
+    # a code string no other test uses: its kernel is not already loaded in this process
+    shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel", AXPBY + "\n// cache magic test")
     shell.run_line_magic("jiterator_cache", "")
     report = capsys.readouterr().out
     stats = jiter_magic.cache_stats()

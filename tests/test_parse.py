@@ -277,8 +277,12 @@ def test_no_function_definition(code):
     with pytest.raises(ParseError) as info:
         parse_functor(code)
     message = str(info.value)
-    assert "no C++ function definition" in message
-    assert repr(code.strip()) in message
+    assert message.startswith(
+        "the code string holds no C++ function definition: expected a function definition such as "
+        "`template <typename T> T my_kernel(T x, T y) { return x + y; }`; "
+        "the last top-level definition is the entry point. "
+    )
+    assert message.endswith(f"The code string: {code.strip()!r}")
     assert isinstance(info.value, ValueError)
     assert isinstance(info.value, JiterError)
 
@@ -357,3 +361,191 @@ def test_trailing_return_type():
     f = parse_functor("template <typename T> auto f(T x) -> T { return x; }")
     assert f.name == "f"
     assert [p.name for p in f.parameters] == ["x"]
+
+
+
+# --------------------------------------------------------------------------- the declarator: `<return type> <name>(`
+
+NOT_ONE_NAME = "malformed function definition on line {line} of the code string: expected `<return type> <name>(<parameters>)`, got "
+
+
+@pytest.mark.parametrize(
+    "code, got, problem",
+    [
+        # torch's test_invalid_function_name: a space inside the name must fail at creation
+        ("template <typename T> T axpy _fn(T x, T y) { return x + y; }", "T axpy _fn(",
+         "`T` and `axpy` are two types where a return type names one; is `axpy _fn` meant to be one name?"),
+        ("float scale _by(float v) { return v; }", "float scale _by(",
+         "`float` and `scale` are two types where a return type names one; is `scale _by` meant to be one name?"),
+        ("template <typename T> __device__ const T* out _ptr(T x) { return x; }", "const T* out _ptr(",
+         "`T` and `out` are two types where a return type names one; is `out _ptr` meant to be one name?"),
+        ("template <typename T> c10::complex<T> z _fn(T x) { return x; }", "c10::complex<T> z _fn(",
+         "`c10::complex<T>` and `z` are two types where a return type names one; is `z _fn` meant to be one name?"),
+        # and the other torch case: no space at all, so nothing is left for the return type
+        ("template <typename T> Taxpy_fn(T x) { return x; }", "Taxpy_fn(",
+         "nothing names a return type before `Taxpy_fn`; is a space missing between the type and the name?"),
+        ("__device__ inline half_fn(float x) { return x; }", "half_fn(",
+         "nothing names a return type before `half_fn`; is a space missing between the type and the name?"),
+        # a type parameter after a fundamental type is not a name typo: no hint
+        ("template <typename T> unsigned T f(T x) { return x; }", "unsigned T f(",
+         "`unsigned` and `T` are two types where a return type names one"),
+        ("template <typename T> const f(T x) { return x; }", "const f(", "`const` qualifies a type but names none"),
+        ("template <typename T> T, T f(T x) { return x; }", "T, T f(", "`,` cannot be part of a return type"),
+        ("template <typename T> T f(T x) -> T { return x; }", "T f(...) -> T",
+         "a trailing return type `-> ...` needs `auto` before the name"),
+        ("template <typename T> auto f(T x) -> { return x; }", "auto f(...) ->", "nothing follows `->`"),
+        ("template <typename T> T 2f(T x) { return x; }", "2f(", "a name cannot start with a digit"),
+        ("template <typename T> T \u0663f(T x) { return x; }", "\u0663f(", "a name cannot start with a digit"),
+    ],
+)
+def test_malformed_declarator_is_refused_with_the_rule(code, got, problem):
+    with pytest.raises(ParseError) as info:
+        parse_functor(code)
+    assert str(info.value) == f"{NOT_ONE_NAME.format(line=1)}`{got}`: {problem}\n  line 1: {code}"
+    assert isinstance(info.value, ValueError)
+
+
+def test_malformed_entry_after_a_helper_is_refused_not_replaced_by_the_helper():
+    # without the check the helper would silently become the entry point
+    code = "template <typename T> T helper(T x) { return x; }\ntemplate <typename T> T my _kernel(T x) { return x; }"
+    with pytest.raises(ParseError) as info:
+        parse_functor(code)
+    assert str(info.value).startswith(NOT_ONE_NAME.format(line=2) + "`T my _kernel(`")
+    assert str(info.value).endswith("\n  line 2: template <typename T> T my _kernel(T x) { return x; }")
+
+
+def test_malformed_declarator_over_several_lines_shows_them():
+    code = "template <typename T>\nT\nmy _kernel(T x,\n  T y)\n{\n  return x;\n}\n"
+    with pytest.raises(ParseError) as info:
+        parse_functor(code)
+    assert str(info.value) == (
+        NOT_ONE_NAME.format(line=3) + "`T my _kernel(`: `T` and `my` are two types where a return type names one; "
+        "is `my _kernel` meant to be one name?\n  line 2: T\n  line 3: my _kernel(T x,\n  line 4: T y)"
+    )
+
+
+@pytest.mark.parametrize(
+    "ret, expected",
+    [("typename T::value_type", "typename T::value_type"),
+     ("const typename std::remove_reference<T>::type&", "const typename std::remove_reference<T>::type&"),
+     ("::c10::complex<T>", "::c10::complex<T>"), ("jm::vec<jm::vec<T, 2>>", "jm::vec<jm::vec<T,2>>"),
+     ("unsigned long long int", "unsigned long long int"), ("long double", "long double"), ("unsigned const long", "unsigned const long"), ("T const", "T const"),
+     ("static inline T", "T"), ("__host__ __device__ __forceinline__ T*", "T*"), ("decltype(auto)", "decltype(auto)"),
+     ("T* __restrict__", "T*__restrict__"), ("volatile unsigned", "volatile unsigned")],
+)
+def test_one_type_in_many_tokens_is_a_return_type(ret, expected):
+    f = parse_functor(f"template <typename T> {ret} g(T x) {{ return x; }}")
+    assert (f.name, f.return_type, params(f)) == ("g", expected, [("x", "T", False)])
+
+
+def test_a_return_type_spelled_with_a_macro_is_left_to_the_compiler():
+    f = parse_functor("#define REAL float\n#define DEV __device__\nDEV REAL half_of(REAL x) { return x / 2; }")
+    assert (f.name, f.return_type, f.line) == ("half_of", "DEV REAL", 3)
+    assert params(f) == [("x", "REAL", False)]
+
+
+# --------------------------------------------------------------------------- noexcept, throw(), attributes
+
+
+@pytest.mark.parametrize(
+    "code, return_type",
+    [
+        ("template <typename T> T f(T x, T y) noexcept { return x; }", "T"),
+        ("template <typename T> T f(T x, T y) noexcept(true) { return x; }", "T"),
+        ("template <typename T> T f(T x, T y) noexcept(sizeof(T) > 2) { return x; }", "T"),
+        ("template <typename T> T f(T x, T y) throw() { return x; }", "T"),
+        ("template <typename T> auto f(T x, T y) noexcept -> T { return x; }", "T"),
+        ("template <typename T> constexpr auto f(T x, T y) noexcept(true) -> T { return x; }", "T"),
+        ("template <typename T> auto f(T x, T y) -> decltype(x + y) { return x + y; }", "decltype(x+y)"),
+        ("template <typename T> [[nodiscard]] T f(T x, T y) { return x; }", "T"),
+        ("template <typename T> [[nodiscard, gnu::always_inline]] __device__ T f(T x, T y) { return x; }", "T"),
+        ("template <typename T> __attribute__((always_inline)) inline T f(T x, T y) { return x; }", "T"),
+        ("template <typename T> T f([[maybe_unused]] T x, T y) { return y; }", "T"),
+        ("template <typename T> T f(T x, T y) noexcept [[deprecated]] { return x; }", "T"),
+    ],
+)
+def test_noexcept_throw_and_attributes(code, return_type):
+    f = parse_functor(code)
+    assert (f.name, f.return_type, f.is_template, f.line) == ("f", return_type, True, 1)
+    assert params(f) == [("x", "T", False), ("y", "T", False)]
+    assert f.signature == f"template <typename T> {return_type} f(T x, T y)"
+
+
+def test_attribute_before_a_non_template_declaration_and_extern_c():
+    f = parse_functor('[[nodiscard]] __device__ float twice(float x) { return 2 * x; }\n'
+                      'extern "C" __device__ float entry(float x) noexcept { return twice(x); }')
+    assert (f.name, f.return_type, f.is_template, f.helper_names, f.line) == ("entry", "float", False, ("twice",), 2)
+    assert f.signature == "float entry(float x)"
+
+
+# --------------------------------------------------------------------------- Unicode identifiers
+
+
+def test_unicode_identifiers():
+    f = parse_functor("template <typename T> T größe(T maß, T α, T 値) { return maß * α + 値; }")
+    assert (f.name, f.return_type, f.line) == ("größe", "T", 1)
+    assert params(f) == [("maß", "T", False), ("α", "T", False), ("値", "T", False)]
+    assert f.signature == "template <typename T> T größe(T maß, T α, T 値)"
+
+
+def test_unicode_identifier_tokens():
+    decomposed = "gro\u0308sse"  # 'o' and a combining diaeresis: a mark, not a \w character
+    tokens = tokenize(f"T {decomposed}(T _λ2, T x٣) {{ return _λ2; }}")
+    assert [(t.kind, t.text) for t in tokens[:9]] == [
+        ("ident", "T"), ("ident", decomposed), ("punct", "("), ("ident", "T"), ("ident", "_λ2"), ("punct", ","),
+        ("ident", "T"), ("ident", "x٣"), ("punct", ")"),
+    ]
+    # a digit, Unicode or not, never starts a name
+    assert [t.kind for t in tokenize("٣x 3x")] == ["number", "number"]
+
+
+def test_unicode_names_in_helpers_and_lines():
+    f = parse_functor("__device__ float ÿ(float v) { return v; }\n\ntemplate <typename T> T Ωmega(T x) { return ÿ(x); }")
+    assert (f.name, f.helper_names, f.line) == ("Ωmega", ("ÿ",), 3)
+
+
+# --------------------------------------------------------------------------- what is found instead of an entry point
+
+NO_ENTRY = (
+    "the code string holds no C++ function definition: expected a function definition such as "
+    "`template <typename T> T my_kernel(T x, T y) { return x + y; }`; the last top-level definition is the entry "
+    "point. "
+)
+
+
+@pytest.mark.parametrize(
+    "code, instead",
+    [
+        ("", "It is empty"),
+        ("// nothing here\n#define X 1\n", "It holds only comments and preprocessor lines"),
+        ("template <typename T> T f(T x);",
+         "Found instead a declaration without a `{ ... }` body, `template <typename T> T f(T x);` (line 1)"),
+        ("template <typename T> T f(T x) return x;",
+         "Found instead a declaration without a `{ ... }` body, `template <typename T> T f(T x) return x;` (line 1)"),
+        ("auto f = [](float x) { return x; };",
+         "Found instead a lambda `auto f = [](float x) { ... }` (line 1); the entry point must be a named function"),
+        ("\nstruct Pair { float a; float first() const { return a; } };",
+         "Found instead a struct `Pair` (line 2), whose functions cannot be the entry point"),
+        ("namespace ns { float g(float x) { return x; } }",
+         "Found instead a namespace `ns` (line 1), whose functions cannot be the entry point"),
+        ("enum class Mode { A, B };", "Found instead an enum `Mode` (line 1), whose functions cannot be the entry point"),
+        ("__device__ const float table[2] = {1.0f, 2.0f};", "Found instead a variable `__device__ const float table[2]` (line 1)"),
+        ("just some words", "Found instead `just some words` (line 1)"),
+        ("int x = 3;\nstruct S { int a; };\ntemplate <typename T> T g(T x);",
+         "Found instead a variable `int x` (line 1); a struct `S` (line 2), whose functions cannot be the entry point; "
+         "a declaration without a `{ ... }` body, `template <typename T> T g(T x);` (line 3)"),
+    ],
+)
+def test_no_entry_point_says_what_was_expected_and_found(code, instead):
+    with pytest.raises(ParseError) as info:
+        parse_functor(code)
+    assert str(info.value) == f"{NO_ENTRY}{instead}. The code string: {code.strip()!r}"
+
+
+def test_no_entry_point_lists_the_last_three_items():
+    code = "int a = 1; int b = 2; int c = 3; int d = 4;"
+    with pytest.raises(ParseError) as info:
+        parse_functor(code)
+    assert "Found instead a variable `int b` (line 1); a variable `int c` (line 1); a variable `int d` (line 1)." in str(
+        info.value)
+    assert "`int a`" not in str(info.value).split("The code string")[0]

@@ -27,13 +27,14 @@ def adapter_for(x: object) -> ArrayAdapter | None:
         return BY_TYPE[kind]
     except KeyError:
         pass
-    module = kind.__module__.split(".")[0]
+    # The library of the type or of a base class: subclasses of torch.Tensor or numpy.ndarray count.
+    modules = {c.__module__.split(".")[0] for c in kind.__mro__}
     adapter: ArrayAdapter | None
-    if module == "torch" and hasattr(x, "data_ptr"):
+    if "torch" in modules and hasattr(x, "data_ptr"):
         adapter = _load("torch")
-    elif module == "cupy" and hasattr(x, "data"):
+    elif "cupy" in modules and hasattr(x, "data"):
         adapter = _load("cupy")
-    elif module == "numpy" and hasattr(x, "ctypes") and hasattr(x, "strides"):  # ndarray and subclasses
+    elif "numpy" in modules and hasattr(x, "ctypes") and hasattr(x, "strides"):  # ndarray and subclasses
         adapter = _load("numpy")
     else:
         adapter = None
@@ -41,7 +42,7 @@ def adapter_for(x: object) -> ArrayAdapter | None:
     return adapter
 
 
-def coerce(x: object) -> tuple[object, ArrayAdapter]:
+def coerce(x: Any) -> tuple[object, ArrayAdapter]:
     """Bring a foreign array (CUDA array interface, DLPack, buffer protocol) to CuPy or NumPy, zero-copy."""
     if hasattr(x, "__cuda_array_interface__"):
         import cupy
@@ -53,10 +54,14 @@ def coerce(x: object) -> tuple[object, ArrayAdapter]:
             import cupy
 
             return cupy.from_dlpack(x), _load("cupy")
-    if hasattr(x, "__array_interface__") or hasattr(x, "__array__") or _is_buffer(x):
+    if hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
         import numpy
 
         return numpy.asarray(x), _load("numpy")
+    if _is_buffer(x):  # bytes, bytearray, array.array, memoryview: read in the buffer's own format
+        import numpy
+
+        return numpy.asarray(memoryview(x)), _load("numpy")
     raise DTypeError(
         f"expected a torch tensor, a CuPy or NumPy array (or an object with __cuda_array_interface__, "
         f"__dlpack__ or the buffer protocol) or a Python number, got {type(x).__name__}"
@@ -68,4 +73,4 @@ def _is_buffer(x: Any) -> bool:
         memoryview(x)
     except TypeError:
         return False
-    return not isinstance(x, (bytes, bytearray, str))
+    return True

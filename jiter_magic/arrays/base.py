@@ -67,6 +67,18 @@ class ArrayAdapter(Protocol):
     def check_output(self, x: Any) -> None:
         """Raise if `x` cannot be written to as an `out=` array."""
 
+    def written(self, outputs: list) -> None:
+        """After a launch wrote into `out=` arrays (torch: bump their version counters)."""
+
+    def default_float(self) -> str:
+        """The dtype a Python float promotes to (torch's default dtype; unused with NumPy rules)."""
+
+    def gradient_inputs(self, items: list, outs: list | None) -> list:
+        """Arrays of a call that autograd tracks (raising where torch would refuse the call)."""
+
+    def without_gradient(self, name: str, needing: list, results: list) -> list:
+        """Results that autograd tracks, whose backward raises: never a silently missing gradient."""
+
     def allocator(self, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str, like: Any) -> Callable[[], Any]:
         """A zero-argument function allocating one output, bound once a plan."""
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, UnsupportedArrayError
 from .base import ArrayDesc, Described, FastKey, new_tuple
 
 SUPPORTED = frozenset({"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
@@ -40,7 +40,22 @@ class NdarrayAdapter:
         return True
 
     def materialize(self, x: Any) -> Any:
+        if type(x).__module__.startswith("numpy.ma"):
+            raise UnsupportedArrayError("masked arrays are not supported: a kernel would read the values under "
+                                        "the mask; pass x.filled(value) or x.data")
         return x
+
+    def written(self, outputs: list) -> None:
+        """NumPy and CuPy arrays have no version counters."""
+
+    def default_float(self) -> str:
+        return "float64"
+
+    def gradient_inputs(self, items: list, outs: list | None) -> list:
+        return []
+
+    def without_gradient(self, name: str, needing: list, results: list) -> list:
+        return results
 
     def describe(self, x: Any) -> Described:
         pointer, device = self._pointer_and_device(x)

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ..errors import DeviceError, DTypeError, InvalidArgumentError
+from ..errors import DeviceError, DTypeError, GradientError, InvalidArgumentError, UnsupportedArrayError
 from .base import ArrayDesc, Described, FastKey, new_tuple
 
 _NAMES = {
@@ -54,6 +54,37 @@ def _on_huge_pages(allocate: Callable[[], torch.Tensor], nbytes: int) -> Callabl
     return allocate_on_huge_pages
 
 
+_PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
+_increment_version = torch.autograd.graph.increment_version
+_CHECKED: dict[type, bool] = {}
+
+
+def _storage_backed(kind: type) -> bool:
+    """Whether a tensor type's data_ptr() holds its values: no own __torch_dispatch__ (DTensor,
+    FakeTensor and FunctionalTensor have one, and their pointer covers a shard or nothing)."""
+    found = _CHECKED.get(kind)
+    if found is None:
+        base = (torch.Tensor, torch._C.TensorBase, object)
+        found = _CHECKED[kind] = not any("__torch_dispatch__" in c.__dict__ for c in kind.__mro__ if c not in base)
+    return found
+
+
+class _WithoutGradient(torch.autograd.Function):
+    """Gives results a grad_fn whose backward raises, as torch does for an operator without an
+    autograd formula: a gradient is never silently missing."""
+
+    @staticmethod
+    def forward(ctx: Any, name: str, count: int, *tensors: torch.Tensor) -> Any:
+        ctx.name = name
+        results = tensors[len(tensors) - count:]
+        return results[0] if count == 1 else results
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        raise GradientError(f"{ctx.name} has no backward: jitted functions are not differentiable yet; "
+                            "compute the gradient with another jitted function, or call it under torch.no_grad()")
+
+
 def _no_cuda_stream(device: int) -> int:
     raise DeviceError("torch was built without CUDA, so it has no CUDA stream")
 
@@ -69,19 +100,32 @@ class TorchAdapter:
         self.fast_key = self._fast_key  # bound once: the hot path calls it on every call
 
     def _fast_key(self, args: tuple) -> FastKey | None:
-        """One list of C-level attribute reads: the device object tells CPU from CUDA from meta,
-        the neg/conj bits mark lazy views (see `reusable`)."""
+        """One list of C-level attribute reads: the device object tells CPU from CUDA from meta;
+        lazy conj/neg views, subclasses and inputs requiring grad never reuse a plan (`reusable`)."""
         try:
-            descs = [(x.dtype, x.shape, x.stride(), x.data_ptr(), x.device, x.is_neg(), x.is_conj()) for x in args]
-        except (AttributeError, TypeError):
+            descs = [(x.dtype, x.shape, x.stride(), x.data_ptr(), x.device, x.is_neg(), x.is_conj(), type(x),
+                      x.requires_grad) for x in args]
+        except (AttributeError, TypeError, RuntimeError):  # not tensors; tensors without storage (sparse)
             return None
-        return tuple([(d[0], d[1], d[2], d[3] & 15, d[4], d[5], d[6]) for d in descs]), [d[3] for d in descs]
+        return (tuple([(d[0], d[1], d[2], d[3] & 15, d[4], d[5], d[6], d[7], d[8]) for d in descs]),
+                [d[3] for d in descs])
 
     def reusable(self, key: tuple) -> bool:
-        return not any(part[5] or part[6] for part in key)
+        return not any(part[5] or part[6] or part[8] or part[7] not in _PLAIN for part in key)
 
     def materialize(self, x: torch.Tensor) -> torch.Tensor:
-        """A tensor whose memory holds its values: lazy conj/neg views resolved; only CPU and CUDA accepted."""
+        """A tensor whose memory holds its values: lazy conj/neg views resolved; only dense CPU and
+        CUDA tensors whose data pointer covers their values accepted, before anything is launched."""
+        kind = type(x)
+        if kind not in _PLAIN and not _storage_backed(kind):
+            raise UnsupportedArrayError(
+                f"{kind.__name__} is a tensor subclass with its own dispatch (like DTensor, FakeTensor or "
+                "FunctionalTensor): its data_ptr() does not cover the values a kernel would read; pass a plain "
+                "tensor (for a DTensor: x.full_tensor() or x.to_local())")
+        if x.layout is not torch.strided or x.is_nested or x.is_quantized:
+            what = "nested" if x.is_nested else "quantized" if x.is_quantized else str(x.layout).replace("torch.", "")
+            raise UnsupportedArrayError(f"{what} tensors are not supported; jiter_magic reads dense (strided) "
+                                        "tensors: convert with .to_dense(), .dequantize() or torch.stack(...)")
         if x.device.type not in ("cpu", "cuda"):
             raise DeviceError(f"tensors on {x.device.type!r} are not supported; "
                               "jiter_magic runs on CPU and CUDA tensors")
@@ -103,6 +147,31 @@ class TorchAdapter:
     def check_output(self, x: torch.Tensor) -> None:
         if x.is_conj() or x.is_neg():
             raise InvalidArgumentError("out= must not be a lazy conj/neg view; pass a plain tensor")
+
+    def written(self, outputs: list) -> None:
+        """Bump the version counters of `out=` tensors, as an in-place op does, so that autograd
+        refuses a backward through values that changed under it."""
+        for tensor in outputs:
+            _increment_version(tensor)
+
+    def default_float(self) -> str:
+        """What a Python float promotes to: torch's default dtype."""
+        return _NAMES.get(torch.get_default_dtype(), "float32")
+
+    def gradient_inputs(self, items: list, outs: list | None) -> list:
+        """The tensors that require grad while grad mode is on; with `out=` that is torch's error."""
+        if not torch.is_grad_enabled():
+            return []
+        needing = [d.array for d in items if isinstance(d, Described) and d.array.requires_grad]
+        if outs is not None and (needing or any(o.array.requires_grad for o in outs)):
+            raise GradientError("functions with out=... arguments don't support automatic differentiation, "
+                                "but one of the arguments requires grad; call it under torch.no_grad()")
+        return needing
+
+    def without_gradient(self, name: str, needing: list, results: list) -> list:
+        """Results whose backward raises (see `_WithoutGradient`)."""
+        wrapped = _WithoutGradient.apply(name, len(results), *needing, *results)
+        return [wrapped] if len(results) == 1 else list(wrapped)
 
     def allocator(self, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str, like: Any) -> Callable[[], Any]:
         """Large CPU outputs are advised onto transparent huge pages, as NumPy does for its arrays:

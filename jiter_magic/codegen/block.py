@@ -35,7 +35,7 @@ class CodeBlock:
         """`head {`, the lines added inside one level deeper, then `close` (`} else {` chains
         a second block with `head=None`)."""
         if head is not None:
-            self.line(head + " {")
+            self.line(f"{head} {{" if head else "{")
         self.depth += 1
         try:
             yield

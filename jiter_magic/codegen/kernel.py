@@ -10,6 +10,7 @@ from ..bind import Binding
 from ..dtypes import ctype
 from ..kernels import path_of
 from ..kernels.args import args_layout
+from ..parse_tokens import defined_macros
 from ..spec import KernelSpec
 from .prelude import prelude
 
@@ -25,6 +26,8 @@ def render_source(binding: Binding, spec: KernelSpec, backend: str) -> tuple[str
     head += f"\ntypedef {ctype(spec.compute)} jm_compute_t;\n"
     user_start = head.count("\n") + 2
     text = head + f'#line 1 "{USER_FILE}"\n' + code + "\n"
+    # The user's macros have done their work on the user's code; none may reach the kernel.
+    text += "".join(f"#undef {name}\n" for name in sorted(defined_macros(code)))
     text += f'#line {text.count(chr(10)) + 2} "{KERNEL_FILE}"\n'
     text += args_layout(spec, backend).declaration() + "\n"
     return text + path_of(spec, backend).render(binding, spec), user_start

@@ -124,6 +124,25 @@ JM_INLINE jm_bfloat16 jm_to_bfloat16(float f) {
   return b;
 }
 namespace jm { typedef ::jm_half half; typedef ::jm_bfloat16 bfloat16; }  // the storage types, for users
+#include <setjmp.h>
+#include <exception>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+// jiter_magic's fault guard (a runtime library loaded once a process): a thread computing a
+// kernel says where a fault in the functor jumps back to, so the fault becomes a Python exception.
+extern "C" { extern __thread sigjmp_buf* volatile jm_fault_jump; void jm_fault_note(const char* what); }
+// This thread's share of n iterations: contiguous static chunks, as schedule(static) gives.
+static inline void jm_share(int64_t n, int64_t* begin, int64_t* end) {
+#ifdef _OPENMP
+  const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
+#else
+  const int64_t threads = 1, me = 0;
+#endif
+  const int64_t chunk = (n + threads - 1) / threads;
+  *begin = me * chunk < n ? me * chunk : n;
+  *end = *begin + chunk < n ? *begin + chunk : n;
+}
 """
 
 COMPLEX = r"""

@@ -2,13 +2,18 @@
 
 `$CXX`, else the first of c++, g++, clang++ on the PATH. OpenMP is used when the
 compiler accepts `-fopenmp` (honouring OMP_NUM_THREADS at run time); `-march=native`
-lets the contiguous loop vectorize for this CPU, so the CPU model is part of the key.
+lets the contiguous loop vectorize for this CPU, so the key holds the CPU model and the
+instruction-set features `-march=native` enables, as the compiler itself reports them (its
+predefined feature macros: __AVX2__, __AVX512F__, __ARM_FEATURE_SVE, ...): two hosts with one
+model name but different features (a VM that masks AVX-512) never share a binary.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -16,6 +21,7 @@ import tempfile
 from ..errors import CompileError, ToolchainError
 from .base import CompileResult, map_log
 
+_FEATURE_MACRO = re.compile(r"^#define (__[A-Za-z0-9_]+) 1$", re.MULTILINE)
 BASE_OPTIONS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno", "-ffp-contract=off", "-w")
 
 
@@ -64,6 +70,31 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+@functools.lru_cache(maxsize=8)
+def _target_macros(cxx: str, flags: tuple[str, ...]) -> str:
+    """The compiler's predefined macros for `flags` (`-E -dM`); '' when it cannot say."""
+    try:
+        result = subprocess.run([cxx, *flags, "-x", "c++", "-E", "-dM", "-"], input="", capture_output=True,
+                                text=True, check=False, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return result.stdout if result.returncode == 0 else ""
+
+
+def feature_identity(macros: str) -> str:
+    """A digest of the sorted `#define __NAME 1` macros of `-E -dM` output: the instruction-set
+    features (and the -march CPU macro) a build targets, whatever order the compiler lists them in."""
+    names = sorted(set(_FEATURE_MACRO.findall(macros)))
+    if not names:
+        return "isa:unknown"
+    return f"isa:{len(names)}:{hashlib.sha256(' '.join(names).encode()).hexdigest()[:32]}"
+
+
+def host_identity(version: str, machine: str, model: str, macros: str) -> str:
+    """The host part of the cache key: compiler version, machine, CPU model and target features."""
+    return f"{version}|{machine}|{model}|{feature_identity(macros)}"
+
+
 class CxxCompiler:
     """Compiles host C++ into a shared library; `compile` returns the library's bytes."""
 
@@ -74,7 +105,8 @@ class CxxCompiler:
 
     @property
     def identity(self) -> str:
-        return f"{_version(self.cxx)}|{platform.machine()}|{_cpu_model()}"
+        native = ("-march=native",) if _accepts(self.cxx, "-march=native") else ()
+        return host_identity(_version(self.cxx), platform.machine(), _cpu_model(), _target_macros(self.cxx, native))
 
     def options(self) -> tuple[str, ...]:
         options = list(BASE_OPTIONS)

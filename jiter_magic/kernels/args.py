@@ -10,7 +10,7 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..dtypes import ctype
+from ..dtypes import DTYPES, ctype
 from ..spec import KernelSpec
 
 # name, C type, struct format (no padding), size in bytes, array length (0 for a plain field)
@@ -30,6 +30,8 @@ class ArgsField:
     format: str  # struct module format of the field itself, no padding
     offset: int
     count: int = 0  # array length (sizes/strides); 0 for a plain field
+    size: int = 0  # bytes of the field (all elements)
+    pointee: int = 0  # bytes of the element a pointer field points to; 0 for other fields
 
 
 @dataclass(frozen=True)
@@ -38,13 +40,35 @@ class ArgsLayout:
     packer: struct.Struct
 
     def declaration(self) -> str:
+        """The C struct, then compile-time checks that it has the layout the packer writes (its size,
+        each member's size, each pointer's element size): a macro in the user's code (`#define float
+        double`) that changes a type becomes a compile error instead of a kernel that reads the
+        wrong bytes or past the end of an array."""
         lines = ["struct jm_Args {"]
         for f in self.fields:
             suffix = f"[{f.count}]" if f.count else ""
             align = 16 if f.format == "dd" else 8
             lines.append(f"  alignas({align}) {f.ctype} {f.name}{suffix};")
         lines.append("};")
+        message = '"jm_Args layout: does a macro in the code string redefine a type?"'
+        lines.append(f"static_assert(sizeof(jm_Args) == {self.packer.size}, {message});")
+        # Sizes only (NVRTC 13.0 has no __builtin_offsetof): with every member's size and the alignas
+        # fixed, the offsets follow.
+        for f in self.fields:
+            member = f"((jm_Args*)0)->{f.name}"
+            size = f"sizeof(*{member}) == {f.pointee}" if f.pointee else f"sizeof({member}) == {f.size}"
+            lines.append(f"static_assert({size}, {message});")
         return "\n".join(lines)
+
+
+_ITEMSIZE = {d.ctype: d.itemsize for d in DTYPES.values()}
+
+
+def _pointee(c_type: str) -> int:
+    """Bytes of what a pointer field points to (0 for a field that is no pointer)."""
+    if not c_type.endswith("*"):
+        return 0
+    return _ITEMSIZE[c_type.removeprefix("const ").removesuffix("*")]
 
 
 def _operand_fields(spec: KernelSpec) -> list[FieldSpec]:
@@ -77,7 +101,7 @@ def args_layout(spec: KernelSpec, backend: str) -> ArgsLayout:
         pad = -offset % align
         fmt += "x" * pad
         offset += pad
-        fields.append(ArgsField(name, c_type, f, offset, count))
+        fields.append(ArgsField(name, c_type, f, offset, count, size, _pointee(c_type)))
         fmt += f
         offset += size
     fmt += "x" * (-offset % 16 if any(f.format == "dd" for f in fields) else -offset % 8)

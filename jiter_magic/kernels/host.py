@@ -2,7 +2,9 @@
 
 A dense call is one flat loop that GCC vectorizes; any other layout walks rows of the
 innermost dimension, computing each row's start offsets once and striding along it.
-Indices are always 64-bit on the host.
+Indices are always 64-bit on the host. Each thread runs its share under the fault guard
+(backends/fault_guard.py): a fault or a C++ exception in the functor becomes the status the
+kernel returns, and a Python exception, instead of the end of the process.
 """
 from __future__ import annotations
 
@@ -15,7 +17,34 @@ from ..spec import CONTIGUOUS, STRIDED, KernelSpec
 from .args import FieldSpec
 from .base import CallShape, Grid, KernelPath, PathChoice, loop_fields, loop_geometry
 
-PARALLEL = "#pragma omp parallel for schedule(static) if (jm_n > 32768)"
+PARALLEL = "#pragma omp parallel if (jm_n > 32768)"
+
+
+def _guarded(work: CodeBlock, count: str) -> CodeBlock:
+    """The parallel region: each thread takes its static share of `count` iterations (`jm_begin`
+    to `jm_end`, used by `work`) under the fault guard: a signal or a C++ exception in the functor
+    ends that thread's share and sets the status the call returns, instead of ending the process."""
+    code = CodeBlock("int jm_status = 0;", PARALLEL)
+    with code.block(""):
+        code.line("jm_index_t jm_begin, jm_end;")
+        code.line(f"jm_share({count}, &jm_begin, &jm_end);")
+        code.line("volatile int jm_failed = 0;")
+        code.line("sigjmp_buf jm_jump;")
+        code.line("const int jm_signal = sigsetjmp(jm_jump, 0);")
+        with code.block("if (jm_signal == 0)", close="} else {"):
+            code.line("jm_fault_jump = &jm_jump;")
+            with code.block("try", close="} catch (const std::exception& jm_error) {"):
+                code.extend(work)
+            code.line("  jm_fault_note(jm_error.what());\n  jm_failed = -1;")
+            code.line("} catch (...) {\n  jm_fault_note(\"an exception that is not a std::exception\");")
+            code.line("  jm_failed = -1;\n}")
+        with code.block(None):
+            code.line("jm_failed = jm_signal;")
+        code.line("jm_fault_jump = 0;")
+        with code.block("if (jm_failed)"):
+            code.line("#pragma omp atomic write\njm_status = jm_failed;")
+    code.line("return jm_status;")
+    return code
 
 
 class HostLoop(KernelPath):
@@ -37,7 +66,7 @@ class HostLoop(KernelPath):
 
     def render(self, binding: Binding, spec: KernelSpec) -> str:
         code = CodeBlock()
-        with code.block('extern "C" void jm_kernel(const jm_Args* jm_args)'):
+        with code.block('extern "C" int jm_kernel(const jm_Args* jm_args)'):
             code.line(f"const jm_Args& {ARGS} = *jm_args;")
             code.line("typedef int64_t jm_index_t;")
             code.line(f"const jm_index_t jm_n = (jm_index_t){ARGS}.jm_n;")
@@ -45,21 +74,23 @@ class HostLoop(KernelPath):
         return code.text() + "\n"
 
     def _flat(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
-        code = CodeBlock(PARALLEL)
-        with code.block("for (jm_index_t jm_i = 0; jm_i < jm_n; ++jm_i)"):
-            code.extend(element_body(binding, spec, {i: f"{ARGS}.jm_in{i}[jm_i]" for i in spec.array_inputs},
+        work = CodeBlock()
+        with work.block("for (jm_index_t jm_i = jm_begin; jm_i < jm_end; ++jm_i)"):
+            work.extend(element_body(binding, spec, {i: f"{ARGS}.jm_in{i}[jm_i]" for i in spec.array_inputs},
                                      [f"{ARGS}.jm_out{j}[jm_i]" for j in range(len(spec.outputs))]))
-        return code
+        return _guarded(work, "jm_n")
 
     def _strided(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
         nout = len(spec.outputs)
         code = CodeBlock(f"const jm_index_t jm_inner = (jm_index_t){ARGS}.jm_sizes[0];",
-                         "const jm_index_t jm_rows = jm_n / jm_inner;", PARALLEL)
-        with code.block("for (jm_index_t jm_row = 0; jm_row < jm_rows; ++jm_row)"):
-            code.extend(operand_offsets(spec, "jm_row * jm_inner", DIVIDE))
-            with code.block("for (jm_index_t jm_j = 0; jm_j < jm_inner; ++jm_j)"):
+                         "const jm_index_t jm_rows = jm_n / jm_inner;")
+        work = CodeBlock()
+        with work.block("for (jm_index_t jm_row = jm_begin; jm_row < jm_end; ++jm_row)"):
+            work.extend(operand_offsets(spec, "jm_row * jm_inner", DIVIDE))
+            with work.block("for (jm_index_t jm_j = 0; jm_j < jm_inner; ++jm_j)"):
                 loaded = {i: f"{ARGS}.jm_in{i}[jm_o{nout + p}]" for p, i in enumerate(spec.array_inputs)}
-                code.extend(element_body(binding, spec, loaded, [f"{ARGS}.jm_out{j}[jm_o{j}]" for j in range(nout)]))
+                work.extend(element_body(binding, spec, loaded, [f"{ARGS}.jm_out{j}[jm_o{j}]" for j in range(nout)]))
                 for k in range(spec.num_operands):
-                    code.line(f"jm_o{k} += (jm_index_t){ARGS}.jm_strides{k}[0];")
+                    work.line(f"jm_o{k} += (jm_index_t){ARGS}.jm_strides{k}[0];")
+        code.extend(_guarded(work, "jm_rows"))
         return code

@@ -50,6 +50,12 @@ struct jm_Args {
   alignas(8) int64_t jm_n;
   alignas(8) double jm_extra0;
 };
+static_assert(sizeof(jm_Args) == 40, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_out0) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_in0) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_in1) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_n) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_extra0) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
 extern "C" __global__ void __launch_bounds__(128) jm_kernel(const jm_Args jm_a) {
   typedef int jm_index_t;
   const jm_index_t jm_n = (jm_index_t)jm_a.jm_n;

@@ -56,6 +56,18 @@ struct jm_Args {
   alignas(8) uint32_t jm_div_mul[3];
   alignas(8) uint32_t jm_div_shift[3];
 };
+static_assert(sizeof(jm_Args) == 168, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_out0) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_in0) == 2, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_in1) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_n) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_extra0) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_sizes) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides0) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides1) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides2) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_div_mul) == 12, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_div_shift) == 12, "jm_Args layout: does a macro in the code string redefine a type?");
 extern "C" __global__ void __launch_bounds__(128) jm_kernel(const jm_Args jm_a) {
   typedef int jm_index_t;
   const jm_index_t jm_n = (jm_index_t)jm_a.jm_n;

@@ -103,6 +103,15 @@ struct jm_Args {
   alignas(8) int64_t jm_strides0[2];
   alignas(8) int64_t jm_strides1[2];
 };
+static_assert(sizeof(jm_Args) == 112, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_out0) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_in0) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_n) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_extra0) == 16, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_scalar1) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_sizes) == 16, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides0) == 16, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides1) == 16, "jm_Args layout: does a macro in the code string redefine a type?");
 extern "C" __global__ void __launch_bounds__(128) jm_kernel(const jm_Args jm_a) {
   typedef long long jm_index_t;
   const jm_index_t jm_n = (jm_index_t)jm_a.jm_n;

@@ -54,6 +54,16 @@ struct jm_Args {
   alignas(8) int64_t jm_strides1[3];
   alignas(8) int64_t jm_strides2[3];
 };
+static_assert(sizeof(jm_Args) == 136, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_out0) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_in0) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_in1) == 2, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_n) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_extra0) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_sizes) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides0) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides1) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides2) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
 extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) {
   typedef int jm_index_t;
   __shared__ float jm_tile0[32][33];

@@ -70,11 +70,30 @@ JM_INLINE jm_bfloat16 jm_to_bfloat16(float f) {
   return b;
 }
 namespace jm { typedef ::jm_half half; typedef ::jm_bfloat16 bfloat16; }  // the storage types, for users
+#include <setjmp.h>
+#include <exception>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+// jiter_magic's fault guard (a runtime library loaded once a process): a thread computing a
+// kernel says where a fault in the functor jumps back to, so the fault becomes a Python exception.
+extern "C" { extern __thread sigjmp_buf* volatile jm_fault_jump; void jm_fault_note(const char* what); }
+// This thread's share of n iterations: contiguous static chunks, as schedule(static) gives.
+static inline void jm_share(int64_t n, int64_t* begin, int64_t* end) {
+#ifdef _OPENMP
+  const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
+#else
+  const int64_t threads = 1, me = 0;
+#endif
+  const int64_t chunk = (n + threads - 1) / threads;
+  *begin = me * chunk < n ? me * chunk : n;
+  *end = *begin + chunk < n ? *begin + chunk : n;
+}
 
 typedef float jm_compute_t;
 #line 1 "jiterator"
 template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }
-#line 78 "jiter_magic_kernel"
+#line 97 "jiter_magic_kernel"
 struct jm_Args {
   alignas(8) float* jm_out0;
   alignas(8) const jm_bfloat16* jm_in0;
@@ -82,16 +101,49 @@ struct jm_Args {
   alignas(8) int64_t jm_n;
   alignas(8) double jm_extra0;
 };
-extern "C" void jm_kernel(const jm_Args* jm_args) {
+static_assert(sizeof(jm_Args) == 40, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_out0) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_in0) == 2, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_in1) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_n) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_extra0) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+extern "C" int jm_kernel(const jm_Args* jm_args) {
   const jm_Args& jm_a = *jm_args;
   typedef int64_t jm_index_t;
   const jm_index_t jm_n = (jm_index_t)jm_a.jm_n;
-  #pragma omp parallel for schedule(static) if (jm_n > 32768)
-  for (jm_index_t jm_i = 0; jm_i < jm_n; ++jm_i) {
-    const jm_compute_t jm_v0 = jm_to_float(jm_a.jm_in0[jm_i]);
-    const jm_compute_t jm_v1 = jm_a.jm_in1[jm_i];
-    jm_compute_t jm_r0;
-    jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
-    jm_a.jm_out0[jm_i] = jm_r0;
+  int jm_status = 0;
+  #pragma omp parallel if (jm_n > 32768)
+  {
+    jm_index_t jm_begin, jm_end;
+    jm_share(jm_n, &jm_begin, &jm_end);
+    volatile int jm_failed = 0;
+    sigjmp_buf jm_jump;
+    const int jm_signal = sigsetjmp(jm_jump, 0);
+    if (jm_signal == 0) {
+      jm_fault_jump = &jm_jump;
+      try {
+        for (jm_index_t jm_i = jm_begin; jm_i < jm_end; ++jm_i) {
+          const jm_compute_t jm_v0 = jm_to_float(jm_a.jm_in0[jm_i]);
+          const jm_compute_t jm_v1 = jm_a.jm_in1[jm_i];
+          jm_compute_t jm_r0;
+          jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
+          jm_a.jm_out0[jm_i] = jm_r0;
+        }
+      } catch (const std::exception& jm_error) {
+        jm_fault_note(jm_error.what());
+        jm_failed = -1;
+      } catch (...) {
+        jm_fault_note("an exception that is not a std::exception");
+        jm_failed = -1;
+      }
+    } else {
+      jm_failed = jm_signal;
+    }
+    jm_fault_jump = 0;
+    if (jm_failed) {
+      #pragma omp atomic write
+      jm_status = jm_failed;
+    }
   }
+  return jm_status;
 }

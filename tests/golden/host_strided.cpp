@@ -70,11 +70,30 @@ JM_INLINE jm_bfloat16 jm_to_bfloat16(float f) {
   return b;
 }
 namespace jm { typedef ::jm_half half; typedef ::jm_bfloat16 bfloat16; }  // the storage types, for users
+#include <setjmp.h>
+#include <exception>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+// jiter_magic's fault guard (a runtime library loaded once a process): a thread computing a
+// kernel says where a fault in the functor jumps back to, so the fault becomes a Python exception.
+extern "C" { extern __thread sigjmp_buf* volatile jm_fault_jump; void jm_fault_note(const char* what); }
+// This thread's share of n iterations: contiguous static chunks, as schedule(static) gives.
+static inline void jm_share(int64_t n, int64_t* begin, int64_t* end) {
+#ifdef _OPENMP
+  const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
+#else
+  const int64_t threads = 1, me = 0;
+#endif
+  const int64_t chunk = (n + threads - 1) / threads;
+  *begin = me * chunk < n ? me * chunk : n;
+  *end = *begin + chunk < n ? *begin + chunk : n;
+}
 
 typedef float jm_compute_t;
 #line 1 "jiterator"
 template <typename T> void sum_diff(T x, T y, T& sum, T& diff) { sum = x + y; diff = x - y; }
-#line 78 "jiter_magic_kernel"
+#line 97 "jiter_magic_kernel"
 struct jm_Args {
   alignas(8) float* jm_out0;
   alignas(8) float* jm_out1;
@@ -86,36 +105,73 @@ struct jm_Args {
   alignas(8) int64_t jm_strides1[2];
   alignas(8) int64_t jm_strides2[2];
 };
-extern "C" void jm_kernel(const jm_Args* jm_args) {
+static_assert(sizeof(jm_Args) == 104, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_out0) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_out1) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_in1) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_n) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_scalar0) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_sizes) == 16, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides0) == 16, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides1) == 16, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides2) == 16, "jm_Args layout: does a macro in the code string redefine a type?");
+extern "C" int jm_kernel(const jm_Args* jm_args) {
   const jm_Args& jm_a = *jm_args;
   typedef int64_t jm_index_t;
   const jm_index_t jm_n = (jm_index_t)jm_a.jm_n;
   const jm_index_t jm_inner = (jm_index_t)jm_a.jm_sizes[0];
   const jm_index_t jm_rows = jm_n / jm_inner;
-  #pragma omp parallel for schedule(static) if (jm_n > 32768)
-  for (jm_index_t jm_row = 0; jm_row < jm_rows; ++jm_row) {
-    jm_index_t jm_rem = jm_row * jm_inner;
-    jm_index_t jm_o0 = 0, jm_o1 = 0, jm_o2 = 0;
-    const jm_index_t jm_q0 = jm_rem / (jm_index_t)jm_a.jm_sizes[0];
-    { const jm_index_t jm_idx = jm_rem - jm_q0 * (jm_index_t)jm_a.jm_sizes[0];
-      jm_o0 += jm_idx * (jm_index_t)jm_a.jm_strides0[0];
-      jm_o1 += jm_idx * (jm_index_t)jm_a.jm_strides1[0];
-      jm_o2 += jm_idx * (jm_index_t)jm_a.jm_strides2[0];
-      jm_rem = jm_q0; }
-    const jm_index_t jm_idx = jm_rem;
-    jm_o0 += jm_idx * (jm_index_t)jm_a.jm_strides0[1];
-    jm_o1 += jm_idx * (jm_index_t)jm_a.jm_strides1[1];
-    jm_o2 += jm_idx * (jm_index_t)jm_a.jm_strides2[1];
-    for (jm_index_t jm_j = 0; jm_j < jm_inner; ++jm_j) {
-      const jm_compute_t jm_v0 = jm_a.jm_scalar0;
-      const jm_compute_t jm_v1 = jm_a.jm_in1[jm_o2];
-      jm_compute_t jm_r0, jm_r1;
-      sum_diff<jm_compute_t>(jm_v0, jm_v1, jm_r0, jm_r1);
-      jm_a.jm_out0[jm_o0] = jm_r0;
-      jm_a.jm_out1[jm_o1] = jm_r1;
-      jm_o0 += (jm_index_t)jm_a.jm_strides0[0];
-      jm_o1 += (jm_index_t)jm_a.jm_strides1[0];
-      jm_o2 += (jm_index_t)jm_a.jm_strides2[0];
+  int jm_status = 0;
+  #pragma omp parallel if (jm_n > 32768)
+  {
+    jm_index_t jm_begin, jm_end;
+    jm_share(jm_rows, &jm_begin, &jm_end);
+    volatile int jm_failed = 0;
+    sigjmp_buf jm_jump;
+    const int jm_signal = sigsetjmp(jm_jump, 0);
+    if (jm_signal == 0) {
+      jm_fault_jump = &jm_jump;
+      try {
+        for (jm_index_t jm_row = jm_begin; jm_row < jm_end; ++jm_row) {
+          jm_index_t jm_rem = jm_row * jm_inner;
+          jm_index_t jm_o0 = 0, jm_o1 = 0, jm_o2 = 0;
+          const jm_index_t jm_q0 = jm_rem / (jm_index_t)jm_a.jm_sizes[0];
+          { const jm_index_t jm_idx = jm_rem - jm_q0 * (jm_index_t)jm_a.jm_sizes[0];
+            jm_o0 += jm_idx * (jm_index_t)jm_a.jm_strides0[0];
+            jm_o1 += jm_idx * (jm_index_t)jm_a.jm_strides1[0];
+            jm_o2 += jm_idx * (jm_index_t)jm_a.jm_strides2[0];
+            jm_rem = jm_q0; }
+          const jm_index_t jm_idx = jm_rem;
+          jm_o0 += jm_idx * (jm_index_t)jm_a.jm_strides0[1];
+          jm_o1 += jm_idx * (jm_index_t)jm_a.jm_strides1[1];
+          jm_o2 += jm_idx * (jm_index_t)jm_a.jm_strides2[1];
+          for (jm_index_t jm_j = 0; jm_j < jm_inner; ++jm_j) {
+            const jm_compute_t jm_v0 = jm_a.jm_scalar0;
+            const jm_compute_t jm_v1 = jm_a.jm_in1[jm_o2];
+            jm_compute_t jm_r0, jm_r1;
+            sum_diff<jm_compute_t>(jm_v0, jm_v1, jm_r0, jm_r1);
+            jm_a.jm_out0[jm_o0] = jm_r0;
+            jm_a.jm_out1[jm_o1] = jm_r1;
+            jm_o0 += (jm_index_t)jm_a.jm_strides0[0];
+            jm_o1 += (jm_index_t)jm_a.jm_strides1[0];
+            jm_o2 += (jm_index_t)jm_a.jm_strides2[0];
+          }
+        }
+      } catch (const std::exception& jm_error) {
+        jm_fault_note(jm_error.what());
+        jm_failed = -1;
+      } catch (...) {
+        jm_fault_note("an exception that is not a std::exception");
+        jm_failed = -1;
+      }
+    } else {
+      jm_failed = jm_signal;
+    }
+    jm_fault_jump = 0;
+    if (jm_failed) {
+      #pragma omp atomic write
+      jm_status = jm_failed;
     }
   }
+  return jm_status;
 }

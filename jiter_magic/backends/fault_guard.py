@@ -1,0 +1,123 @@
+"""The host fault guard: faults and C++ exceptions in a functor become Python exceptions.
+
+A small runtime library, compiled once (and kept in the disk cache like a kernel), is loaded
+into the process with RTLD_GLOBAL before any host kernel, and installs handlers for SIGFPE,
+SIGSEGV, SIGBUS and SIGILL that chain to whatever was installed before. Each kernel thread
+registers a jump buffer in the runtime's thread-local `jm_fault_jump` while it computes (see
+kernels/host.py); a fault there jumps back into the kernel, which returns the signal number
+(or -1 for a C++ exception) instead of ending the process. A fault anywhere else goes to the
+previous handler, exactly as before.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import tempfile
+import threading
+
+from ..errors import IntegerDivisionError, KernelFaultError, LaunchError
+
+RUNTIME_SOURCE = r"""
+#include <signal.h>
+#include <setjmp.h>
+#include <string.h>
+extern "C" {
+__thread sigjmp_buf* volatile jm_fault_jump = 0;  /* volatile: the kernel's store must happen */
+static struct sigaction jm_previous[65];
+static int jm_installed = 0;
+static char jm_message[512];
+static volatile int jm_message_set = 0;
+
+static void jm_on_fault(int sig, siginfo_t* info, void* context) {
+  sigjmp_buf* jump = jm_fault_jump;
+  if (jump) { jm_fault_jump = 0; siglongjmp(*jump, sig); }
+  struct sigaction* old = &jm_previous[sig];
+  if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) { old->sa_sigaction(sig, info, context); return; }
+  if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+    old->sa_handler(sig); return;
+  }
+  sigaction(sig, old, 0);  /* the default action: the faulting instruction runs again and ends the process */
+}
+
+int jm_install_fault_guard(void) {
+  if (jm_installed) return 0;
+  const int signals[4] = {SIGFPE, SIGSEGV, SIGBUS, SIGILL};
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_sigaction = jm_on_fault;
+  action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;  /* NODEFER: nothing stays blocked after the jump */
+  sigemptyset(&action.sa_mask);
+  for (int i = 0; i < 4; ++i)
+    if (sigaction(signals[i], &action, &jm_previous[signals[i]]) != 0) return -1;
+  jm_installed = 1;
+  return 0;
+}
+
+void jm_fault_note(const char* what) {
+  if (!__sync_lock_test_and_set(&jm_message_set, 1)) {
+    strncpy(jm_message, what ? what : "", sizeof jm_message - 1);
+    jm_message[sizeof jm_message - 1] = 0;
+  }
+}
+
+const char* jm_fault_message(void) { return jm_message_set ? jm_message : ""; }
+
+void jm_fault_clear(void) { jm_message[0] = 0; __sync_lock_release(&jm_message_set); }
+}
+"""
+
+_lock = threading.Lock()
+_runtime: ctypes.CDLL | None = None
+
+
+def _binary(compiler) -> bytes:
+    """The runtime's shared library: from the disk cache, else compiled and stored."""
+    from ..build import cache_key
+    from ..cache import disk_cache
+
+    options = compiler.options()
+    key = cache_key(RUNTIME_SOURCE, options, compiler.identity)
+    disk = disk_cache()
+    binary = disk.get("cpu", key)
+    if binary is None:
+        binary = compiler.compile(RUNTIME_SOURCE, "jm_fault_guard", options).binary
+        disk.put("cpu", key, binary)
+    return binary
+
+
+def ensure_runtime(compiler) -> ctypes.CDLL:
+    """Load the runtime (once a process) where later kernels find it, and install the handlers."""
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            fd, path = tempfile.mkstemp(prefix="jiter_magic-guard-", suffix=".so")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(_binary(compiler))
+                runtime = ctypes.CDLL(path, mode=os.RTLD_GLOBAL)
+            except OSError as exc:
+                raise LaunchError(f"could not load jiter_magic's host fault guard: {exc}") from exc
+            finally:
+                os.unlink(path)
+            runtime.jm_fault_message.restype = ctypes.c_char_p
+            if runtime.jm_install_fault_guard() != 0:
+                raise LaunchError("could not install jiter_magic's host fault handlers (sigaction failed)")
+            _runtime = runtime
+        return _runtime
+
+
+def raise_fault(status: int, name: str) -> None:
+    """The exception for a kernel's non-zero status: a signal number, or -1 for a C++ exception."""
+    runtime = _runtime
+    if status == -1:
+        message = runtime.jm_fault_message().decode(errors="replace") if runtime else ""
+        if runtime:
+            runtime.jm_fault_clear()
+        raise KernelFaultError(f"{name}: the functor threw a C++ exception: {message or '(no message)'}")
+    if status == signal.SIGFPE:
+        raise IntegerDivisionError(f"{name}: integer division or remainder by zero in the functor "
+                                   "(or the most negative integer divided by -1)")
+    what = signal.Signals(status).name if status in signal.Signals._value2member_map_ else f"signal {status}"
+    raise KernelFaultError(f"{name}: the functor raised {what} (an invalid memory access or instruction); "
+                           "the call was abandoned, and memory the functor wrote through bad pointers may be corrupt")

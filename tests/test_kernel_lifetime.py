@@ -1,0 +1,67 @@
+"""Loaded kernels are shared process-wide and unloaded when no function needs them: re-creating a
+function in a loop, or dropping many distinct functions, leaves memory mappings and RSS flat."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from jiter_magic.loader import POOL_LIMIT
+
+SCRIPT = r"""
+import gc, json, sys
+import numpy as np
+import jiter_magic
+
+def maps():
+    return sum(1 for _ in open("/proc/self/maps"))
+
+def rss_kib():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 // 1024
+
+code = "template <typename T> T lifetime(T x) { return x + T(1); }"
+jiter_magic.create_jit_fn(code)(np.ones(3))
+gc.collect()
+start = {"maps": maps(), "rss": rss_kib()}
+for _ in range(20000):  # a create_jit_fn in a loop, or a notebook cell run again and again
+    fn = jiter_magic.create_jit_fn(code)
+    assert fn(np.ones(3)).tolist() == [2.0, 2.0, 2.0]
+gc.collect()
+recreated = {"maps": maps(), "rss": rss_kib(), "event": fn.specializations[-1].cache_event,
+             "compiles": jiter_magic.cache_stats()["compiles"]}
+distinct = int(sys.argv[1])
+one = maps()
+fns = []
+for i in range(distinct):
+    f = jiter_magic.create_jit_fn(f"template <typename T> T d{i}(T x) {{ return x + T({i}); }}")
+    assert f(np.ones(2)).tolist() == [1.0 + i] * 2
+    fns.append(f)
+loaded = maps()
+del fns, f
+gc.collect()
+print(json.dumps({"start": start, "recreated": recreated, "before_distinct": one, "loaded": loaded,
+                  "dropped": maps()}))
+"""
+
+
+def test_recreated_and_dropped_functions_leave_mappings_and_rss_flat(tmp_path):
+    distinct = POOL_LIMIT + 16
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "JITER_MAGIC_CACHE_DIR": str(tmp_path),
+           "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-c", SCRIPT, str(distinct)], capture_output=True, text=True,
+                            env=env, timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    start, recreated = report["start"], report["recreated"]
+    # 20,000 re-creations reuse the one loaded kernel: nothing compiled or mapped again.
+    assert recreated["event"] == "memory" and recreated["compiles"] == 1
+    assert recreated["maps"] - start["maps"] <= 2
+    assert recreated["rss"] - start["rss"] < 8 * 1024  # KiB
+    # Each distinct kernel maps a few regions while its function lives ...
+    per_kernel = (report["loaded"] - report["before_distinct"]) / distinct
+    assert 1 <= per_kernel <= 16
+    # ... and once they are dropped, only the bounded pool of recent kernels stays mapped.
+    kept = (report["dropped"] - report["before_distinct"]) / per_kernel
+    assert kept <= POOL_LIMIT + 1
+    assert report["dropped"] < report["loaded"]

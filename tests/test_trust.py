@@ -1,0 +1,169 @@
+"""Drop-in fidelity and memory safety on the CPU: what torch does, jiter_magic does; what a kernel
+cannot read safely is refused before any launch, and the next good call still works."""
+from __future__ import annotations
+
+import array
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import jiter_magic
+from jiter_magic import create_jit_fn, create_multi_output_jit_fn
+
+ADD = create_jit_fn("template <typename T> T trust_add(T x, T y) { return x + y; }")
+SCALE = create_jit_fn("template <typename T> T trust_scale(T x, T alpha) { return x * alpha; }", alpha=2.0)
+
+
+def still_works() -> None:
+    x = torch.arange(4.0)
+    torch.testing.assert_close(ADD(x, x), 2 * x)
+    np.testing.assert_array_equal(ADD(np.arange(3), np.arange(3)), np.arange(0, 6, 2))
+
+
+# ----------------------------------------------------------------------------- torch's returns and rules
+def test_single_output_of_the_multi_output_form_is_the_tensor_itself():
+    fn = create_multi_output_jit_fn("template <typename T> void one(T x, T& out) { out = x * 3; }", 1)
+    x = torch.arange(5.0)
+    result = fn(x)
+    assert isinstance(result, torch.Tensor)
+    torch.testing.assert_close(result, 3 * x)
+    out = torch.empty(5)
+    assert fn(x, out=out) is out
+    torch.testing.assert_close(out, 3 * x)
+
+
+@pytest.mark.parametrize("default", [torch.float64, torch.float32])
+def test_python_floats_follow_torchs_default_dtype(default):
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(default)
+    try:
+        ints = torch.arange(4, dtype=torch.int32)
+        for scalar in (0.5, 1j):
+            ours, theirs = ADD(ints, scalar), ints + scalar
+            assert ours.dtype == theirs.dtype
+            torch.testing.assert_close(ours, theirs)
+        assert ADD(torch.ones(2, dtype=torch.float16), 0.5).dtype == torch.float16  # a tensor's dtype wins
+    finally:
+        torch.set_default_dtype(previous)
+    assert ADD(torch.arange(2), 0.5).dtype == (torch.ones(1, dtype=torch.int64) + 0.5).dtype
+
+
+def test_python_integers_wrap_as_torch_does_and_overflow_beyond_64_bits():
+    small = torch.ones(3, dtype=torch.int8)
+    torch.testing.assert_close(ADD(small, 300), small + 300)  # both wrap to 45
+    torch.testing.assert_close(ADD(small, 2**63), small + 2**63)
+    with pytest.raises(jiter_magic.ScalarOverflowError, match="out of bounds"):
+        ADD(small, 2**64)
+    with pytest.raises(OverflowError):
+        small + 2**64  # torch's own refusal
+    still_works()
+
+
+# ----------------------------------------------------------------------------- autograd: never a silent gap
+def test_inputs_that_require_grad_give_a_result_whose_backward_raises():
+    x = torch.arange(3.0, requires_grad=True)
+    result = SCALE(x)
+    assert result.requires_grad and result.grad_fn is not None
+    torch.testing.assert_close(result.detach(), 2 * x.detach())
+    with pytest.raises(jiter_magic.GradientError, match="trust_scale has no backward"):
+        result.sum().backward()
+    with torch.no_grad():
+        plain = SCALE(x)
+    assert not plain.requires_grad and plain.grad_fn is None
+    again = SCALE(x)  # the hot path after a no-grad plan must not drop the grad_fn
+    assert again.grad_fn is not None
+    assert SCALE(x.detach()).grad_fn is None
+
+
+def test_out_with_arguments_that_require_grad_is_refused_as_torch_refuses():
+    x = torch.arange(3.0, requires_grad=True)
+    with pytest.raises(jiter_magic.GradientError, match="out="):
+        SCALE(x, out=torch.empty(3))
+    leaf = torch.empty(3, requires_grad=True)
+    with pytest.raises(jiter_magic.GradientError):
+        SCALE(x.detach(), out=leaf)
+    with pytest.raises(RuntimeError, match="out="):
+        torch.add(x, x, out=torch.empty(3))
+    with torch.no_grad():
+        out = torch.empty(3)
+        assert SCALE(x, out=out) is out
+    torch.testing.assert_close(out, 2 * x.detach())
+
+
+# ----------------------------------------------------------------------------- what a kernel cannot read
+def _refused(make, error, match):
+    with pytest.raises(error, match=match) as info:
+        make()
+    assert isinstance(info.value, jiter_magic.JiterError)
+    still_works()
+    return info.value
+
+
+def test_sparse_nested_quantized_and_meta_tensors_are_refused_before_a_launch():
+    dense = torch.ones(4)
+    _refused(lambda: ADD(dense.to_sparse(), dense), jiter_magic.UnsupportedArrayError, "sparse_coo tensors")
+    _refused(lambda: ADD(torch.ones(2, 2).to_sparse_csr(), torch.ones(2, 2)), jiter_magic.UnsupportedArrayError,
+             "sparse_csr")
+    nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    _refused(lambda: ADD(nested, nested), jiter_magic.UnsupportedArrayError, "nested tensors")
+    with warnings.catch_warnings():  # torch warns (once a process) that quantized tensors are deprecated
+        warnings.simplefilter("ignore", UserWarning)
+        quantized = torch.quantize_per_tensor(dense, 0.1, 0, torch.qint8)
+    _refused(lambda: ADD(quantized, quantized), jiter_magic.UnsupportedArrayError, "quantized tensors")
+    meta = torch.ones(4, device="meta")
+    _refused(lambda: ADD(meta, meta), jiter_magic.DeviceError, "'meta'")
+    _refused(lambda: ADD(dense, dense.to_sparse()), jiter_magic.UnsupportedArrayError, "sparse")
+    _refused(lambda: ADD(dense, dense, out=dense.to_sparse()), jiter_magic.UnsupportedArrayError, "sparse")
+
+
+def test_fake_tensors_are_refused():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(torch.ones(4))
+    error = _refused(lambda: ADD(fake, fake), jiter_magic.UnsupportedArrayError, "FakeTensor is a tensor subclass")
+    assert "data_ptr" in str(error)
+
+
+def test_a_dtensor_is_refused_before_any_launch(tmp_path):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/rendezvous", rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,))
+        sharded = distribute_tensor(torch.arange(8.0), mesh, [Shard(0)])
+        assert isinstance(sharded, DTensor)
+        error = _refused(lambda: ADD(sharded, sharded), jiter_magic.UnsupportedArrayError, "DTensor")
+        assert "full_tensor()" in str(error)
+        for _ in range(2):  # the hot path must not learn to accept it either
+            _refused(lambda: ADD(sharded, sharded), jiter_magic.UnsupportedArrayError, "DTensor")
+        torch.testing.assert_close(ADD(sharded.full_tensor(), sharded.to_local()), 2 * torch.arange(8.0))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_plain_subclasses_and_parameters_are_read_like_tensors():
+    class Tagged(torch.Tensor):
+        """A subclass with __torch_function__ only: its storage holds its values."""
+
+    tagged = torch.arange(4.0).as_subclass(Tagged)
+    torch.testing.assert_close(ADD(tagged, tagged).as_subclass(torch.Tensor), 2 * torch.arange(4.0))
+    weight = torch.nn.Parameter(torch.arange(3.0))
+    with torch.no_grad():
+        for _ in range(3):  # the hot path too
+            torch.testing.assert_close(ADD(weight, weight), 2 * torch.arange(3.0))
+
+
+def test_masked_arrays_are_refused_and_buffers_are_read_in_their_format():
+    masked = np.ma.masked_array([1.0, 2.0, 3.0], mask=[False, True, False])
+    _refused(lambda: ADD(masked, masked), jiter_magic.UnsupportedArrayError, "masked arrays")
+    result = ADD(bytearray(b"ab"), 1)
+    assert result.dtype == np.uint8 and result.tolist() == [98, 99]
+    assert ADD(b"\x01\x02", bytearray(b"\x03\x04")).tolist() == [4, 6]
+    floats = ADD(array.array("f", [1.0, 2.0]), 0.5)
+    assert floats.dtype == np.float32 and floats.tolist() == [1.5, 2.5]
+    assert ADD(memoryview(np.arange(3, dtype=np.int16)), 1).tolist() == [1, 2, 3]
