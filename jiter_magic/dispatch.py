@@ -20,7 +20,7 @@ from .kernels import path_of
 from .kernels.base import Grid
 from .loader import KernelLoader, Launcher
 from .memcache import MemoryCache
-from .resolve import OverlapPair, check_overlap, overlap_pairs, resolve_call
+from .resolve import OverlapPair, check_output_overlap, check_overlap, output_overlap_pairs, overlap_pairs, resolve_call
 from .spec import KernelSpec
 from .values import flattener, scalar_kind, scalar_value
 
@@ -43,6 +43,7 @@ class CallPlan:
     pointer: Callable[[Any], int]  # an output's data pointer
     device: int  # -1 for the host
     overlap_pairs: tuple[OverlapPair, ...] = ()  # out= plans: pairs to check on every call
+    output_pairs: tuple = ()  # out= plans with several outputs: pairs of outputs to check
 
     def launch(self, pointers: list, input_pointers: list, extras: list, items: list | tuple) -> None:
         """Pack pointers, element count, extras and scalar inputs; launch on the current stream."""
@@ -130,6 +131,8 @@ class Dispatcher:
         input_pointers = [i.pointer for i in items if isinstance(i, Described)]
         if plan.overlap_pairs:
             check_overlap(plan.overlap_pairs, pointers, input_pointers)
+        if plan.output_pairs:
+            check_output_overlap(plan.output_pairs, pointers)
         if plan.launcher is not None:
             plan.launch(pointers, input_pointers, extras, items)
         if outs is not None:
@@ -232,6 +235,7 @@ class Dispatcher:
             path.grid(spec, layout) if computes else (0, 0, 0),
             tuple(adapter.allocator(layout.shape, layout.output_strides, d, like) for d in spec.outputs),
             flattener(spec, adapter.rules == "torch"), adapter.stream, adapter.pointer, device, pairs,
+            () if normal_outs is None else output_overlap_pairs(normal_outs),
         )
 
 

@@ -103,6 +103,35 @@ def overlap_pairs(outs: list[ArrayDesc], items: list[ArrayDesc]) -> tuple[Overla
     return tuple(pairs)
 
 
+def _dense(a: ArrayDesc) -> tuple[int, int] | None:
+    """The byte span of an array whose elements fill it exactly (no gaps, no overlap), else None:
+    only for such arrays does a shared byte mean a shared element (torch's rule too)."""
+    span = _byte_span(a)
+    numel = 1
+    for n in a.shape:
+        numel *= n
+    return span if span and span[1] - span[0] == numel * dt.DTYPES[a.dtype].itemsize else None
+
+
+def output_overlap_pairs(outs: list[ArrayDesc]) -> tuple[tuple[int, int, tuple[int, int], tuple[int, int]], ...]:
+    """Pairs of dense `out=` arrays whose memory each call must check for overlap."""
+    spans = [_dense(o) for o in outs]
+    pairs = []
+    for j, first in enumerate(spans):
+        for k in range(j + 1, len(spans)):
+            second = spans[k]
+            if first and second:
+                pairs.append((j, k, first, second))
+    return tuple(pairs)
+
+
+def check_output_overlap(pairs: tuple, out_pointers: list[int]) -> None:
+    for j, k, (j_lo, j_hi), (k_lo, k_hi) in pairs:
+        if out_pointers[k] + k_lo < out_pointers[j] + j_hi and out_pointers[j] + j_lo < out_pointers[k] + k_hi:
+            raise ShapeError(f"out= arrays {j} and {k} overlap each other: one output's results would overwrite "
+                             "another's; pass separate arrays")
+
+
 def check_overlap(pairs: tuple[OverlapPair, ...], out_pointers: list[int], in_pointers: list[int]) -> None:
     for j, p, (o_lo, o_hi), (a_lo, a_hi), same in pairs:
         o, a = out_pointers[j], in_pointers[p]
