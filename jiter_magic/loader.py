@@ -30,14 +30,6 @@ _SHARED_LOCK = threading.Lock()
 _POOL: MemoryCache[Any] = MemoryCache(POOL_LIMIT, counted=False)
 
 
-class _DiskEntryUnloadable(Exception):
-    """A binary from the disk cache that passed its checks but does not load."""
-
-    def __init__(self, specialization: Specialization) -> None:
-        super().__init__(specialization.cache_key)
-        self.specialization = specialization
-
-
 class KernelLoader:
     def __init__(self, binding: Binding) -> None:
         self.binding = binding
@@ -69,11 +61,15 @@ class KernelLoader:
         if launcher is not None:  # loaded for an equal function that is still alive
             self.record(replace(launcher.specialization, cache_event="memory", compile_seconds=0.0))
             return launcher
+        specialization = self._build(spec, device)
         try:
-            specialization, launcher = self._build_and_load(spec, device)
-        except _DiskEntryUnloadable as failed:  # a valid-looking entry that does not load: rebuild once
-            discard(failed.specialization, str(failed.__cause__))
-            specialization, launcher = self._build_and_load(spec, device)
+            launcher = self._loaded(specialization, device)
+        except LaunchError as exc:  # a valid-looking disk entry that does not load: rebuild once
+            if specialization.cache_event != "disk":
+                raise
+            discard(specialization, str(exc))
+            specialization = self._build(spec, device)
+            launcher = self._loaded(specialization, device)
         launcher.specialization = specialization
         with _SHARED_LOCK:
             _SHARED[shared_key] = launcher
@@ -81,24 +77,26 @@ class KernelLoader:
         self.record(specialization)
         return launcher
 
-    def _build_and_load(self, spec: KernelSpec, device: int) -> tuple[Specialization, Any]:
+    def _build(self, spec: KernelSpec, device: int) -> Specialization:
+        """The binary of `spec` for `device`: from the disk cache or compiled."""
         if device >= 0:
             from .backends import cuda
 
-            specialization = build(self.binding, spec, "cuda", cuda.compiler(device))
-            load: Callable[[], Any] = lambda: cuda.CudaLauncher(specialization.binary, spec, device)  # noqa: E731
-        else:
-            from .backends import cpu
+            return build(self.binding, spec, "cuda", cuda.compiler(device))
+        from .backends import cpu
 
-            specialization = build(self.binding, spec, "cpu", cpu.compiler())
-            load = lambda: cpu.CpuLauncher(specialization.binary, spec, specialization.cache_key,  # noqa: E731
-                                           self.binding.functor.name)
-        try:
-            return specialization, load()
-        except LaunchError as exc:
-            if specialization.cache_event != "disk":
-                raise
-            raise _DiskEntryUnloadable(specialization) from exc
+        return build(self.binding, spec, "cpu", cpu.compiler())
+
+    def _loaded(self, specialization: Specialization, device: int) -> Any:
+        """A launcher for a built binary, loaded on `device` (-1: the host)."""
+        if device >= 0:
+            from .backends import cuda
+
+            return cuda.CudaLauncher(specialization.binary, specialization.spec, device)
+        from .backends import cpu
+
+        return cpu.CpuLauncher(specialization.binary, specialization.spec, specialization.cache_key,
+                               self.binding.functor.name)
 
     def build_without_device(self, spec: KernelSpec) -> Specialization:
         """Compile a CUDA specialization with no GPU present (for the default architecture)."""
