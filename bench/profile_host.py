@@ -94,7 +94,10 @@ def main() -> None:
         from jiter_magic.arrays import BY_TYPE
 
         adapter = BY_TYPE.get(type(a))
-        if adapter is not None and hasattr(adapter, "fast_key"):
+        if adapter is not None and hasattr(adapter, "fast_key_for"):  # bound once a function since 2026-12-01
+            key_of = adapter.fast_key_for(2)
+            rows["adapter fast_key"] = lambda: key_of((a, b))
+        elif adapter is not None and hasattr(adapter, "fast_key"):
             rows["adapter fast_key"] = lambda: adapter.fast_key((a, b))
     except ImportError:
         pass

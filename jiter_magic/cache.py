@@ -195,7 +195,7 @@ class DiskCache:
     def _discard(self, path: str, why: str) -> None:
         COUNTERS.add("corrupt_entries")
         warnings.warn(f"jiter_magic: cache entry {path} {why}; discarding it and recompiling", CacheWarning, 4)
-        fs.unlink(path)
+        fs.remove_entry(path)
 
     def _timed_out(self, path: str) -> None:
         COUNTERS.add("lock_timeouts")

@@ -79,6 +79,15 @@ class Dispatcher:
         self.plans: MemoryCache[CallPlan] = MemoryCache(PLAN_LIMIT)
         self.backend = "auto"
         self._checked_device: int | None = None
+        self._fast_keys: dict[type, Callable[[tuple], FastKey | None]] = {}
+
+    def _fast_key_function(self, kind: type) -> Callable[[tuple], FastKey | None] | None:
+        """The fast key of calls whose first input is a `kind` (bound once a type), or None."""
+        adapter = BY_TYPE.get(kind)
+        if adapter is None:
+            return None
+        found = self._fast_keys[kind] = adapter.fast_key_for(self.num_inputs)
+        return found
 
     def set_backend(self, value: str) -> None:
         if value not in BACKENDS:
@@ -94,9 +103,9 @@ class Dispatcher:
                             f"got {len(args)}")
         fast = None
         if out is None and not kwargs:
-            adapter = BY_TYPE.get(type(args[0]))
-            if adapter is not None:
-                fast = adapter.fast_key(args)
+            key_of = self._fast_keys.get(type(args[0])) or self._fast_key_function(type(args[0]))
+            if key_of is not None:
+                fast = key_of(args)
                 if fast is not None:
                     plan = self.plans.get(fast[0])
                     if plan is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import stat
 import time
 
@@ -126,6 +127,17 @@ def unlink(path: str) -> bool:
         return True
     except OSError:
         return False
+
+
+def remove_entry(path: str) -> bool:
+    """Remove whatever sits at an entry's path: a file, a link (not its target), or a folder
+    planted there (with what it holds, links inside removed, never followed); whether it went."""
+    if unlink(path):
+        return True
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return not os.path.lexists(path)
+    return False
 
 
 def scan(folder: str) -> list[os.DirEntry]:

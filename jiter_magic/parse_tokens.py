@@ -12,12 +12,13 @@ from .errors import ParseError
 
 # Identifiers start with a Unicode letter or '_' (never a digit) and go on with word characters or
 # any other non-ASCII, non-space character: GCC >= 10 and NVRTC take UTF-8 identifiers, and
-# combining marks (a decomposed 'ö', Devanagari vowel signs) are not `\w` in Python.
+# combining marks (a decomposed 'ö', Devanagari vowel signs) are not `\w` in Python. A line comment
+# or a preprocessor line ending in a backslash goes on over the next line, as the compiler splices it.
 _TOKEN = re.compile(
     r"""
     (?P<ws>\s+)
-  | (?P<comment>//[^\n]*|/\*.*?\*/)
-  | (?P<pp>\#(?:\\\n|[^\n])*)
+  | (?P<comment>//(?:\\[ \t]*\r?\n|[^\n])*|/\*.*?\*/)
+  | (?P<pp>\#(?:\\[ \t]*\r?\n|[^\n])*)
   | (?P<string>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')
   | (?P<ident>[^\W\d](?:\w|[^\x00-\x7f\s])*)
   | (?P<number>\.?\d(?:[eEpP][+-]|[\w.])*)

@@ -69,11 +69,50 @@ def _extent(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]
     return low, high
 
 
+ENUMERATED_LIMIT = 1 << 22  # outputs up to this many elements whose strides prove nothing are checked one by one
+
+
+def distinct_elements(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool | None:
+    """Whether every element of a strided array has its own memory: True or False when known,
+    None when too large to tell. Strides sorted by size each stepping past everything the smaller
+    ones reach prove it (any dense, transposed, sliced or permuted array); fewer offsets than
+    elements disprove it; anything else small enough is enumerated."""
+    dims = sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1)
+    reach = 0
+    for stride, n in dims:
+        if stride <= reach:
+            break
+        reach += (n - 1) * stride
+    else:
+        return True
+    numel = 1
+    for _stride, n in dims:
+        numel *= n
+    if sum((n - 1) * stride for stride, n in dims) + 1 < numel:
+        return False
+    if numel > ENUMERATED_LIMIT:
+        return None
+    import numpy as np
+
+    offsets = np.zeros(1, dtype=np.int64)
+    for stride, n in dims:
+        offsets = (offsets[:, None] + np.arange(n, dtype=np.int64) * stride).ravel()
+    return bool(np.unique(offsets).size == numel)
+
+
 def _check_expanded_outputs(outs: list[ArrayDesc]) -> None:
-    """An output may not write one element from several places (a stride 0 over more than one)."""
+    """An output may not write one element from several places: a stride 0 over more than one,
+    or strides that make two elements meet (torch checks only the first; outputs too large to
+    tell are accepted, as torch accepts them)."""
     for o in outs:
-        if 0 not in o.shape and any(s == 0 and n > 1 for s, n in zip(o.strides, o.shape)):
+        if 0 in o.shape:
+            continue
+        if any(s == 0 and n > 1 for s, n in zip(o.strides, o.shape)):
             raise ShapeError("out= has an expanded (stride 0) dimension: several results would land on one element")
+        if distinct_elements(tuple(o.shape), tuple(o.strides)) is False:
+            raise ShapeError(f"out= has elements that refer to the same memory (shape {tuple(o.shape)}, strides "
+                             f"{tuple(o.strides)} in elements): several results would land on one element; pass an "
+                             "array whose elements are distinct")
 
 
 def _byte_span(a: ArrayDesc) -> tuple[int, int] | None:

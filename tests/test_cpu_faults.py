@@ -114,3 +114,57 @@ def test_a_fault_outside_any_kernel_still_ends_the_process_as_before():
     assert result.stdout.strip() == "[1.0, 1.0]"
     assert result.returncode == -11  # SIGSEGV, after Python's faulthandler reported it
     assert "Segmentation fault" in result.stderr or "Fatal Python error" in result.stderr
+
+
+# ----------------------------------------------------------------------------- code run when a library loads
+def test_a_static_initializer_that_throws_is_refused_and_this_process_goes_on():
+    fn = create_jit_fn("struct InitThrows { InitThrows() { throw 7; } } init_throws_object;\n"
+                       "template <typename T> T init_throws(T x) { return x; }")
+    for _ in range(2):  # the verdict is kept: the second call says the same without a new trial
+        with pytest.raises(jiter_magic.KernelFaultError,
+                           match=r"^init_throws: the code string runs code when its library is loaded .* ended the "
+                                 r"trial process with SIGABRT \(terminate called after throwing an instance of 'int'"):
+            fn(np.ones(3))
+    good_call_works()
+
+
+def test_a_static_initializer_that_segfaults_is_refused():
+    fn = create_jit_fn("struct InitFaults { InitFaults() { volatile int* volatile p = 0; *p = 1; } } init_faults_object;\n"
+                       "template <typename T> T init_faults(T x) { return x; }")
+    with pytest.raises(jiter_magic.KernelFaultError, match=r"ended the trial process with SIGSEGV.*function-local static"):
+        fn(np.ones(3))
+    good_call_works()
+
+
+def test_a_static_destructor_that_segfaults_at_unload_is_refused():
+    fn = create_jit_fn("struct ExitFaults { ~ExitFaults() { volatile int* volatile p = 0; *p = 1; } } exit_faults_object;\n"
+                       "template <typename T> T exit_faults(T x) { return x; }")
+    with pytest.raises(jiter_magic.KernelFaultError, match=r"^exit_faults: .*loaded or unloaded.*SIGSEGV"):
+        fn(np.ones(3))
+
+
+def test_static_initializers_that_work_are_kept():
+    """Valid C++ stays valid: a global computed at load time, and <iostream> (a static object in GCC < 13)."""
+    fn = create_jit_fn("#include <iostream>\n#include <cmath>\n"
+                       "static double computed_scale() { volatile double two = 2.0; return std::sqrt(two * two); }\n"
+                       "static const double load_time_scale = computed_scale();\n"
+                       "template <typename T> T init_scale(T x) { return x * T(load_time_scale); }")
+    result = fn(np.arange(4.0))
+    np.testing.assert_array_equal(result, np.arange(4.0) * 2)
+    assert result.dtype == np.float64
+    from jiter_magic.backends import fault_guard, load_check
+
+    runtime = fault_guard.ensure_runtime(jiter_magic.backends.cpu.compiler())
+    assert isinstance(load_check.initializer_bytes(runtime), int)
+    assert load_check.runs_code_when_loaded(fn.specializations[-1].binary, runtime)
+    good_call_works()  # DIVIDE has a specialization now
+    assert not load_check.runs_code_when_loaded(DIVIDE.specializations[-1].binary, runtime)
+
+
+def test_initializer_tables_are_read_from_elf_only():
+    from jiter_magic.backends import load_check
+
+    assert load_check.initializer_bytes(b"") is None
+    assert load_check.initializer_bytes(b"\xcf\xfa\xed\xfe" + bytes(60)) is None  # Mach-O
+    assert load_check.initializer_bytes(b"\x7fELF\x02\x01\x01" + bytes(9)) is None  # truncated ELF
+    assert not load_check.runs_code_when_loaded(b"not a library", b"not a library either")

@@ -441,6 +441,22 @@ def test_tensor_subclasses_and_layouts_are_refused_on_cuda_before_a_launch(tmp_p
     _close(add(dense, dense), 2 * dense)
 
 
+def test_a_storage_freed_or_shrunk_under_a_view_is_refused_on_cuda():
+    add = create_jit_fn("template <typename T> T gpu_freed_add(T x, T y) { return x + y; }")
+    live = torch.ones(1 << 16, device="cuda")
+    _close(add(live, live), 2 * live)  # planned: the next call of this layout takes the hot path
+    freed = torch.ones(1 << 16, device="cuda")
+    freed.untyped_storage().resize_(0)
+    with pytest.raises(jiter_magic.UnsupportedArrayError, match="reaches byte 262144 of its storage, which holds only 0"):
+        add(freed, live)
+    shrunk = torch.ones((1 << 16) + 8, device="cuda")[8:]
+    shrunk.untyped_storage().resize_(64)
+    with pytest.raises(jiter_magic.UnsupportedArrayError, match="resized under the view"):
+        add(shrunk, 1.0)  # planned afresh (a scalar input): checked; README Safety says where it is not
+    torch.cuda.synchronize()
+    _close(add(live, live), 2 * live)
+
+
 def test_gradients_are_never_silently_missing_on_cuda():
     scale = create_jit_fn("template <typename T> T gpu_scale(T x, T a) { return x * a; }", a=3.0)
     x = torch.arange(4.0, device="cuda", requires_grad=True)

@@ -65,3 +65,36 @@ def test_recreated_and_dropped_functions_leave_mappings_and_rss_flat(tmp_path):
     kept = (report["dropped"] - report["before_distinct"]) / per_kernel
     assert kept <= POOL_LIMIT + 1
     assert report["dropped"] < report["loaded"]
+
+
+TRIM_SCRIPT = r"""
+import ctypes, ctypes.util, sys
+from jiter_magic.backends import heap
+
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, (ctypes.c_size_t,), (ctypes.c_void_p,)
+
+def rss_mib():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+
+blocks = [libc.malloc(512) for _ in range(200000)]  # ~100 MiB of small blocks, as loading many kernels leaves
+for block in blocks:
+    ctypes.memset(block, 1, 512)
+pinned = libc.malloc(512)  # above them all: plain free() cannot shrink the heap past it
+for block in blocks:
+    libc.free(block)
+freed = rss_mib()
+for _ in range(heap.UNLOADS_PER_TRIM):  # unloading this many kernels trims the heap once
+    heap.kernel_unloaded()
+print(freed, rss_mib())
+"""
+
+
+def test_unloading_kernels_hands_freed_heap_memory_back():
+    """After UNLOADS_PER_TRIM unloads, the free pages left in the heap go back to the system."""
+    result = subprocess.run([sys.executable, "-c", TRIM_SCRIPT], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    freed, trimmed = map(float, result.stdout.split())
+    assert freed > 80  # MiB: the blocks were freed, yet the process still holds them
+    assert trimmed < freed - 60

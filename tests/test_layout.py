@@ -544,3 +544,49 @@ def test_needs_int64_headroom(numel):
     layout = plan_layout([(numel,)], [(1,)])
     assert layout.numel == numel <= INT32_MAX
     assert layout.needs_int64 is True
+
+
+# ----------------------------------------------------------------------------- out= whose elements meet
+def _brute_force_distinct(shape, strides):
+    offsets = [sum(i * s for i, s in zip(index, strides)) for index in itertools.product(*(range(n) for n in shape))]
+    return len(set(offsets)) == len(offsets)
+
+
+@pytest.mark.parametrize("shape,strides,expected", [
+    ((3, 2), (1, 1), False),  # rows overlap by one element
+    ((3, 3), (2, 3), True),  # gaps interleave without meeting: only enumeration tells
+    ((4, 5), (5, 1), True), ((4, 5), (1, 4), True), ((2, 3, 4), (1, 8, 2), True),  # dense in any order
+    ((4, 5), (-5, -1), True), ((2, 2), (3, -2), True),  # NumPy's negative strides
+    ((5, 1, 4), (4, 0, 1), True),  # a size-1 dimension's stride does not matter
+    ((1000, 1000), (1, 1), False),  # fewer offsets than elements: known without enumerating
+    ((4096, 4096), (4096, 4095), None),  # 16 M elements whose strides prove nothing: not enumerated
+])
+def test_distinct_elements(shape, strides, expected):
+    from jiter_magic.resolve import distinct_elements
+
+    assert distinct_elements(shape, strides) is expected
+
+
+def test_distinct_elements_agrees_with_brute_force():
+    from jiter_magic.resolve import distinct_elements
+
+    rng = random.Random(7)
+    for _ in range(2000):
+        ndim = rng.randint(1, 3)
+        shape = tuple(rng.randint(1, 4) for _ in range(ndim))
+        strides = tuple(rng.randint(-6, 6) for _ in range(ndim))
+        assert distinct_elements(shape, strides) is _brute_force_distinct(shape, strides), (shape, strides)
+
+
+def test_an_out_whose_elements_meet_is_refused_and_left_untouched():
+    import jiter_magic
+
+    add = jiter_magic.create_jit_fn("template <typename T> T meet_add(T x, T y) { return x + y; }")
+    base = np.zeros(8)
+    out = np.lib.stride_tricks.as_strided(base, (3, 2), (8, 8))
+    with pytest.raises(ShapeError, match=r"^out= has elements that refer to the same memory"):
+        add(np.ones((3, 2)), 1.0, out=out)
+    assert not base.any()
+    interleaved = np.lib.stride_tricks.as_strided(np.zeros(12), (3, 3), (16, 24))  # distinct, with gaps
+    add(np.ones((3, 3)), np.arange(9.0).reshape(3, 3), out=interleaved)
+    np.testing.assert_array_equal(interleaved, np.arange(9.0).reshape(3, 3) + 1)

@@ -95,6 +95,15 @@ def test_define_lines_and_continuations_are_skipped():
     assert f.line == 5
 
 
+@pytest.mark.parametrize("ending", ["\\\n", "\\  \n", "\\\r\n"])
+def test_a_line_comment_ending_in_a_backslash_swallows_the_next_line(ending):
+    """The compiler splices the next line into the comment, so a function there is not the entry."""
+    code = f"// a note {ending}template <typename T> T hidden(T x) {{ return x; }}\ntemplate <typename T> T seen(T x) {{ return x; }}\n"
+    f = parse_functor(code)
+    assert f.name == "seen"
+    assert f.line == 3
+
+
 def test_string_and_char_literals_with_braces():
     code = (
         "template <typename T> T f(T x) {\n"

@@ -118,6 +118,28 @@ def test_sparse_nested_quantized_and_meta_tensors_are_refused_before_a_launch():
     _refused(lambda: ADD(dense, dense, out=dense.to_sparse()), jiter_magic.UnsupportedArrayError, "sparse")
 
 
+def test_a_storage_freed_under_a_view_is_refused_on_the_hot_path_too():
+    """FSDP frees a parameter by resizing its storage to nothing; its pointer then lies in the first
+    page, which keys the call apart from the live layout's plan, so the check runs again."""
+    live = torch.ones(1000)
+    torch.testing.assert_close(ADD(live, live), 2 * live)
+    torch.testing.assert_close(ADD(live, live), 2 * live)  # the hot path now has this layout's plan
+    freed = torch.ones(1000)
+    freed.untyped_storage().resize_(0)
+    for _ in range(2):
+        with pytest.raises(jiter_magic.UnsupportedArrayError,
+                           match=r"^this tensor's view reaches byte 4000 of its storage, which holds only 0 bytes"):
+            ADD(freed, live)
+    offset_view = torch.ones(1010)[10:]  # a view at an offset: needs 4040 bytes of a 4040-byte storage
+    offset_view.untyped_storage().resize_(4000)
+    with pytest.raises(jiter_magic.UnsupportedArrayError, match="reaches byte 4040 of its storage, which holds only 4000"):
+        ADD(offset_view, 1.0)
+    empty = torch.ones(0)
+    empty.untyped_storage().resize_(0)
+    assert ADD(empty, empty).shape == (0,)  # nothing to read: accepted
+    still_works()
+
+
 def test_fake_tensors_are_refused():
     from torch._subclasses.fake_tensor import FakeTensorMode
 

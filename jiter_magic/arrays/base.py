@@ -54,6 +54,9 @@ class ArrayAdapter(Protocol):
     def fast_key(self, args: tuple) -> FastKey | None:
         """The hot path's key when every argument is a plain array of this library, else None."""
 
+    def fast_key_for(self, count: int) -> Callable[[tuple], FastKey | None]:
+        """`fast_key` for calls of `count` arguments (the hot path binds it once a function)."""
+
     def reusable(self, key: tuple) -> bool:
         """Whether a plan may be stored under this fast key (torch: no lazy conj/neg views)."""
 

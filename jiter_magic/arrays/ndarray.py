@@ -1,6 +1,7 @@
 """What NumPy and CuPy arrays share: dtype names, byte strides, allocation by extent, fast keys."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import DTypeError, ShapeError, UnsupportedArrayError
@@ -35,6 +36,9 @@ class NdarrayAdapter:
             parts.append((x.dtype, x.shape, x.strides, pointer & 15, device))
             pointers.append(pointer)
         return tuple(parts), pointers
+
+    def fast_key_for(self, count: int) -> Callable[[tuple], FastKey | None]:
+        return self.fast_key
 
     def reusable(self, key: tuple) -> bool:
         return True

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -69,6 +70,49 @@ def _storage_backed(kind: type) -> bool:
     return found
 
 
+# The hot path's key of a call with n tensors: `_PART` fields a tensor, in one flat tuple, read
+# by a function generated for n (unrolled: no loop, no per-tensor tuple, one pass), so that the
+# key costs little more than the attribute reads themselves. A pointer in the first page (a
+# storage resized to nothing under the view: FSDP frees parameters so) keys apart (-1), so that
+# the general path checks and refuses it.
+_PART = 9
+_FIELDS = ("x{i}.dtype, x{i}.shape, x{i}.stride(), p{i} & 15 if p{i} > 4095 else -1, x{i}.device, "
+           "x{i}.is_neg(), x{i}.is_conj(), type(x{i}), x{i}.requires_grad")
+
+
+@functools.cache
+def _fast_key_of(count: int) -> Callable[[tuple], FastKey | None]:
+    names = [f"x{i}" for i in range(count)]
+    pointers = [f"p{i}" for i in range(count)]
+    source = "\n".join([
+        "def fast_key(args):",
+        "    try:",
+        f"        {', '.join(names)}, = args",
+        *(f"        p{i} = x{i}.data_ptr()" for i in range(count)),
+        f"        return ({', '.join(_FIELDS.format(i=i) for i in range(count))},), [{', '.join(pointers)}]",
+        "    except (AttributeError, TypeError, RuntimeError):  # not tensors; tensors without storage (sparse)",
+        "        return None",
+    ])
+    scope: dict[str, Any] = {}
+    exec(compile(source, f"<jiter_magic fast key of {count} tensors>", "exec"), scope)  # noqa: S102 - our own text
+    return scope["fast_key"]
+
+
+def _check_storage_covers(x: torch.Tensor) -> None:
+    """Refuse a view that reaches past its storage: one whose storage was resized smaller after
+    the view was made (`untyped_storage().resize_()`, as FSDP frees parameters), which a kernel
+    would read out of bounds."""
+    if x.numel() == 0:
+        return
+    last = x.storage_offset() + sum((n - 1) * s for n, s in zip(x.shape, x.stride()))
+    needed, held = (last + 1) * x.element_size(), x.untyped_storage().nbytes()
+    if needed > held:
+        raise UnsupportedArrayError(
+            f"this tensor's view reaches byte {needed} of its storage, which holds only {held} bytes (the storage "
+            "was resized under the view, e.g. by untyped_storage().resize_() or FSDP freeing a parameter); a "
+            "kernel would read outside it: pass a tensor whose storage holds its values")
+
+
 class _WithoutGradient(torch.autograd.Function):
     """Gives results a grad_fn whose backward raises, as torch does for an operator without an
     autograd formula: a gradient is never silently missing."""
@@ -97,21 +141,17 @@ class TorchAdapter:
         # The raw current-stream accessor itself, not a wrapper: the hot path calls it every launch.
         self.stream: Callable[[int], int] = _raw_stream or _no_cuda_stream
         self.pointer: Callable[[torch.Tensor], int] = torch.Tensor.data_ptr
-        self.fast_key = self._fast_key  # bound once: the hot path calls it on every call
 
-    def _fast_key(self, args: tuple) -> FastKey | None:
-        """One list of C-level attribute reads: the device object tells CPU from CUDA from meta;
-        lazy conj/neg views, subclasses and inputs requiring grad never reuse a plan (`reusable`)."""
-        try:
-            descs = [(x.dtype, x.shape, x.stride(), x.data_ptr(), x.device, x.is_neg(), x.is_conj(), type(x),
-                      x.requires_grad) for x in args]
-        except (AttributeError, TypeError, RuntimeError):  # not tensors; tensors without storage (sparse)
-            return None
-        return (tuple([(d[0], d[1], d[2], d[3] & 15, d[4], d[5], d[6], d[7], d[8]) for d in descs]),
-                [d[3] for d in descs])
+    def fast_key(self, args: tuple) -> FastKey | None:
+        return self.fast_key_for(len(args))(args)
+
+    def fast_key_for(self, count: int) -> Callable[[tuple], FastKey | None]:
+        return _fast_key_of(count)
 
     def reusable(self, key: tuple) -> bool:
-        return not any(part[5] or part[6] or part[8] or part[7] not in _PLAIN for part in key)
+        """Lazy conj/neg views, inputs requiring grad and subclasses never reuse a plan."""
+        return not (any(key[5::_PART]) or any(key[6::_PART]) or any(key[8::_PART])) and \
+            all(kind in _PLAIN for kind in key[7::_PART])
 
     def materialize(self, x: torch.Tensor) -> torch.Tensor:
         """A tensor whose memory holds its values: lazy conj/neg views resolved; only dense CPU and
@@ -135,9 +175,12 @@ class TorchAdapter:
 
     def describe(self, x: torch.Tensor) -> Described:
         dtype, strides, pointer, device = x.dtype, x.stride(), x.data_ptr(), x.get_device()
-        return new_tuple(Described, ((dtype, x.shape, strides, pointer % 16), pointer, device, x, dtype, strides))
+        alignment = pointer % 16 if pointer > 4095 else -1  # as in the fast key: a freed storage plans apart
+        return new_tuple(Described, ((dtype, x.shape, strides, alignment), pointer, device, x, dtype, strides))
 
     def normalize(self, described: Described) -> ArrayDesc:
+        """Once a plan: the array as planning sees it, after checking its storage covers it."""
+        _check_storage_covers(described.array)
         try:
             name = _NAMES[described.dtype]
         except KeyError:

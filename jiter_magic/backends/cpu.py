@@ -13,7 +13,7 @@ from ..compilers.cxx import CxxCompiler
 from ..errors import LaunchError
 from ..kernels.args import args_layout
 from ..spec import KernelSpec
-from . import fault_guard
+from . import fault_guard, heap, load_check
 
 _dlclose = getattr(_ctypes, "dlclose", None)  # POSIX only; elsewhere libraries stay loaded
 
@@ -27,7 +27,8 @@ class CpuLauncher:
     """One loaded host specialization."""
 
     def __init__(self, binary: bytes, spec: KernelSpec, key: str, name: str):
-        fault_guard.ensure_runtime(compiler())  # kernels resolve the guard's symbols against it
+        runtime = fault_guard.ensure_runtime(compiler())  # kernels resolve the guard's symbols against it
+        load_check.check_loading(binary, runtime, key, name)
         self.name = name
         # The verified bytes go to a file of this loader's own, which is removed once loaded:
         # concurrent loaders never share a half-written file, and nothing is left behind.
@@ -52,7 +53,10 @@ class CpuLauncher:
             try:
                 _dlclose(library._handle)
             except OSError:  # already gone, or the interpreter is shutting down
-                pass
+                return
+            note = getattr(heap, "kernel_unloaded", None)  # None once the interpreter is tearing down
+            if note is not None:
+                note()
 
     def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
         status = self.function(self.pack(*values, *geometry))

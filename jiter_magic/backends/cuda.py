@@ -16,6 +16,7 @@ from ..errors import DeviceError, LaunchError
 from ..kernels import path_of
 from ..kernels.args import args_layout
 from ..spec import KernelSpec
+from . import heap
 
 
 def _cupy() -> ModuleType:
@@ -66,6 +67,14 @@ class CudaLauncher:
         self.lock = threading.Lock()
         # With several GPUs the kernel's context must be current at launch; one GPU never switches.
         self.switch = cupy.cuda.Device(device) if cupy.cuda.runtime.getDeviceCount() > 1 else None
+
+    def __del__(self) -> None:
+        """Unload the module now (CuPy's Module unloads when collected) and count it for a heap trim."""
+        if getattr(self, "module", None) is not None:
+            self.module = None
+            note = getattr(heap, "kernel_unloaded", None)  # None once the interpreter is tearing down
+            if note is not None:
+                note()
 
     def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
         with self.lock:  # the driver copies the parameters during the launch call

@@ -5,8 +5,9 @@ into the process with RTLD_GLOBAL before any host kernel, and installs handlers 
 SIGSEGV, SIGBUS and SIGILL that chain to whatever was installed before. Each kernel thread
 registers a jump buffer in the runtime's thread-local `jm_fault_jump` while it computes (see
 kernels/host.py); a fault there jumps back into the kernel, which returns the signal number
-(or -1 for a C++ exception) instead of ending the process. A fault anywhere else goes to the
-previous handler, exactly as before.
+(or -1 for a C++ exception, whose text is kept in the call's own buffer and handed to the calling
+thread) instead of ending the process. A fault anywhere else goes to the previous handler, exactly
+as before. Code that runs when a kernel library is loaded is checked apart (load_check.py).
 """
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ extern "C" {
 __thread sigjmp_buf* volatile jm_fault_jump = 0;  /* volatile: the kernel's store must happen */
 static struct sigaction jm_previous[65];
 static int jm_installed = 0;
-static char jm_message[512];
-static volatile int jm_message_set = 0;
+/* The text of a C++ exception, for the thread that called the kernel: written once the kernel's
+   threads are done (jm_fault_report), read by that same thread through ctypes (jm_fault_message). */
+static __thread char jm_message[512];
 
 static void jm_on_fault(int sig, siginfo_t* info, void* context) {
   sigjmp_buf* jump = jm_fault_jump;
@@ -54,21 +56,24 @@ int jm_install_fault_guard(void) {
   return 0;
 }
 
-void jm_fault_note(const char* what) {
-  if (!__sync_lock_test_and_set(&jm_message_set, 1)) {
-    strncpy(jm_message, what ? what : "", sizeof jm_message - 1);
-    jm_message[sizeof jm_message - 1] = 0;
+/* A kernel thread's exception text, kept in the call's own buffer: the first thread to throw wins,
+   so concurrent calls never mix their messages. */
+void jm_fault_note(char* text, int* taken, const char* what) {
+  if (!__sync_lock_test_and_set(taken, 1)) {
+    strncpy(text, what ? what : "", 511);
+    text[511] = 0;
   }
 }
 
-const char* jm_fault_message(void) { return jm_message_set ? jm_message : ""; }
+void jm_fault_report(const char* text) { strncpy(jm_message, text, sizeof jm_message - 1); }
 
-void jm_fault_clear(void) { jm_message[0] = 0; __sync_lock_release(&jm_message_set); }
+const char* jm_fault_message(void) { return jm_message; }
 }
 """
 
 _lock = threading.Lock()
 _runtime: ctypes.CDLL | None = None
+_runtime_binary = b""
 
 
 def _binary(compiler) -> bytes:
@@ -86,15 +91,17 @@ def _binary(compiler) -> bytes:
     return binary
 
 
-def ensure_runtime(compiler) -> ctypes.CDLL:
-    """Load the runtime (once a process) where later kernels find it, and install the handlers."""
-    global _runtime
+def ensure_runtime(compiler) -> bytes:
+    """Load the runtime (once a process) where later kernels find it, and install the handlers;
+    returns its binary (a library of the same build with no initializers: see load_check.py)."""
+    global _runtime, _runtime_binary
     with _lock:
         if _runtime is None:
             fd, path = tempfile.mkstemp(prefix="jiter_magic-guard-", suffix=".so")
+            binary = _binary(compiler)
             try:
                 with os.fdopen(fd, "wb") as handle:
-                    handle.write(_binary(compiler))
+                    handle.write(binary)
                 runtime = ctypes.CDLL(path, mode=os.RTLD_GLOBAL)
             except OSError as exc:
                 raise LaunchError(f"could not load jiter_magic's host fault guard: {exc}") from exc
@@ -103,8 +110,8 @@ def ensure_runtime(compiler) -> ctypes.CDLL:
             runtime.jm_fault_message.restype = ctypes.c_char_p
             if runtime.jm_install_fault_guard() != 0:
                 raise LaunchError("could not install jiter_magic's host fault handlers (sigaction failed)")
-            _runtime = runtime
-        return _runtime
+            _runtime, _runtime_binary = runtime, binary
+        return _runtime_binary
 
 
 def raise_fault(status: int, name: str) -> None:
@@ -112,8 +119,6 @@ def raise_fault(status: int, name: str) -> None:
     runtime = _runtime
     if status == -1:
         message = runtime.jm_fault_message().decode(errors="replace") if runtime else ""
-        if runtime:
-            runtime.jm_fault_clear()
         raise KernelFaultError(f"{name}: the functor threw a C++ exception: {message or '(no message)'}")
     if status == signal.SIGFPE:
         raise IntegerDivisionError(f"{name}: integer division or remainder by zero in the functor "

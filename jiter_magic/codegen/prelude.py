@@ -131,7 +131,11 @@ namespace jm { typedef ::jm_half half; typedef ::jm_bfloat16 bfloat16; }  // the
 #endif
 // jiter_magic's fault guard (a runtime library loaded once a process): a thread computing a
 // kernel says where a fault in the functor jumps back to, so the fault becomes a Python exception.
-extern "C" { extern __thread sigjmp_buf* volatile jm_fault_jump; void jm_fault_note(const char* what); }
+extern "C" {
+extern __thread sigjmp_buf* volatile jm_fault_jump;
+void jm_fault_note(char* text, int* taken, const char* what);
+void jm_fault_report(const char* text);
+}
 // This thread's share of n iterations: contiguous static chunks, as schedule(static) gives.
 static inline void jm_share(int64_t n, int64_t* begin, int64_t* end) {
 #ifdef _OPENMP

@@ -24,7 +24,7 @@ def _guarded(work: CodeBlock, count: str) -> CodeBlock:
     """The parallel region: each thread takes its static share of `count` iterations (`jm_begin`
     to `jm_end`, used by `work`) under the fault guard: a signal or a C++ exception in the functor
     ends that thread's share and sets the status the call returns, instead of ending the process."""
-    code = CodeBlock("int jm_status = 0;", PARALLEL)
+    code = CodeBlock("int jm_status = 0, jm_thrown = 0;", "char jm_what[512];", PARALLEL)
     with code.block(""):
         code.line("jm_index_t jm_begin, jm_end;")
         code.line(f"jm_share({count}, &jm_begin, &jm_end);")
@@ -35,14 +35,16 @@ def _guarded(work: CodeBlock, count: str) -> CodeBlock:
             code.line("jm_fault_jump = &jm_jump;")
             with code.block("try", close="} catch (const std::exception& jm_error) {"):
                 code.extend(work)
-            code.line("  jm_fault_note(jm_error.what());\n  jm_failed = -1;")
-            code.line("} catch (...) {\n  jm_fault_note(\"an exception that is not a std::exception\");")
+            code.line("  jm_fault_note(jm_what, &jm_thrown, jm_error.what());\n  jm_failed = -1;")
+            code.line("} catch (...) {")
+            code.line('  jm_fault_note(jm_what, &jm_thrown, "an exception that is not a std::exception");')
             code.line("  jm_failed = -1;\n}")
         with code.block(None):
             code.line("jm_failed = jm_signal;")
         code.line("jm_fault_jump = 0;")
         with code.block("if (jm_failed)"):
             code.line("#pragma omp atomic write\njm_status = jm_failed;")
+    code.line("if (jm_status == -1) jm_fault_report(jm_what);")
     code.line("return jm_status;")
     return code
 

@@ -77,7 +77,11 @@ namespace jm { typedef ::jm_half half; typedef ::jm_bfloat16 bfloat16; }  // the
 #endif
 // jiter_magic's fault guard (a runtime library loaded once a process): a thread computing a
 // kernel says where a fault in the functor jumps back to, so the fault becomes a Python exception.
-extern "C" { extern __thread sigjmp_buf* volatile jm_fault_jump; void jm_fault_note(const char* what); }
+extern "C" {
+extern __thread sigjmp_buf* volatile jm_fault_jump;
+void jm_fault_note(char* text, int* taken, const char* what);
+void jm_fault_report(const char* text);
+}
 // This thread's share of n iterations: contiguous static chunks, as schedule(static) gives.
 static inline void jm_share(int64_t n, int64_t* begin, int64_t* end) {
 #ifdef _OPENMP
@@ -93,7 +97,7 @@ static inline void jm_share(int64_t n, int64_t* begin, int64_t* end) {
 typedef float jm_compute_t;
 #line 1 "jiterator"
 template <typename T> void sum_diff(T x, T y, T& sum, T& diff) { sum = x + y; diff = x - y; }
-#line 97 "jiter_magic_kernel"
+#line 101 "jiter_magic_kernel"
 struct jm_Args {
   alignas(8) float* jm_out0;
   alignas(8) float* jm_out1;
@@ -121,7 +125,8 @@ extern "C" int jm_kernel(const jm_Args* jm_args) {
   const jm_index_t jm_n = (jm_index_t)jm_a.jm_n;
   const jm_index_t jm_inner = (jm_index_t)jm_a.jm_sizes[0];
   const jm_index_t jm_rows = jm_n / jm_inner;
-  int jm_status = 0;
+  int jm_status = 0, jm_thrown = 0;
+  char jm_what[512];
   #pragma omp parallel if (jm_n > 32768)
   {
     jm_index_t jm_begin, jm_end;
@@ -158,10 +163,10 @@ extern "C" int jm_kernel(const jm_Args* jm_args) {
           }
         }
       } catch (const std::exception& jm_error) {
-        jm_fault_note(jm_error.what());
+        jm_fault_note(jm_what, &jm_thrown, jm_error.what());
         jm_failed = -1;
       } catch (...) {
-        jm_fault_note("an exception that is not a std::exception");
+        jm_fault_note(jm_what, &jm_thrown, "an exception that is not a std::exception");
         jm_failed = -1;
       }
     } else {
@@ -173,5 +178,6 @@ extern "C" int jm_kernel(const jm_Args* jm_args) {
       jm_status = jm_failed;
     }
   }
+  if (jm_status == -1) jm_fault_report(jm_what);
   return jm_status;
 }
