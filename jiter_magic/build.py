@@ -109,12 +109,35 @@ def discard(specialization: Specialization, reason: str = "its binary could not 
     return disk_cache().discard(specialization.backend, specialization.cache_key, reason)
 
 
+# A compile's warnings are stored with its binary, so that a kernel loaded from the disk cache
+# still shows them: the payload is then this tag, the log's length and text, and the binary (a
+# binary alone, as stored without warnings, is an ELF file and never starts with the tag).
+_WITH_LOG = b"jm-log1\0"
+
+
+def stored_payload(binary: bytes, log: str) -> bytes:
+    if not log:
+        return binary
+    text = log.encode()
+    return _WITH_LOG + len(text).to_bytes(8, "little") + text + binary
+
+
+def split_payload(payload: bytes) -> tuple[bytes, str]:
+    """(binary, log) of a stored payload."""
+    if not payload.startswith(_WITH_LOG):
+        return payload, ""
+    start = len(_WITH_LOG) + 8
+    end = start + int.from_bytes(payload[len(_WITH_LOG):start], "little")
+    return payload[end:], payload[start:end].decode(errors="replace")
+
+
 def _from_disk(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization | None:
-    binary = disk.get(job.backend, job.key)
-    if binary is None:
+    payload = disk.get(job.backend, job.key)
+    if payload is None:
         return None
     COUNTERS.add("disk_hits")
-    return job.made(binary, "", 0.0, "disk", disk.path(job.backend, job.key))
+    binary, log = split_payload(payload)
+    return job.made(binary, log, 0.0, "disk", disk.path(job.backend, job.key))
 
 
 def _compile(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization:
@@ -128,9 +151,10 @@ def _compile(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization:
         if debugging():
             message += f"\n(generated source saved to {save_failed_source(job.source, name, job.backend, job.key)})"
         raise CompileError(message, log, job.source) from None
-    path = disk.put(job.backend, job.key, result.binary)
+    log = with_source_lines(result.log, job.binding.functor.code) if result.log else ""
+    path = disk.put(job.backend, job.key, stored_payload(result.binary, log))
     seconds = time.perf_counter() - started
     with COUNTERS.lock:
         COUNTERS.compiles += 1
         COUNTERS.compile_seconds += seconds
-    return job.made(result.binary, result.log, seconds, "compiled", path)
+    return job.made(result.binary, log, seconds, "compiled", path)

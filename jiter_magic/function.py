@@ -16,6 +16,7 @@ from .dispatch import Dispatcher
 from .errors import InvalidArgumentError
 from .loader import KernelLoader
 from .parse import parse_functor
+from .signature import docstring_of, signature_of
 from .spec import CONTIGUOUS
 from .values import scalar_value
 
@@ -32,7 +33,8 @@ class JitFunction:
         self.num_outputs = self.binding.num_outputs
         self.multi_output = num_outputs is not None
         self.__name__ = self.__qualname__ = self.functor.name
-        self.__doc__ = f"jitted elementwise function: {self.functor.signature}"
+        self.__signature__ = signature_of(self.binding, self.kwargs)
+        self.__doc__ = docstring_of(self.binding, self.kwargs)
         self._loader = KernelLoader(self.binding)
         # One output comes back as the array itself, from the multi-output form too (as torch's does).
         self._dispatch = Dispatcher(self.functor.name, self._loader, self.kwargs, self.num_outputs == 1)

@@ -26,6 +26,15 @@ def cuda_available() -> bool:
         return False
 
 
+def cuda_device_name(device: int | None = None) -> str:
+    """'cuda:0, NVIDIA H200' for the current (or given) device."""
+    import cupy
+
+    index = cupy.cuda.runtime.getDevice() if device is None else device
+    name = cupy.cuda.runtime.getDeviceProperties(index)["name"]
+    return f"cuda:{index}, {name.decode() if isinstance(name, bytes) else name}"
+
+
 def spec_for_dtypes(names: list[str], extras: tuple[str, ...], num_outputs: int, backend: str, path: str,
                     ndim: int) -> KernelSpec:
     """The spec of a call on dense arrays of the given dtypes."""

@@ -108,8 +108,9 @@ class KernelLoader:
 
     def record(self, specialization: Specialization) -> None:
         self.specializations.append(specialization)
-        if specialization.log.strip():
-            self.warnings.append(specialization.log.strip())
+        log = specialization.log.strip()
+        if log and log not in self.warnings:  # each dtype's compile says the same of the same code
+            self.warnings.append(log)
         for callback in list(self.listeners):
             try:
                 callback(specialization)

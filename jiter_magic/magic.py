@@ -1,14 +1,18 @@
 """IPython magics: `%%jiterator` turns a cell into a jitted callable, `%jiterator_cache` shows the cache.
 
 Thin on purpose: parse the magic line, call the public API, display the panel. The cell
-compiles at once for one dtype, so a broken functor fails the cell that holds it (with the
-compiler log at the cell's own line numbers), not a later cell that happens to call it.
+compiles at once for one dtype, so a broken functor fails the cell that holds it, not a later
+cell that happens to call it. Lines are counted as the notebook editor counts them: the
+magic line is line 1, so the code string given to the API is the cell behind one empty line,
+and every message (parse errors, compiler errors and warnings) and the panel's line numbers
+agree with the editor's. After the cell, one line says what was built, where and how fast.
 """
 from __future__ import annotations
 
 import ast
 import keyword
 import math
+import warnings
 from dataclasses import dataclass
 
 from IPython.core.error import UsageError
@@ -20,6 +24,9 @@ from IPython.utils.process import arg_split
 
 import jiter_magic
 from jiter_magic import BindError, CompileError, DTypeError, JitFunction, ParseError, ToolchainError
+from jiter_magic.compilers.nvrtc import default_arch
+from jiter_magic.inspection import cuda_available, cuda_device_name
+from jiter_magic.magic_completion import jiterator_matcher
 
 # Names a value may use besides Python literals: floats that have no literal spelling.
 _SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "+inf": math.inf, "nan": math.nan}
@@ -54,6 +61,7 @@ class CellOptions:
     backend: str
     dtypes: tuple[str, ...]  # one name (used for every input) or one per input; () means float32
     panel: bool
+    quiet: bool = False  # no summary line after the cell
 
 
 def _dtype_list(text: str | None) -> tuple[str, ...]:
@@ -109,6 +117,8 @@ class JiteratorMagics(Magics):
                    "or a comma-separated list, one per input (default float32)")
     @argument("--no-panel", dest="panel", action="store_false",
               help="do not display the inspection panel under the cell")
+    @argument("--quiet", action="store_true",
+              help="do not print the line saying what was built, where and how fast")
     @cell_magic
     def jiterator(self, line: str, cell: str) -> None:
         """Jit the cell's C++ functor and bind it to NAME in the notebook.
@@ -124,10 +134,12 @@ class JiteratorMagics(Magics):
             template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }
         """
         options = parse_cell_line(line)
-        fn = _create(cell, options)
+        fn = _create(CELL_FIRST_LINE + cell, options)
         _compile(fn, options)
         assert self.shell is not None, "a magic runs inside an IPython shell"
         self.shell.push({options.name: fn})
+        if not options.quiet:
+            print(summary(fn, options.name))
         if options.panel:
             display(fn)
 
@@ -162,7 +174,17 @@ def parse_cell_line(line: str) -> CellOptions:
         if key in kwargs:
             raise UsageError(f"{token!r}: {key} is given twice")
         kwargs[key] = value
-    return CellOptions(args.name, kwargs, args.outputs, args.backend, _dtype_list(args.dtype), args.panel)
+    return CellOptions(args.name, kwargs, args.outputs, args.backend, _dtype_list(args.dtype), args.panel,
+                       args.quiet)
+
+
+# What stands for the magic line in the code string: its line 1, so that the cell's lines keep the
+# numbers the editor shows.
+CELL_FIRST_LINE = "\n"
+
+
+def _in_the_cell(message: str) -> str:
+    return message.replace("of the code string", "of the cell")
 
 
 def _create(cell: str, options: CellOptions) -> JitFunction:
@@ -172,9 +194,9 @@ def _create(cell: str, options: CellOptions) -> JitFunction:
         else:
             fn = jiter_magic.create_multi_output_jit_fn(cell, options.outputs, **options.kwargs)
     except ParseError as exc:
-        raise CellParseError(str(exc)) from None
+        raise CellParseError(_in_the_cell(str(exc))) from None
     except BindError as exc:
-        raise CellBindError(str(exc)) from None
+        raise CellBindError(_in_the_cell(str(exc))) from None
     fn.backend = options.backend
     return fn
 
@@ -185,6 +207,10 @@ def _compile(fn: JitFunction, options: CellOptions) -> None:
     if len(dtypes) == 1:
         dtypes = dtypes * fn.num_inputs
     backend = None if options.backend == "auto" else options.backend
+    if backend == "cuda" and not cuda_available():
+        warnings.warn(f"%%jiterator {options.name} --backend cuda: no GPU found here, so the kernel is only compiled "
+                      f"(for {default_arch()}, to check it); calling {options.name} needs CUDA inputs on a GPU",
+                      RuntimeWarning, stacklevel=2)
     try:
         fn.compile(*dtypes, backend=backend)
     except (DTypeError, BindError) as exc:
@@ -195,6 +221,27 @@ def _compile(fn: JitFunction, options: CellOptions) -> None:
         raise CellToolchainError(str(exc)) from None
     except CompileError as exc:
         raise CellCompileError(str(exc), exc.log, exc.source) from None
+
+
+_HOW = {"disk": "loaded from the disk cache", "memory": "reused from memory (an equal function had it)"}
+
+
+def summary(fn: JitFunction, bound_to: str) -> str:
+    """The line after a `%%jiterator` cell: what was built, for which device, how and how fast;
+    `bound_to` is the notebook name, followed by the C++ function's where the two differ."""
+    built = fn.specializations[-1]
+    if built.backend == "cpu":
+        where = "the CPU"
+    elif cuda_available():
+        where = f"CUDA {built.target} ({cuda_device_name()})"
+    else:
+        where = f"CUDA {built.target} (no GPU found: compiled only, to check it)"
+    how = f"compiled in {built.compile_seconds:.2f} s" if built.cache_event == "compiled" else _HOW[built.cache_event]
+    words = f"; {len(fn.warnings)} compiler warning(s): see {bound_to}.warnings" if fn.warnings else ""
+    spec = built.spec
+    dtypes = f"({', '.join(spec.inputs)}) -> ({', '.join(spec.outputs)})"
+    name = bound_to if bound_to == fn.name else f"{bound_to} ({fn.name})"
+    return f"{name}: {how} for {where}, {dtypes}{words}"
 
 
 def _size(n: int) -> str:
@@ -219,13 +266,22 @@ def format_cache_stats(stats: dict) -> str:
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
-    """Register the magics (called by `%load_ext jiter_magic`)."""
+    """Register the magics and the completion of `%%jiterator` lines (`%load_ext jiter_magic`)."""
     ipython.register_magics(JiteratorMagics)
+    completer = getattr(ipython, "Completer", None)
+    if completer is not None:
+        matchers = completer.custom_matchers
+        matchers[:] = [m for m in matchers if getattr(m, "__name__", "") != "complete_jiterator_line"]
+        matchers.append(jiterator_matcher(lambda: ipython.user_ns))
 
 
 def unload_ipython_extension(ipython: InteractiveShell) -> None:
-    """Remove the magics again (`%unload_ext jiter_magic`)."""
+    """Remove the magics and the completion again (`%unload_ext jiter_magic`)."""
     manager = ipython.magics_manager
     manager.magics["cell"].pop("jiterator", None)
     manager.magics["line"].pop("jiterator_cache", None)
     manager.registry.pop(JiteratorMagics.__name__, None)
+    completer = getattr(ipython, "Completer", None)
+    if completer is not None:
+        completer.custom_matchers[:] = [m for m in completer.custom_matchers
+                                        if getattr(m, "__name__", "") != "complete_jiterator_line"]

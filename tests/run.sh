@@ -10,4 +10,5 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q -e ".[cuda13,test]"
 .venv/bin/python -m ruff check jiter_magic tests
 .venv/bin/python -m mypy
-exec .venv/bin/python -m pytest -q -p no:cacheprovider tests notebooks --nbval --nbval-current-env "$@"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider tests notebooks --nbval --nbval-current-env \
+  --nbval-sanitize-with notebooks/nbval_sanitize.cfg "$@"

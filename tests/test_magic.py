@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -50,7 +51,7 @@ def test_cell_binds_the_callable_with_defaults(shell):
     shell.run_cell_magic("jiterator", "axpby alpha=2.0 beta=-1 --no-panel", AXPBY)
     fn = shell.user_ns["axpby"]
     assert isinstance(fn, jiter_magic.JitFunction)
-    assert fn.name == "axpby" and fn.code == AXPBY
+    assert fn.name == "axpby" and fn.code == "\n" + AXPBY  # line 1 stands for the magic line, as in the editor
     assert fn.kwargs == {"alpha": 2.0, "beta": -1}
     assert type(fn.kwargs["beta"]) is int
 
@@ -154,19 +155,22 @@ def test_bad_magic_arguments_are_usage_errors_naming_the_token(shell, line, name
     assert "axpby" not in shell.user_ns
 
 
-def test_compile_error_fails_the_cell_with_mapped_lines(shell, capsys):
+def test_compile_error_fails_the_cell_at_the_editors_line_numbers(shell, capsys):
+    """The editor shows the magic line as line 1, so `return x +* 2;` is on line 4 there."""
     with pytest.raises(jiter_magic.CompileError) as info:
         shell.run_cell_magic("jiterator", "broken --no-panel", BROKEN)
-    assert "line 3" in str(info.value)
+    message = str(info.value)
+    assert re.search(r"^line 4, column 13: error: ", message, re.M), message  # column 13: the '*'
+    assert "\n    4 |   return x +* 2;\n      |             ^" in message  # the source line and the marker under '*'
     assert "broken" not in shell.user_ns
     rendered = "\n".join(info.value._render_traceback_())
     assert rendered.startswith("\x1b[0;31mCompileError")
-    assert "line 3" in rendered and "Traceback" not in rendered and "magic.py" not in rendered
+    assert "line 4" in rendered and "Traceback" not in rendered and "magic.py" not in rendered
 
     result = shell.run_cell("%%jiterator broken --no-panel\n" + BROKEN)
     assert isinstance(result.error_in_exec, jiter_magic.CompileError)
     shown = capsys.readouterr().out
-    assert "line 3" in shown and "error" in shown
+    assert "line 4" in shown and "error" in shown
     assert "Traceback" not in shown and "site-packages" not in shown and "jiter_magic/" not in shown
 
 
@@ -174,6 +178,8 @@ def test_code_without_a_function_is_a_parse_error(shell):
     with pytest.raises(jiter_magic.ParseError) as info:
         shell.run_cell_magic("jiterator", "f --no-panel", "int x = 3;")
     assert isinstance(info.value, ValueError)
+    with pytest.raises(jiter_magic.ParseError, match=r"on line 3 of the cell"):  # the editor's numbers, the cell's words
+        shell.run_cell_magic("jiterator", "f --no-panel", "// two lines\ntemplate <typename T> T f(T x) { return x; ")
     assert "Traceback" not in "\n".join(info.value._render_traceback_())
 
 
@@ -191,7 +197,40 @@ def test_panel_is_displayed_unless_no_panel(shell, capsys):
     assert "kwargs: alpha=1.0, beta=0.5" in shown and "backend: cpu" in shown
     assert "#0 cpu: (float32, float32) -> (float32)" in shown
     shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel", AXPBY)
+    assert capsys.readouterr().out == ("axpby: reused from memory (an equal function had it) for the CPU, "
+                                       "(float32, float32) -> (float32)\n")  # the summary line only
+    shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel --quiet", AXPBY)
     assert capsys.readouterr().out == ""
+
+
+def test_the_summary_line_says_what_was_built_where_and_how(shell, fresh_cache, capsys):
+    code = AXPBY + "\n// summary test"
+    shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel --backend cpu --dtype float64", code)
+    line = capsys.readouterr().out
+    assert re.fullmatch(r"axpby: compiled in \d+\.\d\d s for the CPU, \(float64, float64\) -> \(float64\)\n", line), line
+    from jiter_magic import loader
+
+    loader._POOL.clear()  # forget the loaded kernel: the next cell finds it on disk
+    loader._SHARED.clear()
+    shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel --backend cpu --dtype float64", code)
+    assert capsys.readouterr().out == ("axpby: loaded from the disk cache for the CPU, "
+                                       "(float64, float64) -> (float64)\n")
+    warned = "template <typename T> T warned(T x) {\n  int unused = 1;\n  return x;\n}"
+    shell.run_cell_magic("jiterator", "warned --no-panel --backend cpu", warned)
+    line = capsys.readouterr().out
+    assert line.endswith("; 1 compiler warning(s): see warned.warnings\n"), line
+    (log,) = shell.user_ns.pop("warned").warnings
+    assert "line 3, column 7: warning: unused variable ‘unused’ [-Wunused-variable]\n    3 |   int unused = 1;\n" \
+           "      |       ^" in log  # the editor's line 3, and g++'s marker under the name
+
+
+@pytest.mark.skipif(jiter_magic.inspection.cuda_available(), reason="the warning is for machines without a GPU")
+def test_backend_cuda_without_a_gpu_warns_at_once(shell, capsys):
+    with pytest.warns(RuntimeWarning, match=r"^%%jiterator axpby --backend cuda: no GPU found here, so the kernel is "
+                                            r"only compiled \(for sm_\d+, to check it\)"):
+        shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel --backend cuda", AXPBY)
+    assert re.fullmatch(r"axpby: (compiled in \d+\.\d\d s|loaded from the disk cache) for CUDA sm_\d+ \(no GPU found: "
+                        r"compiled only, to check it\), \(float32, float32\) -> \(float32\)\n", capsys.readouterr().out)
 
 
 def test_cache_magic_reports_and_clears(shell, fresh_cache, capsys):

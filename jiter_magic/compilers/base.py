@@ -8,6 +8,7 @@ from typing import Protocol
 from ..codegen.kernel import KERNEL_FILE, USER_FILE
 
 _USER_LOCATION = re.compile(rf"^{USER_FILE}(?:\((\d+)\)|:(\d+)(?::(\d+))?):\s*")
+_USER_CONTEXT = re.compile(rf"^{USER_FILE}: ")  # g++: "jiterator: In instantiation of ...":
 _KERNEL_LOCATION = re.compile(rf"^(?:{KERNEL_FILE}|\S*jm_\w+\.(?:cu|cpp))(?:\((\d+)\)|:(\d+)(?::\d+)?):\s*")
 
 
@@ -43,6 +44,8 @@ def map_log(log: str) -> str:
             number = match.group(1) or match.group(2)
             column = f", column {match.group(3)}" if match.group(3) else ""
             line = f"line {number}{column}: " + line[match.end():]
+        elif _USER_CONTEXT.match(line):
+            line = line[len(USER_FILE) + 2:]
         else:
             match = _KERNEL_LOCATION.match(line)
             if match:
@@ -51,12 +54,13 @@ def map_log(log: str) -> str:
     return "\n".join(out).strip()
 
 
-_MAPPED = re.compile(r"^line (\d+)(?:, column \d+)?: .*\b(?:error|warning)\b")
+_MAPPED = re.compile(r"^line (\d+)(?:, column (\d+))?: .*\b(?:error|warning)\b")
 
 
 def with_source_lines(log: str, code: str) -> str:
-    """After each 'line N: error' of a mapped log, show line N of the user's code, unless the
-    compiler already printed it (NVRTC does; g++ cannot, the #line file does not exist)."""
+    """After each 'line N: error' (or warning) of a mapped log, show line N of the user's code
+    and, when the column is known, a `^` under it, as g++ does for files it can read (it cannot
+    read the #line file); NVRTC prints both itself, and they are not repeated."""
     source = code.splitlines()
     rows = log.splitlines()
     out = []
@@ -67,8 +71,11 @@ def with_source_lines(log: str, code: str) -> str:
             continue
         number = int(match.group(1))
         if 1 <= number <= len(source):
-            text = source[number - 1].rstrip()
+            text = source[number - 1].rstrip().expandtabs(8)  # g++ counts display columns, tabs to 8
             following = rows[index + 1].strip() if index + 1 < len(rows) else ""
             if text.strip() and following != text.strip():
-                out.append(f"    {number} | {text}")
+                gutter = f"    {number} | "
+                out.append(gutter + text)
+                if match.group(2):
+                    out.append(" " * (len(gutter) - 2) + "| " + " " * (int(match.group(2)) - 1) + "^")
     return "\n".join(out)

@@ -22,7 +22,10 @@ from ..errors import CompileError, ToolchainError
 from .base import CompileResult, map_log
 
 _FEATURE_MACRO = re.compile(r"^#define (__[A-Za-z0-9_]+) 1$", re.MULTILINE)
-BASE_OPTIONS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno", "-ffp-contract=off", "-w")
+# -Wall: the user's code gets the usual warnings (fn.warnings, the panel's log); the generated
+# code is kept free of them (pragmas of a compiler without OpenMP are not worth a word).
+BASE_OPTIONS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno", "-ffp-contract=off", "-Wall",
+                "-Wno-unknown-pragmas")
 
 
 @functools.cache
