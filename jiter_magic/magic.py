@@ -25,8 +25,10 @@ from IPython.utils.process import arg_split
 import jiter_magic
 from jiter_magic import BindError, CompileError, DTypeError, JitFunction, ParseError, ToolchainError
 from jiter_magic.compilers.nvrtc import default_arch
-from jiter_magic.inspection import cuda_available, cuda_device_name
+from jiter_magic.inspection import cuda_available
 from jiter_magic.magic_completion import jiterator_matcher
+from jiter_magic.magic_report import format_cache_stats, summary
+from jiter_magic.panel_html import human_size
 
 # Names a value may use besides Python literals: floats that have no literal spelling.
 _SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "+inf": math.inf, "nan": math.nan}
@@ -124,11 +126,12 @@ class JiteratorMagics(Magics):
         """Jit the cell's C++ functor and bind it to NAME in the notebook.
 
         The cell holds one or more C++ template functions; the last one is the entry point.
-        Every `key=value` names an extra scalar parameter of the entry function and gives its
-        default; a call may override it (`NAME(x, y, key=2.0)`). The cell compiles at once
-        for float32 inputs (or --dtype) so that errors show where they are written.
+        Every key=value names an extra scalar parameter of the entry function and gives its
+        default; a call may override it: NAME(x, y, key=2.0). The cell compiles at once for
+        float32 inputs (or --dtype) so that errors show where they are written, at the line
+        numbers the editor shows (the magic line is line 1), and one line says what was built.
 
-        Example::
+        Example:
 
             %%jiterator axpby alpha=1.0 beta=0.0
             template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }
@@ -137,6 +140,11 @@ class JiteratorMagics(Magics):
         fn = _create(CELL_FIRST_LINE + cell, options)
         _compile(fn, options)
         assert self.shell is not None, "a magic runs inside an IPython shell"
+        previous = self.shell.user_ns.get(options.name)
+        if isinstance(previous, JitFunction) and previous is not fn:
+            from jiter_magic import widgets
+
+            widgets.rebound(previous, options.name)  # its panels say the name now points elsewhere
         self.shell.push({options.name: fn})
         if not options.quiet:
             print(summary(fn, options.name))
@@ -152,9 +160,19 @@ class JiteratorMagics(Magics):
         if args.clear:
             before = jiter_magic.cache_stats()
             jiter_magic.clear_cache(memory=True, disk=True)
-            print(f"cleared {before['entries']} entries ({_size(before['bytes'])}) from {before['root']}")
+            print(f"cleared {before['entries']} entries ({human_size(before['bytes'])}) from {before['root']}")
             return
         print(format_cache_stats(jiter_magic.cache_stats()))
+
+
+def _plain_help(function) -> None:
+    """IPython appends the usage after an reST '::'; `%%jiterator?` reads better without it."""
+    if function.__doc__:
+        function.__doc__ = function.__doc__.replace("::\n", ":\n")
+
+
+_plain_help(JiteratorMagics.jiterator)
+_plain_help(JiteratorMagics.jiterator_cache)
 
 
 def parse_cell_line(line: str) -> CellOptions:
@@ -221,48 +239,6 @@ def _compile(fn: JitFunction, options: CellOptions) -> None:
         raise CellToolchainError(str(exc)) from None
     except CompileError as exc:
         raise CellCompileError(str(exc), exc.log, exc.source) from None
-
-
-_HOW = {"disk": "loaded from the disk cache", "memory": "reused from memory (an equal function had it)"}
-
-
-def summary(fn: JitFunction, bound_to: str) -> str:
-    """The line after a `%%jiterator` cell: what was built, for which device, how and how fast;
-    `bound_to` is the notebook name, followed by the C++ function's where the two differ."""
-    built = fn.specializations[-1]
-    if built.backend == "cpu":
-        where = "the CPU"
-    elif cuda_available():
-        where = f"CUDA {built.target} ({cuda_device_name()})"
-    else:
-        where = f"CUDA {built.target} (no GPU found: compiled only, to check it)"
-    how = f"compiled in {built.compile_seconds:.2f} s" if built.cache_event == "compiled" else _HOW[built.cache_event]
-    words = f"; {len(fn.warnings)} compiler warning(s): see {bound_to}.warnings" if fn.warnings else ""
-    spec = built.spec
-    dtypes = f"({', '.join(spec.inputs)}) -> ({', '.join(spec.outputs)})"
-    name = bound_to if bound_to == fn.name else f"{bound_to} ({fn.name})"
-    return f"{name}: {how} for {where}, {dtypes}{words}"
-
-
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    if n < 1024 ** 2:
-        return f"{n / 1024:.1f} KiB"
-    return f"{n / 1024 ** 2:.1f} MiB"
-
-
-def format_cache_stats(stats: dict) -> str:
-    """The `%jiterator_cache` report: one fact a line."""
-    root = stats["root"] if stats.get("enabled", True) else "(disk cache disabled)"
-    return "\n".join([
-        "jiter_magic kernel cache",
-        f"  root:         {root}",
-        f"  entries:      {stats['entries']} ({_size(stats['bytes'])})",
-        f"  memory hits:  {stats['memory_hits']}",
-        f"  disk hits:    {stats['disk_hits']}",
-        f"  compiles:     {stats['compiles']} ({stats['compile_seconds']:.2f} s)",
-    ])
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:

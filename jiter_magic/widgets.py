@@ -18,107 +18,24 @@ import weakref
 from collections.abc import Container
 from typing import Any
 
-from pygments import highlight as _pygmentize
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import CppLexer, CudaLexer
-
 import jiter_magic
 from jiter_magic import JitFunction
+from jiter_magic.panel_html import (  # noqa: F401 - kernel_html, human_size, counted: used by tests and users
+    _cache_html,
+    _kwargs_text,
+    _label,
+    _log_html,
+    counted,
+    highlight,
+    human_size,
+    kernel_html,
+    static_html,
+    static_text,
+)
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # JITER_MAGIC_PANEL=static forces the static form (e.g. when storing notebook outputs), =widget the panel.
 PANEL_ENV = "JITER_MAGIC_PANEL"
-
-
-# ----------------------------------------------------------------------------- text pieces
-def highlight(code: str, backend: str = "cpu", first_line: int = 1) -> str:
-    """C++ (or CUDA) source as self-contained HTML, its lines numbered as the compiler numbers them."""
-    lexer = CudaLexer() if backend == "cuda" else CppLexer()
-    formatter = HtmlFormatter(noclasses=True, linenos="inline", linenostart=first_line, style="default")
-    return f'<div style="max-height:32em;overflow:auto">{_pygmentize(code, lexer, formatter)}</div>'
-
-
-def kernel_html(source: str, backend: str) -> str:
-    """Generated source with its prelude (everything before the user's `#line 1`) folded away."""
-    lines = source.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.startswith("#line 1 ")), 0)
-    body = highlight("".join(lines[start:]), backend, first_line=start + 1)
-    if not start:
-        return body
-    prelude = highlight("".join(lines[:start]), backend)
-    return (f"<details><summary>prelude: {start} lines of definitions the functor may use</summary>"
-            f"{prelude}</details>{body}")
-
-
-def _kwargs_text(fn: JitFunction) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in fn.kwargs.items()) or "none"
-
-
-def _label(index: int, specialization) -> str:
-    return f"#{index} {specialization.backend}: {specialization.spec.describe()}"
-
-
-def static_text(fn: JitFunction) -> str:
-    """Plain text of a function: stable across runs and machines of one kind (no timings or paths)."""
-    lines = [
-        f"JitFunction {fn.name}: {fn.functor.signature}",
-        f"  kwargs: {_kwargs_text(fn)}",
-        f"  outputs: {fn.num_outputs}, backend: {fn.backend}",
-        f"  specializations: {len(fn.specializations)}",
-    ]
-    lines += [f"    {_label(i, s)}" for i, s in enumerate(fn.specializations)]
-    return "\n".join(lines)
-
-
-def static_html(fn: JitFunction) -> str:
-    """HTML of a function without widgets: the same facts as `static_text`, plus the code."""
-    rows = "".join(
-        f"<tr><td>#{i}</td><td>{s.backend}</td><td><code>{html.escape(s.spec.describe())}</code></td></tr>"
-        for i, s in enumerate(fn.specializations)
-    )
-    table = (f"<table><tr><th></th><th>backend</th><th>specialization</th></tr>{rows}</table>"
-             if rows else "<p><i>no specialization compiled yet</i></p>")
-    return (
-        f'<div class="jiter-magic">'
-        f"<p><b>{html.escape(fn.name)}</b> <code>{html.escape(fn.functor.signature)}</code><br>"
-        f"kwargs: <code>{html.escape(_kwargs_text(fn))}</code>; outputs: {fn.num_outputs}; "
-        f"backend: {fn.backend}</p>"
-        f"<pre>{html.escape(fn.code)}</pre>{table}</div>"
-    )
-
-
-def _log_html(specializations: list) -> str:
-    if not specializations:
-        return "<p><i>nothing compiled yet</i></p>"
-    parts = []
-    for i, s in enumerate(specializations):
-        how = (f"compiled in {s.compile_seconds:.3f} s" if s.cache_event == "compiled"
-               else "loaded from the disk cache")
-        log = html.escape(s.log.strip()) or "<i>(empty: no warnings)</i>"
-        parts.append(
-            f"<h4>{html.escape(_label(i, s))}</h4>"
-            f"<p>target <code>{html.escape(s.target)}</code>, {how}<br>"
-            f"options <code>{html.escape(' '.join(s.options))}</code></p><pre>{log}</pre>"
-        )
-    return "".join(parts)
-
-
-def _cache_html(specializations: list, stats: dict) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("", "backend", "specialization", "event", "key", "file", "size",
-                                              "compile s"))
-    rows = "".join(
-        f"<tr><td>#{i}</td><td>{s.backend}</td><td><code>{html.escape(s.spec.describe())}</code></td>"
-        f"<td>{s.cache_event}</td><td><code title='{s.cache_key}'>{s.cache_key[:12]}</code></td>"
-        f"<td><code>{html.escape(s.cache_file or '(not stored)')}</code></td><td>{s.binary_size}</td>"
-        f"<td>{s.compile_seconds:.3f}</td></tr>"
-        for i, s in enumerate(specializations)
-    )
-    totals = (f"<p>cache root <code>{html.escape(str(stats['root']))}</code>: {stats['entries']} entries, "
-              f"{stats['bytes']} bytes; this process: {stats['memory_hits']} memory hits, "
-              f"{stats['disk_hits']} disk hits, {stats['compiles']} compiles "
-              f"({stats['compile_seconds']:.2f} s)</p>")
-    table = f'<table class="jiter-magic-cache"><tr>{head}</tr>{rows}</table>'
-    return f'<div style="overflow-x:auto">{table}</div>{totals}'
 
 
 # ----------------------------------------------------------------------------- the live panel
@@ -131,6 +48,7 @@ class Panel:
         import ipywidgets as w
 
         self._fn = weakref.ref(fn)  # the function owns the panel (through its listener), not the reverse
+        self.rebound_as: str | None = None  # set when the notebook name of fn now names another function
         self.header = w.HTML()
         self.functor = w.HTML(highlight(fn.code))
         self.choice = w.Dropdown(description="Specialization", layout=w.Layout(width="95%"),
@@ -156,9 +74,12 @@ class Panel:
         if fn is None:
             return
         specs = list(fn.specializations)
-        self.header.value = (f"<b>{html.escape(fn.name)}</b> <code>{html.escape(fn.functor.signature)}</code> "
+        notice = ("" if self.rebound_as is None else
+                  f"<div><b>{html.escape(self.rebound_as)}</b> now names another function (its cell ran again); "
+                  "this panel shows the earlier one.</div>")
+        self.header.value = (f"{notice}<b>{html.escape(fn.name)}</b> <code>{html.escape(fn.functor.signature)}</code> "
                              f"&middot; kwargs <code>{html.escape(_kwargs_text(fn))}</code> &middot; "
-                             f"{fn.num_outputs} output(s) &middot; backend {fn.backend}")
+                             f"{counted(fn.num_outputs, 'output')} &middot; runs on {html.escape(runs_on(fn))}")
         self._refreshing = True  # one highlight per refresh, not one per dropdown event
         try:
             self.choice.options = [(_label(i, s), i) for i, s in enumerate(specs)]
@@ -181,12 +102,19 @@ class Panel:
         specialization = fn.specializations[index]
         self.source.value = kernel_html(specialization.source, specialization.backend)
 
+    def rebound(self, name: str) -> None:
+        """Say in the header that `name` now names another function."""
+        self.rebound_as = name
+        self.refresh()
+
     def close(self) -> None:
         """Stop listening and close the widget models (the frontend views go blank)."""
         fn = self._fn()
         if fn is not None:
             fn.remove_listener(self._on_specialization)
-            _PANELS.pop(fn, None)
+            live = _PANELS.get(fn, [])
+            if self in live:
+                live.remove(self)
         self._close_widgets()
 
     def _close_widgets(self) -> None:
@@ -194,15 +122,38 @@ class Panel:
             widget.close()
 
 
-_PANELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PANELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # fn -> its live panels
 
 
 def panel(fn: JitFunction) -> Panel:
-    """The one panel of `fn` (created on first use; displaying it again shows the same live model)."""
-    existing = _PANELS.get(fn)
-    if existing is None:
-        existing = _PANELS[fn] = Panel(fn)
-    return existing
+    """A new live panel of `fn`: each display gets its own, so a tab chosen in one does not
+    move another; all of them follow the function's new specializations."""
+    made = Panel(fn)
+    _PANELS.setdefault(fn, []).append(made)
+    return made
+
+
+def panels(fn: JitFunction) -> list[Panel]:
+    """The live panels of `fn`."""
+    return list(_PANELS.get(fn, []))
+
+
+def rebound(previous: JitFunction, name: str) -> None:
+    """`name` was bound to `previous` and now names another function: its panels say so."""
+    for shown in panels(previous):
+        shown.rebound(name)
+
+
+def runs_on(fn: JitFunction) -> str:
+    """Where a call runs, for the header: 'the CPU', 'cuda:0, NVIDIA H200', 'the CPU (no GPU found)'."""
+    from jiter_magic.inspection import cuda_available, cuda_device_name
+
+    if fn.backend == "cpu":
+        return "the CPU"
+    if not cuda_available():
+        return "the CPU (no GPU found)" if fn.backend == "auto" else "CUDA, but no GPU was found"
+    device = cuda_device_name()
+    return device if fn.backend == "cuda" else f"the inputs' device ({device}, or the CPU)"
 
 
 def _live_frontend() -> bool:

@@ -233,6 +233,26 @@ def test_backend_cuda_without_a_gpu_warns_at_once(shell, capsys):
                         r"compiled only, to check it\), \(float32, float32\) -> \(float32\)\n", capsys.readouterr().out)
 
 
+def test_running_a_cell_again_marks_the_earlier_functions_panels(shell):
+    pytest.importorskip("ipywidgets")
+    from jiter_magic import widgets
+
+    shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel --quiet", AXPBY)
+    first = shell.user_ns["axpby"]
+    shown = widgets.panel(first)
+    assert "now names another function" not in shown.header.value
+    shell.run_cell_magic("jiterator", "axpby alpha=2.0 beta=0.5 --no-panel --quiet", AXPBY)
+    assert shell.user_ns["axpby"] is not first
+    assert shown.header.value.startswith("<div><b>axpby</b> now names another function (its cell ran again)")
+    shown.close()
+
+
+def test_the_magic_help_is_plain_text(shell):
+    doc = JiteratorMagics.jiterator.__doc__
+    assert "::" not in doc and "`" not in doc
+    assert "Example:\n" in doc and "%%jiterator axpby alpha=1.0 beta=0.0" in doc
+
+
 def test_cache_magic_reports_and_clears(shell, fresh_cache, capsys):
     # a code string no other test uses: its kernel is not already loaded in this process
     shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel", AXPBY + "\n// cache magic test")

@@ -23,7 +23,8 @@ def fn(fresh_cache):
     f = jiter_magic.create_jit_fn(AXPBY, alpha=2.0, beta=0.5)
     f.compile(backend="cpu")
     yield f
-    widgets.panel(f).close()
+    for shown in widgets.panels(f):
+        shown.close()
 
 
 def test_panel_has_the_four_tabs(fn):
@@ -32,6 +33,9 @@ def test_panel_has_the_four_tabs(fn):
     assert p.tabs.titles == ("Functor", "Kernel", "Compile log", "Cache")
     assert len(p.tabs.children) == 4
     assert "axpby" in p.header.value and "alpha=2.0, beta=0.5" in p.header.value
+    assert "1 output &middot; runs on " in p.header.value
+    if not jiter_magic.inspection.cuda_available():
+        assert p.header.value.endswith("runs on the CPU (no GPU found)")
     # Pygments colours the functor with inline styles and numbers its lines like the compiler does
     assert "<span" in p.functor.value and "style=" in p.functor.value
     assert "axpby" in p.functor.value and ">1</span>" in p.functor.value
@@ -78,18 +82,47 @@ def test_cache_tab_tells_a_disk_hit_from_a_compile(fn):
     assert "<td>disk</td>" in p.cache.value
     assert "loaded from the disk cache" in p.log.value
     stats = jiter_magic.cache_stats()
-    assert f"{stats['disk_hits']} disk hits" in p.cache.value
+    assert re.search(rf"\b{stats['disk_hits']} disk hits?\b", p.cache.value)
+    assert re.search(r": 1 entry, \d+\.\d KiB; this process: ", p.cache.value)  # one entry, its size readable
+    assert 'style="max-height:24em;overflow:auto"' in p.cache.value  # long lists scroll
+    entry = again.specializations[0].cache_file
+    short = re.search(r'<code title="([^"]+)">([^<]+)</code>', p.cache.value)
+    assert short.group(1) == entry and len(short.group(2)) <= 24 and short.group(2).startswith("cpu/")
     p.close()
 
 
-def test_one_live_panel_per_function(fn):
-    p = widgets.panel(fn)
-    assert widgets.panel(fn) is p
-    p.close()
-    assert p._on_specialization not in fn._loader.listeners
-    assert p.widget.comm is None and p.tabs.comm is None  # the models are closed
-    fresh = widgets.panel(fn)
-    assert fresh is not p and fresh.widget.comm is not None
+@pytest.mark.parametrize("n,text", [(0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (5 << 20, "5.0 MiB"),
+                                    (3 << 30, "3.0 GiB"), (5 << 40, "5120.0 GiB")])
+def test_human_sizes(n, text):
+    assert widgets.human_size(n) == text
+
+
+def test_counted_nouns():
+    assert [widgets.counted(n, "entry", "entries") for n in (0, 1, 2)] == ["0 entries", "1 entry", "2 entries"]
+    assert widgets.counted(1, "compile") == "1 compile"
+
+
+def test_each_display_gets_its_own_panel_and_all_follow_the_function(fn):
+    first, second = widgets.panel(fn), widgets.panel(fn)
+    assert first is not second and first.widget.model_id != second.widget.model_id
+    assert widgets.panels(fn) == [first, second]
+    first.tabs.selected_index = 2  # a tab chosen in one display ...
+    assert second.tabs.selected_index == 0  # ... does not move the other
+    fn(np.arange(3.0), np.ones(3))  # a new specialization: both panels show it
+    assert [value for _, value in first.choice.options] == [0, 1] == [value for _, value in second.choice.options]
+    first.close()
+    assert first._on_specialization not in fn._loader.listeners
+    assert second._on_specialization in fn._loader.listeners
+    assert first.widget.comm is None and first.tabs.comm is None  # the models are closed
+    assert widgets.panels(fn) == [second] and second.widget.comm is not None
+
+
+def test_a_panel_says_when_its_name_was_rebound(fn):
+    shown = widgets.panel(fn)
+    widgets.rebound(fn, "my_axpby")
+    assert shown.header.value.startswith("<div><b>my_axpby</b> now names another function (its cell ran again); "
+                                         "this panel shows the earlier one.</div>")
+    assert "axpby" in shown.header.value.split("</div>", 1)[1]
 
 
 def test_a_function_never_compiled_shows_an_empty_kernel_tab(fresh_cache):
@@ -139,7 +172,7 @@ def test_mimebundle_with_a_widget_frontend_carries_the_panel(fn, monkeypatch):
     monkeypatch.setenv("JITER_MAGIC_PANEL", "widget")
     bundle = fn._repr_mimebundle_()
     view = bundle[widgets.WIDGET_VIEW]
-    assert view["model_id"] == widgets.panel(fn).widget.model_id
+    assert view["model_id"] == widgets.panels(fn)[-1].widget.model_id
     assert bundle["text/plain"] == widgets.static_text(fn)  # the fallback stays stable too
     assert set(fn._repr_mimebundle_(include={"text/plain"})) == {"text/plain"}
     assert widgets.WIDGET_VIEW not in fn._repr_mimebundle_(exclude={widgets.WIDGET_VIEW})

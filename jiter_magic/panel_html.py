@@ -1,0 +1,137 @@
+"""The panel's text: highlighted code, the static forms (HTML and text), the log and cache tabs.
+
+Pure functions of a jitted function and its specializations, shared by the live panel
+(widgets.py) and the static stand-in every display carries. The static forms hold only
+deterministic facts (code, signature, specializations: no timings, paths or keys), so stored
+notebook outputs compare equal from run to run.
+"""
+from __future__ import annotations
+
+import html
+import os
+
+from pygments import highlight as _pygmentize
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import CppLexer, CudaLexer
+
+from jiter_magic import JitFunction
+
+
+def highlight(code: str, backend: str = "cpu", first_line: int = 1) -> str:
+    """C++ (or CUDA) source as self-contained HTML, its lines numbered as the compiler numbers them."""
+    lexer = CudaLexer() if backend == "cuda" else CppLexer()
+    formatter = HtmlFormatter(noclasses=True, linenos="inline", linenostart=first_line, style="default")
+    return f'<div style="max-height:32em;overflow:auto">{_pygmentize(code, lexer, formatter)}</div>'
+
+
+def kernel_html(source: str, backend: str) -> str:
+    """Generated source with its prelude (everything before the user's `#line 1`) folded away."""
+    lines = source.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith("#line 1 ")), 0)
+    body = highlight("".join(lines[start:]), backend, first_line=start + 1)
+    if not start:
+        return body
+    prelude = highlight("".join(lines[:start]), backend)
+    return (f"<details><summary>prelude: {start} lines of definitions the functor may use</summary>"
+            f"{prelude}</details>{body}")
+
+
+def _kwargs_text(fn: JitFunction) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in fn.kwargs.items()) or "none"
+
+
+def _label(index: int, specialization) -> str:
+    return f"#{index} {specialization.backend}: {specialization.spec.describe()}"
+
+
+def static_text(fn: JitFunction) -> str:
+    """Plain text of a function: stable across runs and machines of one kind (no timings or paths)."""
+    lines = [
+        f"JitFunction {fn.name}: {fn.functor.signature}",
+        f"  kwargs: {_kwargs_text(fn)}",
+        f"  outputs: {fn.num_outputs}, backend: {fn.backend}",
+        f"  specializations: {len(fn.specializations)}",
+    ]
+    lines += [f"    {_label(i, s)}" for i, s in enumerate(fn.specializations)]
+    return "\n".join(lines)
+
+
+def static_html(fn: JitFunction) -> str:
+    """HTML of a function without widgets: the same facts as `static_text`, plus the code."""
+    rows = "".join(
+        f"<tr><td>#{i}</td><td>{s.backend}</td><td><code>{html.escape(s.spec.describe())}</code></td></tr>"
+        for i, s in enumerate(fn.specializations)
+    )
+    table = (f"<table><tr><th></th><th>backend</th><th>specialization</th></tr>{rows}</table>"
+             if rows else "<p><i>no specialization compiled yet</i></p>")
+    return (
+        f'<div class="jiter-magic">'
+        f"<p><b>{html.escape(fn.name)}</b> <code>{html.escape(fn.functor.signature)}</code><br>"
+        f"kwargs: <code>{html.escape(_kwargs_text(fn))}</code>; outputs: {fn.num_outputs}; "
+        f"backend: {fn.backend}</p>"
+        f"<pre>{html.escape(fn.code)}</pre>{table}</div>"
+    )
+
+
+def _log_html(specializations: list) -> str:
+    if not specializations:
+        return "<p><i>nothing compiled yet</i></p>"
+    parts = []
+    for i, s in enumerate(specializations):
+        how = (f"compiled in {s.compile_seconds:.3f} s" if s.cache_event == "compiled"
+               else "loaded from the disk cache")
+        log = html.escape(s.log.strip()) or "<i>(empty: no warnings)</i>"
+        parts.append(
+            f"<h4>{html.escape(_label(i, s))}</h4>"
+            f"<p>target <code>{html.escape(s.target)}</code>, {how}<br>"
+            f"options <code>{html.escape(' '.join(s.options))}</code></p><pre>{log}</pre>"
+        )
+    return "".join(parts)
+
+
+def human_size(n: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 entry', '3 entries'."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def _short_path(path: str | None, root: str) -> str:
+    """An entry's path below the cache root ('cpu/ab/abcdef….bin'), the full path as its tooltip."""
+    if not path:
+        return "(not stored)"
+    shown = os.path.relpath(path, root) if root and path.startswith(root) else os.path.basename(path)
+    folder, name = os.path.split(shown)
+    if len(name) > 20:
+        name = name[:12] + "…" + name[-4:]
+    return f'<code title="{html.escape(path)}">{html.escape(os.path.join(folder, name))}</code>'
+
+
+def _cache_html(specializations: list, stats: dict) -> str:
+    """One short row a specialization (the long facts as tooltips), at most ~16 rows tall."""
+    head = "".join(f"<th>{h}</th>" for h in ("", "dtypes", "path", "event", "file", "size", "compile"))
+    root = str(stats["root"])
+    rows = "".join(
+        f"<tr><td>#{i}</td><td title='{html.escape(s.spec.describe())}'>{html.escape(_dtypes(s.spec))}</td>"
+        f"<td>{s.backend} {s.spec.path}</td><td>{s.cache_event}</td><td>{_short_path(s.cache_file, root)}</td>"
+        f"<td>{human_size(s.binary_size)}</td>"
+        f"<td>{f'{s.compile_seconds:.2f} s' if s.cache_event == 'compiled' else ''}</td></tr>"
+        for i, s in enumerate(specializations)
+    )
+    totals = (f"<p>cache root <code>{html.escape(root)}</code>: {counted(stats['entries'], 'entry', 'entries')}, "
+              f"{human_size(stats['bytes'])}; this process: {counted(stats['memory_hits'], 'memory hit')}, "
+              f"{counted(stats['disk_hits'], 'disk hit')}, {counted(stats['compiles'], 'compile')} "
+              f"({stats['compile_seconds']:.2f} s)</p>")
+    table = f'<table class="jiter-magic-cache">{f"<tr>{head}</tr>"}{rows}</table>'
+    return f'<div style="max-height:24em;overflow:auto">{table}</div>{totals}'
+
+
+def _dtypes(spec) -> str:
+    return f"({', '.join(spec.inputs)}) → ({', '.join(spec.outputs)})"
