@@ -468,3 +468,22 @@ def test_gradients_are_never_silently_missing_on_cuda():
         result.sum().backward()
     with pytest.raises(jiter_magic.GradientError, match="out="):
         scale(x, out=torch.empty(4, device="cuda"))
+
+
+def test_the_device_is_named_where_a_notebook_user_reads_it():
+    from jiter_magic.inspection import cuda_device_name
+
+    name = cuda_device_name()
+    assert name.startswith(f"cuda:{torch.cuda.current_device()}, ") and torch.cuda.get_device_name() in name
+    pytest.importorskip("pygments")  # the panel's and the magic's text need the notebook extra
+    from jiter_magic import widgets
+    from jiter_magic.magic_report import summary
+
+    fn = create_jit_fn("template <typename T> T gpu_named(T x) { return x + T(1); }")
+    fn.compile("float32", backend="cuda")
+    line = summary(fn, "gpu_named")
+    assert line.startswith("gpu_named: ") and f"for CUDA sm_{torch.cuda.get_device_capability()[0]}" in line
+    assert f"({name}), (float32) -> (float32)" in line
+    assert widgets.runs_on(fn) == f"the inputs' device ({name}, or the CPU)"
+    fn.backend = "cuda"
+    assert widgets.runs_on(fn) == name
