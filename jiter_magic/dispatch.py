@@ -11,6 +11,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import ge
 from typing import Any
 
 from .arrays import BY_TYPE, adapter_for, coerce
@@ -20,7 +21,15 @@ from .kernels import path_of
 from .kernels.base import Grid
 from .loader import KernelLoader, Launcher
 from .memcache import MemoryCache
-from .resolve import OverlapPair, check_output_overlap, check_overlap, output_overlap_pairs, overlap_pairs, resolve_call
+from .resolve import (
+    OverlapPair,
+    byte_span,
+    check_output_overlap,
+    check_overlap,
+    output_overlap_pairs,
+    overlap_pairs,
+    resolve_call,
+)
 from .spec import KernelSpec
 from .values import flattener, scalar_kind, scalar_value
 
@@ -44,6 +53,8 @@ class CallPlan:
     device: int  # -1 for the host
     overlap_pairs: tuple[OverlapPair, ...] = ()  # out= plans: pairs to check on every call
     output_pairs: tuple = ()  # out= plans with several outputs: pairs of outputs to check
+    reach: tuple[int, ...] = ()  # bytes each array input reads from its pointer on (see `reach_of`)
+    out_reach: tuple[int, ...] = ()  # the same for out= arrays
 
     def launch(self, pointers: list, input_pointers: list, extras: list, items: list | tuple) -> None:
         """Pack pointers, element count, extras and scalar inputs; launch on the current stream."""
@@ -108,7 +119,9 @@ class Dispatcher:
                 fast = key_of(args)
                 if fast is not None:
                     plan = self.plans.get(fast[0])
-                    if plan is not None:
+                    # An array with less room than the plan reads (its storage shrank under it)
+                    # goes to the general path, which refuses it.
+                    if plan is not None and (fast[2] is None or all(map(ge, fast[2], plan.reach))):
                         results = [allocate() for allocate in plan.allocators]
                         if plan.launcher is not None:
                             pointer = plan.pointer
@@ -128,6 +141,9 @@ class Dispatcher:
         if plan is None:
             plan = self._plan(items, adapter, device, outs, kinds, default_float or "float32")
             self.plans.put(key, plan, plan.spec)
+        adapter.check_room([i.array for i in items if isinstance(i, Described)], plan.reach)
+        if outs is not None:
+            adapter.check_room([o.array for o in outs], plan.out_reach)
         needing_grad = adapter.gradient_inputs(items, outs)
         if fast is not None and adapter.reusable(fast[0]):
             self.plans.put(fast[0], plan, plan.spec, miss=False)
@@ -245,7 +261,15 @@ class Dispatcher:
             tuple(adapter.allocator(layout.shape, layout.output_strides, d, like) for d in spec.outputs),
             flattener(spec, adapter.rules == "torch"), adapter.stream, adapter.pointer, device, pairs,
             () if normal_outs is None else output_overlap_pairs(normal_outs),
+            tuple(reach_of(a) for a in inputs), () if normal_outs is None else tuple(reach_of(o) for o in normal_outs),
         )
+
+
+def reach_of(a: ArrayDesc) -> int:
+    """Bytes a kernel reads from the array's pointer on (to the end of its last element); an
+    empty array reads nothing, so any room will do."""
+    span = byte_span(a)
+    return -(1 << 62) if span is None else span[1]
 
 
 def normalized(items: list, adapter: ArrayAdapter) -> list:

@@ -115,7 +115,7 @@ def _check_expanded_outputs(outs: list[ArrayDesc]) -> None:
                              "array whose elements are distinct")
 
 
-def _byte_span(a: ArrayDesc) -> tuple[int, int] | None:
+def byte_span(a: ArrayDesc) -> tuple[int, int] | None:
     """Bytes an array touches, relative to its pointer: [low, high); None when it is empty."""
     if 0 in a.shape:
         return None
@@ -133,9 +133,9 @@ def overlap_pairs(outs: list[ArrayDesc], items: list[ArrayDesc]) -> tuple[Overla
     never partially."""
     pairs = []
     for j, o in enumerate(outs):
-        out_span = _byte_span(o)
+        out_span = byte_span(o)
         for p, a in enumerate(items):
-            in_span = _byte_span(a)
+            in_span = byte_span(a)
             if out_span and in_span:
                 same = a.dtype == o.dtype and tuple(a.shape) == tuple(o.shape) and tuple(a.strides) == tuple(o.strides)
                 pairs.append((j, p, out_span, in_span, same))
@@ -145,7 +145,7 @@ def overlap_pairs(outs: list[ArrayDesc], items: list[ArrayDesc]) -> tuple[Overla
 def _dense(a: ArrayDesc) -> tuple[int, int] | None:
     """The byte span of an array whose elements fill it exactly (no gaps, no overlap), else None:
     only for such arrays does a shared byte mean a shared element (torch's rule too)."""
-    span = _byte_span(a)
+    span = byte_span(a)
     numel = 1
     for n in a.shape:
         numel *= n

@@ -38,9 +38,11 @@ class Described(NamedTuple):
 new_tuple = tuple.__new__
 
 
-# The hot path's key of a call whose inputs are all plain arrays of one library, and their
-# pointers: a plain tuple, as a NamedTuple costs several times more to make on every call.
-FastKey = tuple[tuple, list[int]]
+# The hot path's key of a call whose inputs are all plain arrays of one library, their pointers,
+# and each one's room (the bytes from its pointer to the end of its storage, which the plan's
+# reach must not pass) or None where the adapter does not check it there: a plain tuple, as a
+# NamedTuple costs several times more to make on every call.
+FastKey = tuple[tuple, list[int], "tuple[int, ...] | None"]
 
 
 class ArrayAdapter(Protocol):
@@ -59,6 +61,9 @@ class ArrayAdapter(Protocol):
 
     def reusable(self, key: tuple) -> bool:
         """Whether a plan may be stored under this fast key (torch: no lazy conj/neg views)."""
+
+    def check_room(self, arrays: list, reach: tuple[int, ...]) -> None:
+        """Refuse an array whose plan reads `reach` bytes from its pointer past the end of its storage."""
 
     def materialize(self, x: Any) -> Any:
         """An array whose memory holds its values, or a clear error for what the kernels cannot read."""

@@ -35,13 +35,16 @@ class NdarrayAdapter:
             pointer, device = self._pointer_and_device(x)
             parts.append((x.dtype, x.shape, x.strides, pointer & 15, device))
             pointers.append(pointer)
-        return tuple(parts), pointers
+        return tuple(parts), pointers, None  # an array's memory cannot shrink under it: no room to check
 
     def fast_key_for(self, count: int) -> Callable[[tuple], FastKey | None]:
         return self.fast_key
 
     def reusable(self, key: tuple) -> bool:
         return True
+
+    def check_room(self, arrays: list, reach: tuple[int, ...]) -> None:
+        """NumPy and CuPy refuse to shrink memory that views use: nothing to check."""
 
     def materialize(self, x: Any) -> Any:
         if type(x).__module__.startswith("numpy.ma"):

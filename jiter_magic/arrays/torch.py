@@ -73,8 +73,11 @@ def _storage_backed(kind: type) -> bool:
 # The hot path's key of a call with n tensors: `_PART` fields a tensor, in one flat tuple, read
 # by a function generated for n (unrolled: no loop, no per-tensor tuple, one pass), so that the
 # key costs little more than the attribute reads themselves. A pointer in the first page (a
-# storage resized to nothing under the view: FSDP frees parameters so) keys apart (-1), so that
-# the general path checks and refuses it.
+# storage freed to nothing under the view, as FSDP frees parameters) keys apart (-1), so that
+# the general path checks and refuses it. The key carries no room (bytes from the pointer to
+# the storage's end, see `check_room`): reading it costs ~0.5 us a tensor, a tenth of a call's
+# host cost; a storage resized smaller but not to nothing under a view is caught when a call is
+# planned and on every general call, not on the hot path (README, Safety).
 _PART = 9
 _FIELDS = ("x{i}.dtype, x{i}.shape, x{i}.stride(), p{i} & 15 if p{i} > 4095 else -1, x{i}.device, "
            "x{i}.is_neg(), x{i}.is_conj(), type(x{i}), x{i}.requires_grad")
@@ -89,13 +92,19 @@ def _fast_key_of(count: int) -> Callable[[tuple], FastKey | None]:
         "    try:",
         f"        {', '.join(names)}, = args",
         *(f"        p{i} = x{i}.data_ptr()" for i in range(count)),
-        f"        return ({', '.join(_FIELDS.format(i=i) for i in range(count))},), [{', '.join(pointers)}]",
+        f"        return ({', '.join(_FIELDS.format(i=i) for i in range(count))},), [{', '.join(pointers)}], None",
         "    except (AttributeError, TypeError, RuntimeError):  # not tensors; tensors without storage (sparse)",
         "        return None",
     ])
     scope: dict[str, Any] = {}
     exec(compile(source, f"<jiter_magic fast key of {count} tensors>", "exec"), scope)  # noqa: S102 - our own text
     return scope["fast_key"]
+
+
+def _room(x: torch.Tensor) -> int:
+    """Bytes from the tensor's pointer to the end of its storage."""
+    storage = x.untyped_storage()
+    return storage.data_ptr() + storage.nbytes() - x.data_ptr()
 
 
 def _check_storage_covers(x: torch.Tensor) -> None:
@@ -177,6 +186,12 @@ class TorchAdapter:
         dtype, strides, pointer, device = x.dtype, x.stride(), x.data_ptr(), x.get_device()
         alignment = pointer % 16 if pointer > 4095 else -1  # as in the fast key: a freed storage plans apart
         return new_tuple(Described, ((dtype, x.shape, strides, alignment), pointer, device, x, dtype, strides))
+
+    def check_room(self, arrays: list, reach: tuple[int, ...]) -> None:
+        """Refuse (UnsupportedArrayError) a tensor whose plan reaches past the end of its storage."""
+        for x, needed in zip(arrays, reach):
+            if _room(x) < needed:
+                _check_storage_covers(x)
 
     def normalize(self, described: Described) -> ArrayDesc:
         """Once a plan: the array as planning sees it, after checking its storage covers it."""
