@@ -98,6 +98,24 @@ class JitFunction:
         """
         return inspection.source(self._dispatch, dtypes_or_arrays, backend, path, ndim, kwargs)
 
+    def inspect(self, *dtypes_or_arrays: object, kind: str = "ptx", backend: str | None = None,
+                path: str = CONTIGUOUS, ndim: int = 1, **kwargs: object) -> str:
+        """The compiled code of one specialization as text (no GPU needed): kind='ptx' or 'sass'
+        for CUDA, 'asm' for the CPU; arguments as `source` takes them. Lines of the code string
+        the compiler's line tables point at are shown as comments before their instructions."""
+        from .compiled_code import compiled_text
+        from .compilers.nvrtc import default_arch
+
+        if backend is None:
+            backend = "cpu" if kind == "asm" else "cuda"
+        text = self.source(*dtypes_or_arrays, backend=backend, path=path, ndim=ndim, **kwargs)
+        arch = default_arch()
+        if backend == "cuda" and inspection.cuda_available():
+            from .backends.cuda import current_device, device_arch
+
+            arch = device_arch(current_device())
+        return compiled_text(kind, text, backend, arch, self.code)
+
     def compile(self, *dtypes: str, backend: str | None = None, path: str = CONTIGUOUS,
                 ndim: int = 1) -> Specialization:
         """Build a specialization now (for the given input dtypes, default all float32), so errors show early."""

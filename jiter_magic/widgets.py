@@ -39,6 +39,10 @@ PANEL_ENV = "JITER_MAGIC_PANEL"
 
 
 # ----------------------------------------------------------------------------- the live panel
+# What the Kernel tab can show of the chosen specialization: its source, or a compiled listing.
+VIEWS = {"generated source": None, "PTX (CUDA)": "ptx", "SASS (CUDA)": "sass", "assembly (CPU)": "asm"}
+
+
 class Panel:
     """The ipywidgets tree for one function; it refreshes itself when the function compiles."""
 
@@ -53,14 +57,17 @@ class Panel:
         self.functor = w.HTML(highlight(fn.code))
         self.choice = w.Dropdown(description="Specialization", layout=w.Layout(width="95%"),
                                  style={"description_width": "initial"})
+        self.view = w.Dropdown(description="Show", options=list(VIEWS), value="generated source",
+                               style={"description_width": "initial"})
         self.source = w.HTML()
         self.log = w.HTML()
         self.cache = w.HTML()
-        self.tabs = w.Tab(children=[self.functor, w.VBox([self.choice, self.source]), self.log, self.cache],
-                          titles=self.TITLES)
+        self.tabs = w.Tab(children=[self.functor, w.VBox([w.HBox([self.choice, self.view]), self.source]), self.log,
+                                    self.cache], titles=self.TITLES)
         self.widget = w.VBox([self.header, self.tabs])
         self._refreshing = False
         self.choice.observe(self._show_source, names="value")
+        self.view.observe(self._show_source, names="value")
         fn.add_listener(self._on_specialization)
         weakref.finalize(fn, self._close_widgets)
         self.refresh()
@@ -100,7 +107,18 @@ class Panel:
             self.source.value = "<p><i>Not compiled yet: call the function, or fn.compile('float32', ...).</i></p>"
             return
         specialization = fn.specializations[index]
-        self.source.value = kernel_html(specialization.source, specialization.backend)
+        kind = VIEWS[self.view.value]
+        if kind is None:
+            self.source.value = kernel_html(specialization.source, specialization.backend)
+            return
+        from jiter_magic.compiled_code import compiled_text
+
+        try:  # compiled on demand, only when this view is chosen
+            text = compiled_text(kind, specialization.source, specialization.backend, specialization.target, fn.code)
+        except (jiter_magic.JiterError, OSError) as exc:
+            self.source.value = f"<p><i>{html.escape(str(exc))}</i></p>"
+            return
+        self.source.value = '<pre style="max-height:32em;overflow:auto">' + html.escape(text) + "</pre>"
 
     def rebound(self, name: str) -> None:
         """Say in the header that `name` now names another function."""
@@ -118,7 +136,7 @@ class Panel:
         self._close_widgets()
 
     def _close_widgets(self) -> None:
-        for widget in (self.widget, self.header, self.tabs, *self.tabs.children, self.choice, self.source):
+        for widget in (self.widget, self.header, self.tabs, *self.tabs.children, self.choice, self.view, self.source):
             widget.close()
 
 

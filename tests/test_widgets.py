@@ -178,3 +178,19 @@ def test_mimebundle_with_a_widget_frontend_carries_the_panel(fn, monkeypatch):
     assert widgets.WIDGET_VIEW not in fn._repr_mimebundle_(exclude={widgets.WIDGET_VIEW})
     monkeypatch.setenv("JITER_MAGIC_PANEL", "static")
     assert widgets.WIDGET_VIEW not in fn._repr_mimebundle_()
+
+
+def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
+    p = widgets.panel(fn)
+    assert p.view.options == ("generated source", "PTX (CUDA)", "SASS (CUDA)", "assembly (CPU)")
+    source = p.source.value
+    p.view.value = "assembly (CPU)"  # the CPU specialization's assembly, compiled now
+    assert p.source.value.startswith('<pre style="max-height:32em;overflow:auto">')
+    assert "jm_kernel:" in p.source.value and "# line 1: template &lt;typename T&gt; T axpby" in p.source.value
+    p.view.value = "PTX (CUDA)"  # not what a CPU specialization has: said, not raised
+    assert p.source.value.startswith("<p><i>kind=&#x27;ptx&#x27; is CUDA code: pass backend=&#x27;cuda&#x27;")
+    p.view.value = "generated source"
+    assert p.source.value == source
+    fn.compile(backend="cuda")  # NVRTC, no GPU needed: the newest specialization is CUDA's
+    p.view.value = "PTX (CUDA)"
+    assert ".visible .entry jm_kernel" in p.source.value and "// line 1: template" in p.source.value

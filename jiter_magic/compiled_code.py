@@ -1,0 +1,147 @@
+"""The compiled code of a specialization, as text: host assembly, PTX, or SASS.
+
+`fn.inspect(..., kind=...)` renders the specialization as `fn.source` does, then compiles it
+for reading, not loading: g++ `-S` with line tables (CPU), NVRTC to PTX with `-lineinfo`
+(`-arch=compute_XX`), or NVRTC to a cubin disassembled by `nvdisasm --print-line-info` (SASS;
+NVIDIA's `nvdisasm`, from a CUDA toolkit or the pip wheel `nvidia-cuda-nvdisasm`). None of
+these needs a GPU. Where the compiler's line tables point at the user's code, a comment line
+`// line N: <that line>` is put before the instructions, at the line numbers of the code string.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from .codegen.kernel import USER_FILE
+from .errors import CompileError, InvalidArgumentError, ToolchainError
+
+KINDS = ("asm", "ptx", "sass")
+_FILE = re.compile(rf'^\s*\.file\s+(\d+)\s+"(?:[^"]*/)?{USER_FILE}"', re.MULTILINE)
+
+
+def compiled_text(kind: str, source: str, backend: str, arch: str, code: str) -> str:
+    """The `kind` listing of `source` (a rendered kernel), its user lines marked from `code`."""
+    if kind not in KINDS:
+        raise InvalidArgumentError(f"kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
+    if kind == "asm":
+        if backend != "cpu":
+            raise InvalidArgumentError("kind='asm' is the CPU backend's assembly: pass backend='cpu' "
+                                       "(for CUDA, kind='ptx' or kind='sass')")
+        return mark_user_lines(_host_assembly(source), code, comment="#")
+    if backend != "cuda":
+        raise InvalidArgumentError(f"kind={kind!r} is CUDA code: pass backend='cuda' (for the CPU, kind='asm')")
+    if kind == "ptx":
+        return mark_user_lines(_ptx(source, arch), code, comment="//")
+    return _sass(source, arch, code)
+
+
+def mark_user_lines(text: str, code: str, comment: str) -> str:
+    """Before each run of instructions a `.loc` puts at a line of the user's file, that line as a comment."""
+    found = _FILE.search(text)
+    if not found:
+        return text
+    user = found.group(1)
+    lines = code.splitlines()
+    loc = re.compile(rf"^\s*\.loc\s+{user}\s+(\d+)\b")
+    out, last = [], None
+    for row in text.splitlines():
+        match = loc.match(row)
+        if match and match.group(1) != last:
+            last = match.group(1)
+            number = int(last)
+            if 1 <= number <= len(lines):
+                out.append(f"\t{comment} line {number}: {lines[number - 1].strip()}")
+        out.append(row)
+    return "\n".join(out)
+
+
+def _host_assembly(source: str) -> str:
+    from .backends.cpu import compiler
+
+    cxx = compiler()
+    options = [o for o in cxx.options() if o != "-shared"] + ["-S", "-g1", "-fno-asynchronous-unwind-tables"]
+    with tempfile.TemporaryDirectory(prefix="jiter_magic-asm-") as folder:
+        path = os.path.join(folder, "jm_kernel.cpp")
+        with open(path, "w") as handle:
+            handle.write(source)
+        done = subprocess.run([cxx.cxx, *options, path, "-o", "-"], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CompileError(f"the C++ compiler could not compile the kernel to assembly:\n{done.stderr}", done.stderr,
+                           source)
+    return done.stdout
+
+
+def _nvrtc_program(source: str, options: list[str]):
+    from .compilers.nvrtc import NvrtcCompiler, _nvrtc
+
+    nvrtc = _nvrtc()
+    program = nvrtc.createProgram(source, "jm_kernel.cu", (), ())
+    base = [o for o in NvrtcCompiler("sm_90").options() if not o.startswith("-arch=")]
+    try:
+        nvrtc.compileProgram(program, [*base, *options, "-lineinfo"])
+    except nvrtc.NVRTCError:
+        log = nvrtc.getProgramLog(program)
+        nvrtc.destroyProgram(program)
+        raise CompileError(f"NVRTC could not compile the kernel:\n{log}", log, source) from None
+    return nvrtc, program
+
+
+def _ptx(source: str, arch: str) -> str:
+    nvrtc, program = _nvrtc_program(source, [f"-arch={arch.replace('sm_', 'compute_')}"])
+    try:
+        ptx = nvrtc.getPTX(program)
+    finally:
+        nvrtc.destroyProgram(program)
+    return ptx.decode(errors="replace").rstrip("\x00") if isinstance(ptx, bytes) else str(ptx).rstrip("\x00")
+
+
+def find_nvdisasm() -> str | None:
+    """NVIDIA's disassembler: on the PATH, in a CUDA toolkit, or in the pip wheel's bin folder."""
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
+    roots += [os.path.join(p, "nvidia", folder) for p in sys.path if p
+              for folder in ("cuda_nvdisasm", "cu13", "cu12")]
+    for root in roots:
+        if root and os.path.isfile(os.path.join(root, "bin", "nvdisasm")):
+            return os.path.join(root, "bin", "nvdisasm")
+    return None
+
+
+def _sass(source: str, arch: str, code: str) -> str:
+    tool = find_nvdisasm()
+    if tool is None:
+        raise ToolchainError("kind='sass' needs NVIDIA's nvdisasm: pip install nvidia-cuda-nvdisasm, or put a CUDA "
+                             "toolkit's bin folder on the PATH (kind='ptx' needs only NVRTC)")
+    nvrtc, program = _nvrtc_program(source, [f"-arch={arch}"])
+    try:
+        cubin = nvrtc.getCUBIN(program)
+    finally:
+        nvrtc.destroyProgram(program)
+    with tempfile.TemporaryDirectory(prefix="jiter_magic-sass-") as folder:
+        path = os.path.join(folder, "jm_kernel.cubin")
+        with open(path, "wb") as handle:
+            handle.write(bytes(cubin))
+        done = subprocess.run([tool, "--print-line-info", path], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ToolchainError(f"nvdisasm failed on the kernel: {done.stderr.strip()}")
+    return _mark_sass_lines(done.stdout, code)
+
+
+_SASS_LINE = re.compile(rf'//## File "(?:[^"]*/)?{USER_FILE}", line (\d+)')
+
+
+def _mark_sass_lines(text: str, code: str) -> str:
+    """nvdisasm's `//## File "jiterator", line N` comments, with the user's line appended."""
+    lines = code.splitlines()
+
+    def shown(match: re.Match) -> str:
+        number = int(match.group(1))
+        return match.group(0) + (f": {lines[number - 1].strip()}" if 1 <= number <= len(lines) else "")
+
+    return _SASS_LINE.sub(shown, text)
