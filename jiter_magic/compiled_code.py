@@ -6,6 +6,9 @@ for reading, not loading: g++ `-S` with line tables (CPU), NVRTC to PTX with `-l
 NVIDIA's `nvdisasm`, from a CUDA toolkit or the pip wheel `nvidia-cuda-nvdisasm`). None of
 these needs a GPU. Where the compiler's line tables point at the user's code, a comment line
 `// line N: <that line>` is put before the instructions, at the line numbers of the code string.
+SASS is not yet usable: the nvdisasm of the nvidia-cuda-nvdisasm 13.5 wheel calls every NVRTC 13.5
+cubin tried "an invalid ELF file" (the same cubins load and run on the H200), so kind='sass'
+reports that error, and the panel does not offer it.
 """
 from __future__ import annotations
 

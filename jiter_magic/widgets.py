@@ -39,8 +39,9 @@ PANEL_ENV = "JITER_MAGIC_PANEL"
 
 
 # ----------------------------------------------------------------------------- the live panel
-# What the Kernel tab can show of the chosen specialization: its source, or a compiled listing.
-VIEWS = {"generated source": None, "PTX (CUDA)": "ptx", "SASS (CUDA)": "sass", "assembly (CPU)": "asm"}
+# What the Kernel tab can show of the chosen specialization: its source, or a compiled listing
+# (SASS not yet: see compiled_code.py).
+VIEWS = {"generated source": None, "PTX (CUDA)": "ptx", "assembly (CPU)": "asm"}
 
 
 class Panel:

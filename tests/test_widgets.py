@@ -182,7 +182,7 @@ def test_mimebundle_with_a_widget_frontend_carries_the_panel(fn, monkeypatch):
 
 def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
     p = widgets.panel(fn)
-    assert p.view.options == ("generated source", "PTX (CUDA)", "SASS (CUDA)", "assembly (CPU)")
+    assert p.view.options == ("generated source", "PTX (CUDA)", "assembly (CPU)")
     source = p.source.value
     p.view.value = "assembly (CPU)"  # the CPU specialization's assembly, compiled now
     assert p.source.value.startswith('<pre style="max-height:32em;overflow:auto">')
