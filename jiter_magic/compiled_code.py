@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 from .codegen.kernel import USER_FILE
-from .errors import CompileError, InvalidArgumentError, ToolchainError
+from .errors import InvalidArgumentError, ToolchainError
 
 KINDS = ("asm", "ptx", "sass")
 _FILE = re.compile(rf'^\s*\.file\s+(\d+)\s+"(?:[^"]*/)?{USER_FILE}"', re.MULTILINE)
@@ -63,43 +63,24 @@ def mark_user_lines(text: str, code: str, comment: str) -> str:
 
 
 def _host_assembly(source: str) -> str:
+    """The host compiler's own compile, with -S (and line tables) instead of -shared."""
     from .backends.cpu import compiler
 
     cxx = compiler()
-    options = [o for o in cxx.options() if o != "-shared"] + ["-S", "-g1", "-fno-asynchronous-unwind-tables"]
-    with tempfile.TemporaryDirectory(prefix="jiter_magic-asm-") as folder:
-        path = os.path.join(folder, "jm_kernel.cpp")
-        with open(path, "w") as handle:
-            handle.write(source)
-        done = subprocess.run([cxx.cxx, *options, path, "-o", "-"], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise CompileError(f"the C++ compiler could not compile the kernel to assembly:\n{done.stderr}", done.stderr,
-                           source)
-    return done.stdout
+    options = (*(o for o in cxx.options() if o != "-shared"), "-S", "-g1", "-fno-asynchronous-unwind-tables")
+    return cxx.compile(source, "kernel_asm", options).binary.decode(errors="replace")
 
 
-def _nvrtc_program(source: str, options: list[str]):
-    from .compilers.nvrtc import NvrtcCompiler, _nvrtc
-
-    nvrtc = _nvrtc()
-    program = nvrtc.createProgram(source, "jm_kernel.cu", (), ())
-    base = [o for o in NvrtcCompiler("sm_90").options() if not o.startswith("-arch=")]
-    try:
-        nvrtc.compileProgram(program, [*base, *options, "-lineinfo"])
-    except nvrtc.NVRTCError:
-        log = nvrtc.getProgramLog(program)
-        nvrtc.destroyProgram(program)
-        raise CompileError(f"NVRTC could not compile the kernel:\n{log}", log, source) from None
-    return nvrtc, program
+def _nvrtc_options(compiler, arch_option: str) -> tuple[str, ...]:
+    """The compiler's own options with another -arch, and line tables."""
+    return (*(o for o in compiler.options() if not o.startswith("-arch=")), arch_option, "-lineinfo")
 
 
 def _ptx(source: str, arch: str) -> str:
-    nvrtc, program = _nvrtc_program(source, [f"-arch={arch.replace('sm_', 'compute_')}"])
-    try:
-        ptx = nvrtc.getPTX(program)
-    finally:
-        nvrtc.destroyProgram(program)
-    return ptx.decode(errors="replace").rstrip("\x00") if isinstance(ptx, bytes) else str(ptx).rstrip("\x00")
+    from .compilers.nvrtc import NvrtcCompiler
+
+    compiler = NvrtcCompiler(arch)
+    return compiler.ptx(source, "jm_kernel", _nvrtc_options(compiler, f"-arch={arch.replace('sm_', 'compute_')}"))
 
 
 def find_nvdisasm() -> str | None:
@@ -121,15 +102,14 @@ def _sass(source: str, arch: str, code: str) -> str:
     if tool is None:
         raise ToolchainError("kind='sass' needs NVIDIA's nvdisasm: pip install nvidia-cuda-nvdisasm, or put a CUDA "
                              "toolkit's bin folder on the PATH (kind='ptx' needs only NVRTC)")
-    nvrtc, program = _nvrtc_program(source, [f"-arch={arch}"])
-    try:
-        cubin = nvrtc.getCUBIN(program)
-    finally:
-        nvrtc.destroyProgram(program)
+    from .compilers.nvrtc import NvrtcCompiler
+
+    compiler = NvrtcCompiler(arch)
+    cubin = compiler.compile(source, "jm_kernel", _nvrtc_options(compiler, f"-arch={arch}")).binary
     with tempfile.TemporaryDirectory(prefix="jiter_magic-sass-") as folder:
         path = os.path.join(folder, "jm_kernel.cubin")
         with open(path, "wb") as handle:
-            handle.write(bytes(cubin))
+            handle.write(cubin)
         done = subprocess.run([tool, "--print-line-info", path], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise ToolchainError(f"nvdisasm failed on the kernel: {done.stderr.strip()}")

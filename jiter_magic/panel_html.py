@@ -91,11 +91,14 @@ def _log_html(specializations: list) -> str:
 
 def human_size(n: int) -> str:
     """1536 -> '1.5 KiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    raise AssertionError("unreachable")
+    if n < 1024:
+        return f"{n} B"
+    size = n / 1024
+    for unit in ("KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
@@ -129,7 +132,7 @@ def _cache_html(specializations: list, stats: dict) -> str:
               f"{human_size(stats['bytes'])}; this process: {counted(stats['memory_hits'], 'memory hit')}, "
               f"{counted(stats['disk_hits'], 'disk hit')}, {counted(stats['compiles'], 'compile')} "
               f"({stats['compile_seconds']:.2f} s)</p>")
-    table = f'<table class="jiter-magic-cache">{f"<tr>{head}</tr>"}{rows}</table>'
+    table = f'<table class="jiter-magic-cache"><tr>{head}</tr>{rows}</table>'
     return f'<div style="max-height:24em;overflow:auto">{table}</div>{totals}'
 
 

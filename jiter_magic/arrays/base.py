@@ -38,11 +38,9 @@ class Described(NamedTuple):
 new_tuple = tuple.__new__
 
 
-# The hot path's key of a call whose inputs are all plain arrays of one library, their pointers,
-# and each one's room (the bytes from its pointer to the end of its storage, which the plan's
-# reach must not pass) or None where the adapter does not check it there: a plain tuple, as a
-# NamedTuple costs several times more to make on every call.
-FastKey = tuple[tuple, list[int], "tuple[int, ...] | None"]
+# The hot path's key of a call whose inputs are all plain arrays of one library, and their
+# pointers: a plain tuple, as a NamedTuple costs several times more to make on every call.
+FastKey = tuple[tuple, list[int]]
 
 
 class ArrayAdapter(Protocol):

@@ -35,7 +35,7 @@ class NdarrayAdapter:
             pointer, device = self._pointer_and_device(x)
             parts.append((x.dtype, x.shape, x.strides, pointer & 15, device))
             pointers.append(pointer)
-        return tuple(parts), pointers, None  # an array's memory cannot shrink under it: no room to check
+        return tuple(parts), pointers
 
     def fast_key_for(self, count: int) -> Callable[[tuple], FastKey | None]:
         return self.fast_key

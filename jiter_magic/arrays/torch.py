@@ -92,7 +92,7 @@ def _fast_key_of(count: int) -> Callable[[tuple], FastKey | None]:
         "    try:",
         f"        {', '.join(names)}, = args",
         *(f"        p{i} = x{i}.data_ptr()" for i in range(count)),
-        f"        return ({', '.join(_FIELDS.format(i=i) for i in range(count))},), [{', '.join(pointers)}], None",
+        f"        return ({', '.join(_FIELDS.format(i=i) for i in range(count))},), [{', '.join(pointers)}]",
         "    except (AttributeError, TypeError, RuntimeError):  # not tensors; tensors without storage (sparse)",
         "        return None",
     ])

@@ -76,8 +76,17 @@ class NvrtcCompiler:
         return tuple(opts)
 
     def compile(self, source: str, name: str, options: tuple[str, ...] | None = None) -> CompileResult:
+        binary, log = self._run(source, name, self.options() if options is None else options, "getCUBIN")
+        return CompileResult(bytes(binary), log)
+
+    def ptx(self, source: str, name: str, options: tuple[str, ...]) -> str:
+        """PTX for reading (fn.inspect): `options` name a virtual architecture (-arch=compute_XX)."""
+        text, _log = self._run(source, name, options, "getPTX")
+        return (text.decode(errors="replace") if isinstance(text, bytes) else str(text)).rstrip("\x00")
+
+    def _run(self, source: str, name: str, options: tuple[str, ...], fetch: str) -> tuple:
+        """Compile, then fetch the output (`getCUBIN` or `getPTX`) and the mapped log."""
         nvrtc = _nvrtc()
-        options = self.options() if options is None else options
         program = nvrtc.createProgram(source, f"{name}.cu", (), ())
         try:
             try:
@@ -85,8 +94,8 @@ class NvrtcCompiler:
             except nvrtc.NVRTCError:
                 log = map_log(nvrtc.getProgramLog(program))
                 raise CompileError(f"NVRTC could not compile {name} for {self.arch}:\n{log}", log, source) from None
-            binary = nvrtc.getCUBIN(program)
+            output = getattr(nvrtc, fetch)(program)
             log = map_log(nvrtc.getProgramLog(program))
         finally:
             nvrtc.destroyProgram(program)
-        return CompileResult(bytes(binary), log)
+        return output, log
