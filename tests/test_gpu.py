@@ -89,6 +89,27 @@ def test_tiled_path_transposed_and_channels_last(dtype):
     assert spec, "the tiled path was not used"
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.bfloat16, torch.float32, torch.float64,
+                                   torch.complex64])
+def test_contiguous_path_at_every_alignment_residue(dtype):
+    """Views that start anywhere in a 16-byte line (vectors narrowed, more of them a thread), sizes
+    with tails of every kind, outputs misaligned through out=: the same values as torch's jiterator."""
+    ref, per_line = _torch_jiterator(), max(1, 16 // torch.empty((), dtype=dtype).element_size())
+    sizes = (1, 127, 128 * 16 + 3, 3 * 128 * 16, 100_003)
+    x_store, y_store, out_store = (_rand((100_003 + 32,), dtype) for _ in range(3))
+    for x_offset in range(per_line):
+        for y_offset in sorted({0, x_offset, per_line - 1}):
+            for n in sizes:
+                x, y = x_store[x_offset:x_offset + n], y_store[y_offset:y_offset + n]
+                _close(_ours_fused(x, y), ref(x, y))
+        out = out_store[x_offset:x_offset + sizes[-1]]
+        _close(_ours_fused(x_store[:sizes[-1]], y_store[1:sizes[-1] + 1], out=out),
+               ref(x_store[:sizes[-1]], y_store[1:sizes[-1] + 1]))
+    vectors = {s.spec.vec for s in _ours_fused.specializations if s.spec.path == "contiguous"
+               and s.spec.inputs == (str(dtype)[6:],) * 2}
+    assert 1 in vectors and per_line in vectors  # both the narrowest and the full-width vector ran
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.complex128, torch.uint8])
 def test_rows_path_broadcast_and_bias(dtype):
     ref = _torch_jiterator()

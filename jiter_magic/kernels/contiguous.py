@@ -1,8 +1,11 @@
 """The contiguous path: every operand walks one dense dimension; 16-byte vector loads and stores.
 
 Taken when the call coalesces to a single unit-stride loop. Each block moves
-`BLOCK * vec * UNROLL` elements with aligned vector accesses (the vector shrinks until
+`BLOCK * vec * unroll` elements with aligned vector accesses (the vector shrinks until
 every pointer is aligned); the last, partial block falls back to one element a thread.
+A vector shrunk by misaligned pointers (a view such as `x[1:]`) is made up for by unrolling:
+a thread moves as many elements as at full width, in narrower accesses that stay coalesced,
+so that loads stay in flight as they do at full width.
 """
 from __future__ import annotations
 
@@ -12,9 +15,15 @@ from ..codegen.element import ARGS, element_body
 from ..dtypes import ctype
 from ..layout import Layout
 from ..spec import CONTIGUOUS, KernelSpec
-from .base import BLOCK, CallShape, CudaPath, Grid, PathChoice, ceil_div, vector_width
+from .base import BLOCK, CallShape, CudaPath, Grid, PathChoice, ceil_div, vector_width, widest_vector
 
-UNROLL = 1  # vectors a thread (bench/sweep_gpu.py: 1 is best on the H200)
+UNROLL = 1  # full-width vectors a thread (bench/sweep_gpu.py: 1 is best on the H200)
+
+
+def unroll_of(spec: KernelSpec) -> int:
+    """Vectors a thread moves: UNROLL at full width, more when misalignment narrowed the vector."""
+    dtypes = [*spec.outputs, *(spec.inputs[i] for i in spec.array_inputs)]
+    return UNROLL * max(1, widest_vector(dtypes) // spec.vec)
 
 
 class Contiguous(CudaPath):
@@ -26,13 +35,14 @@ class Contiguous(CudaPath):
         return PathChoice(CONTIGUOUS, 1, vector_width(call))
 
     def grid(self, spec: KernelSpec, layout: Layout) -> Grid:
-        return ceil_div(layout.numel, BLOCK * spec.vec * UNROLL), 1, 1
+        return ceil_div(layout.numel, BLOCK * spec.vec * unroll_of(spec)), 1, 1
 
     def shape_text(self, spec: KernelSpec) -> str:
         return f"vec{spec.vec}"
 
     def body(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
-        v, work, ins = spec.vec, BLOCK * spec.vec * UNROLL, spec.array_inputs
+        v, unroll, ins = spec.vec, unroll_of(spec), spec.array_inputs
+        work = BLOCK * v * unroll
         nout = len(spec.outputs)
         vec_in = {i: f"jm_vec<{ctype(spec.inputs[i])}, {v}>" for i in ins}
         index = f"const jm_index_t jm_i = jm_start + (jm_u * {BLOCK} + (jm_index_t)jm_thread_x()) * {v};"
@@ -40,14 +50,14 @@ class Contiguous(CudaPath):
                          f"const jm_index_t jm_start = (jm_index_t)jm_block_x() * {work};")
         with code.block(f"if (jm_start + {work} <= jm_n)", close="} else {"):
             for i in ins:
-                code.line(f"{vec_in[i]} jm_x{i}[{UNROLL}];")
+                code.line(f"{vec_in[i]} jm_x{i}[{unroll}];")
             code.line("#pragma unroll")
-            with code.block(f"for (int jm_u = 0; jm_u < {UNROLL}; ++jm_u)"):
+            with code.block(f"for (int jm_u = 0; jm_u < {unroll}; ++jm_u)"):
                 code.line(index)
                 for i in ins:
                     code.line(f"jm_x{i}[jm_u] = *reinterpret_cast<const {vec_in[i]}*>({ARGS}.jm_in{i} + jm_i);")
             code.line("#pragma unroll")
-            with code.block(f"for (int jm_u = 0; jm_u < {UNROLL}; ++jm_u)"):
+            with code.block(f"for (int jm_u = 0; jm_u < {unroll}; ++jm_u)"):
                 for j, d in enumerate(spec.outputs):
                     code.line(f"jm_vec<{ctype(d)}, {v}> jm_y{j};")
                 code.line("#pragma unroll")
