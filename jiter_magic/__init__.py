@@ -8,6 +8,7 @@ Importing this package imports neither torch, CuPy nor IPython.
 from __future__ import annotations
 
 from ._version import __version__
+from .benchmark import BenchmarkResult, SweepResult, benchmark, sweep
 from .build import Specialization
 from .cache import CacheWarning
 from .cache import stats as cache_stats
@@ -34,7 +35,7 @@ from .function import JitFunction
 
 __all__ = [
     "create_jit_fn", "create_multi_output_jit_fn", "JitFunction", "Specialization",
-    "cache_stats", "clear_cache", "cache_dir",
+    "cache_stats", "clear_cache", "cache_dir", "benchmark", "sweep", "BenchmarkResult", "SweepResult",
     "JiterError", "ParseError", "BindError", "DTypeError", "ShapeError", "DeviceError", "CompileError",
     "ToolchainError", "LaunchError", "ArgumentTypeError", "InvalidArgumentError", "UnknownKwargError",
     "ScalarOverflowError", "UnsupportedArrayError", "GradientError", "KernelFaultError",
@@ -84,7 +85,7 @@ def clear_cache(memory: bool = True, disk: bool = True) -> None:
 
 
 def load_ipython_extension(ipython) -> None:
-    """`%load_ext jiter_magic`: registers the %%jiterator and %jiterator_cache magics."""
+    """`%load_ext jiter_magic`: registers the %%jiterator, %jiterator_cache and %jiterator_bench magics."""
     from .magic import load_ipython_extension as load
 
     load(ipython)

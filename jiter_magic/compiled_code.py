@@ -2,13 +2,12 @@
 
 `fn.inspect(..., kind=...)` renders the specialization as `fn.source` does, then compiles it
 for reading, not loading: g++ `-S` with line tables (CPU), NVRTC to PTX with `-lineinfo`
-(`-arch=compute_XX`), or NVRTC to a cubin disassembled by `nvdisasm --print-line-info` (SASS;
-NVIDIA's `nvdisasm`, from a CUDA toolkit or the pip wheel `nvidia-cuda-nvdisasm`). None of
-these needs a GPU. Where the compiler's line tables point at the user's code, a comment line
-`// line N: <that line>` is put before the instructions, at the line numbers of the code string.
-SASS is not yet usable: the nvdisasm of the nvidia-cuda-nvdisasm 13.5 wheel calls every NVRTC 13.5
-cubin tried "an invalid ELF file" (the same cubins load and run on the H200), so kind='sass'
-reports that error, and the panel does not offer it.
+(`-arch=compute_XX`), or NVRTC to a cubin disassembled by `nvdisasm --print-code
+--print-line-info-inline` (SASS; NVIDIA's `nvdisasm`, from a CUDA toolkit or the pip wheel
+`nvidia-cuda-nvdisasm`, part of the cuda13 extra). None of these needs a GPU. Where the compiler's
+line tables point at the user's code, the user's line is shown with it, at the line numbers of the
+code string (a `// line N: ...` comment before PTX and assembly, appended to nvdisasm's own
+`//## File "jiterator", line N` comments in SASS; the functor is inlined, hence `-gi`).
 """
 from __future__ import annotations
 
@@ -110,7 +109,8 @@ def _sass(source: str, arch: str, code: str) -> str:
         path = os.path.join(folder, "jm_kernel.cubin")
         with open(path, "wb") as handle:
             handle.write(cubin)
-        done = subprocess.run([tool, "--print-line-info", path], capture_output=True, text=True, check=False)
+        done = subprocess.run([tool, "--print-code", "--print-line-info-inline", path], capture_output=True,
+                              text=True, check=False)
     if done.returncode != 0:
         raise ToolchainError(f"nvdisasm failed on the kernel: {done.stderr.strip()}")
     return _mark_sass_lines(done.stdout, code)

@@ -7,7 +7,7 @@ call lives in inspection.py.
 from __future__ import annotations
 
 from collections.abc import Callable, Container
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import inspection
 from .bind import bind
@@ -17,8 +17,11 @@ from .errors import InvalidArgumentError
 from .loader import KernelLoader
 from .parse import parse_functor
 from .signature import docstring_of, signature_of
-from .spec import CONTIGUOUS
+from .spec import CONTIGUOUS, KernelSpec
 from .values import scalar_value
+
+if TYPE_CHECKING:
+    from .benchmark import BenchmarkResult
 
 
 class JitFunction:
@@ -79,6 +82,15 @@ class JitFunction:
         if callback in self._loader.listeners:
             self._loader.listeners.remove(callback)
 
+    def add_start_listener(self, callback: Callable[[KernelSpec, int], None]) -> None:
+        """Call `callback(spec, device)` when a call starts building a specialization (device -1: the
+        host), before it compiles or reads the disk cache; the panel says "compiling" with it."""
+        self._loader.start_listeners.append(callback)
+
+    def remove_start_listener(self, callback: Callable[[KernelSpec, int], None]) -> None:
+        if callback in self._loader.start_listeners:
+            self._loader.start_listeners.remove(callback)
+
     def __repr__(self) -> str:
         return f"<jiter_magic.JitFunction {self.functor.signature}>"
 
@@ -115,6 +127,16 @@ class JitFunction:
 
             arch = device_arch(current_device())
         return compiled_text(kind, text, backend, arch, self.code)
+
+    def benchmark(self, *inputs: object, reference: Callable[..., Any] | None = None, warmup: int = 3,
+                  repeat: int = 25, **kwargs: Any) -> BenchmarkResult:
+        """Time a call on these inputs (CUDA events on a GPU, perf_counter on the host; median of
+        `repeat` after `warmup`): its time, GB/s and fraction of a same-sized device copy measured
+        alongside, and with `reference` (a callable taking the same inputs) the speedup over it.
+        `out=` and keyword extras go to the call. See `jiter_magic.benchmark.benchmark`."""
+        from .benchmark import benchmark
+
+        return benchmark(self, *inputs, reference=reference, warmup=warmup, repeat=repeat, **kwargs)
 
     def compile(self, *dtypes: str, backend: str | None = None, path: str = CONTIGUOUS,
                 ndim: int = 1) -> Specialization:

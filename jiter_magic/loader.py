@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from . import compile_notice
 from .bind import Binding
 from .build import Specialization, build, discard
 from .errors import LaunchError
@@ -37,6 +38,7 @@ class KernelLoader:
         self.specializations: list[Specialization] = []
         self.warnings: list[str] = []
         self.listeners: list[Callable[[Specialization], None]] = []
+        self.start_listeners: list[Callable[[KernelSpec, int], None]] = []  # a build of (spec, device) begins
         self._lock = threading.RLock()
 
     def launcher(self, spec: KernelSpec, device: int) -> Launcher:
@@ -78,7 +80,19 @@ class KernelLoader:
         return launcher
 
     def _build(self, spec: KernelSpec, device: int) -> Specialization:
-        """The binary of `spec` for `device`: from the disk cache or compiled."""
+        """The binary of `spec` for `device`: from the disk cache or compiled, announced to the
+        start listeners and, when slow, in the notebook cell."""
+        self._announce(self.start_listeners, spec, device)
+        notice = compile_notice.start(self.binding.functor.name, spec, device)
+        built: Specialization | None = None
+        try:
+            built = self._build_now(spec, device)
+            return built
+        finally:
+            if notice is not None:
+                notice.finish(None if built is None else built.cache_event)
+
+    def _build_now(self, spec: KernelSpec, device: int) -> Specialization:
         if device >= 0:
             from .backends import cuda
 
@@ -111,8 +125,12 @@ class KernelLoader:
         log = specialization.log.strip()
         if log and log not in self.warnings:  # each dtype's compile says the same of the same code
             self.warnings.append(log)
-        for callback in list(self.listeners):
+        self._announce(self.listeners, specialization)
+
+    @staticmethod
+    def _announce(listeners: list, *event: Any) -> None:
+        for callback in list(listeners):
             try:
-                callback(specialization)
+                callback(*event)
             except Exception as exc:  # noqa: BLE001 - a display must never fail the computation
-                warnings.warn(f"jiter_magic: a specialization listener failed: {exc!r}", RuntimeWarning, 2)
+                warnings.warn(f"jiter_magic: a specialization listener failed: {exc!r}", RuntimeWarning, 3)

@@ -1,4 +1,5 @@
-"""IPython magics: `%%jiterator` turns a cell into a jitted callable, `%jiterator_cache` shows the cache.
+"""IPython magics: `%%jiterator` turns a cell into a jitted callable, `%jiterator_cache` shows the cache,
+`%jiterator_bench` times a call.
 
 Thin on purpose: parse the magic line, call the public API, display the panel. The cell
 compiles at once for one dtype, so a broken functor fails the cell that holds it, not a later
@@ -9,21 +10,24 @@ agree with the editor's. After the cell, one line says what was built, where and
 """
 from __future__ import annotations
 
+import argparse
 import ast
 import keyword
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from IPython.display import display
 from IPython.utils.process import arg_split
 
 import jiter_magic
 from jiter_magic import BindError, CompileError, DTypeError, JitFunction, ParseError, ToolchainError
+from jiter_magic.benchmark import BenchmarkResult, benchmark
 from jiter_magic.compilers.nvrtc import default_arch
 from jiter_magic.inspection import cuda_available
 from jiter_magic.magic_completion import jiterator_matcher
@@ -104,7 +108,7 @@ class CellToolchainError(_ShortTraceback, ToolchainError):
 
 @magics_class
 class JiteratorMagics(Magics):
-    """The `%%jiterator` cell magic and the `%jiterator_cache` line magic."""
+    """The `%%jiterator` cell magic and the `%jiterator_cache` and `%jiterator_bench` line magics."""
 
     @magic_arguments("%jiterator")  # shown as `%%jiterator` in the usage line
     @argument("name", help="Python name to bind the jitted callable to")
@@ -164,6 +168,46 @@ class JiteratorMagics(Magics):
             return
         print(format_cache_stats(jiter_magic.cache_stats()))
 
+    @magic_arguments()
+    @kwds(usage="%(prog)s [-n REPEAT] [-w WARMUP] [--against EXPR] CALL")  # argparse would write CALL as '...'
+    @argument("-n", dest="repeat", type=int, default=25, metavar="REPEAT",
+              help="timed runs; their median is reported (default 25)")
+    @argument("-w", dest="warmup", type=int, default=3, metavar="WARMUP",
+              help="untimed calls before them (default 3)")
+    @argument("--against", default=None, metavar="EXPR",
+              help="a reference callable taking the same inputs, quoted if it has spaces: "
+                   "--against \"lambda x, y: 2*x + y\"")
+    @argument("call", nargs=argparse.REMAINDER, metavar="CALL",
+              help="the call to time, after the options: a jitted function called on names of the notebook")
+    @line_magic
+    def jiterator_bench(self, line: str) -> BenchmarkResult:
+        """Time a call of a jitted function and print its median time, GB/s and fraction of copy bandwidth.
+
+        CUDA events time calls on CUDA inputs, the host clock calls on host inputs; a device copy of
+        as many bytes is timed alongside, so the fraction says how near the memory's limit the call
+        runs. With --against, the reference callable is timed on the same inputs too. Returns the
+        result, so r = %jiterator_bench axpy(x, y) keeps it.
+
+        Example:
+
+            %jiterator_bench -n 50 --against "lambda x, y: x + 2.0 * y" axpy(x, y, alpha=2.0)
+        """
+        options = parse_bench_line(line)
+        assert self.shell is not None, "a magic runs inside an IPython shell"
+        namespace = self.shell.user_ns
+        fn, label, args, kwargs = _bench_call(options.call, namespace)
+        reference = None
+        if options.against is not None:
+            reference = _evaluate(options.against, namespace, "--against")
+            if not callable(reference):
+                raise UsageError(f"--against {options.against}: expected a callable taking the same inputs, "
+                                 f"got {reference!r} (a {type(reference).__name__!r})")
+        result = benchmark(fn, *args, reference=reference, warmup=options.warmup, repeat=options.repeat, **kwargs)
+        if label != result.name:
+            result = replace(result, name=f"{label} ({result.name})")
+        print(result)
+        return result
+
 
 def _plain_help(function) -> None:
     """IPython appends the usage after an reST '::'; `%%jiterator?` reads better without it."""
@@ -173,6 +217,7 @@ def _plain_help(function) -> None:
 
 _plain_help(JiteratorMagics.jiterator)
 _plain_help(JiteratorMagics.jiterator_cache)
+_plain_help(JiteratorMagics.jiterator_bench)
 
 
 def parse_cell_line(line: str) -> CellOptions:
@@ -194,6 +239,78 @@ def parse_cell_line(line: str) -> CellOptions:
         kwargs[key] = value
     return CellOptions(args.name, kwargs, args.outputs, args.backend, _dtype_list(args.dtype), args.panel,
                        args.quiet)
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """The `%jiterator_bench` line, parsed."""
+
+    repeat: int
+    warmup: int
+    against: str | None  # an expression, its quotes removed
+    call: str  # a Python call expression
+
+
+def parse_bench_line(line: str) -> BenchOptions:
+    """Parse `[-n REPEAT] [-w WARMUP] [--against EXPR] CALL`; CALL is the rest of the line, as written."""
+    try:
+        argv = arg_split(line)  # quotes kept inside words, so CALL's string literals survive
+    except ValueError as exc:  # an unbalanced quote
+        raise UsageError(f"%jiterator_bench {line.strip()!r}: {exc}") from None
+    args = JiteratorMagics.jiterator_bench.parser.parse_args(argv)
+    if args.repeat < 1:
+        raise UsageError(f"-n {args.repeat}: at least one timed run")
+    if args.warmup < 0:
+        raise UsageError(f"-w {args.warmup}: the number of warm-up calls cannot be negative")
+    call = " ".join(args.call).strip().rstrip(";").rstrip()  # a trailing ";" as after a statement
+    if not call:
+        raise UsageError("%jiterator_bench: give the call to time, after the options: %jiterator_bench axpy(x, y)")
+    against = args.against
+    if against is not None and len(against) >= 2 and against[0] == against[-1] and against[0] in "\"'":
+        against = against[1:-1]
+    return BenchOptions(args.repeat, args.warmup, against, call)
+
+
+def _evaluate(text: str | ast.expr, namespace: dict[str, Any], what: str) -> Any:
+    """An expression's value in the notebook's namespace (its errors are the user's, raised as they are)."""
+    if isinstance(text, str):
+        try:
+            tree = ast.parse(text.strip(), mode="eval")
+        except SyntaxError as exc:
+            raise UsageError(f"{what} {text!r}: not a Python expression ({exc.msg})") from None
+    else:
+        tree = ast.Expression(text)
+    return eval(compile(tree, f"<%jiterator_bench {what}>", "eval"), namespace)
+
+
+def _bench_call(text: str, namespace: dict[str, Any]) -> tuple[JitFunction, str, list, dict[str, Any]]:
+    """CALL's jitted function, its spelling, and its evaluated arguments (`*args` and `**kwargs` too)."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        raise UsageError(f"%jiterator_bench {text!r}: not a Python call expression ({exc.msg})") from None
+    call = tree.body
+    if not isinstance(call, ast.Call):
+        raise UsageError(f"%jiterator_bench {text!r}: expected a call such as axpy(x, y)")
+    label = ast.unparse(call.func)
+    fn = _evaluate(call.func, namespace, label)
+    if not isinstance(fn, JitFunction):
+        raise UsageError(f"%jiterator_bench: {label} is a {type(fn).__name__}, not a jitted function; "
+                         "time one made by %%jiterator or jiter_magic.create_jit_fn")
+    args: list = []
+    for node in call.args:
+        if isinstance(node, ast.Starred):
+            args.extend(_evaluate(node.value, namespace, label))
+        else:
+            args.append(_evaluate(node, namespace, label))
+    kwargs: dict[str, Any] = {}
+    for keyword_node in call.keywords:
+        value = _evaluate(keyword_node.value, namespace, label)
+        if keyword_node.arg is None:
+            kwargs.update(value)
+        else:
+            kwargs[keyword_node.arg] = value
+    return fn, label, args, kwargs
 
 
 # What stands for the magic line in the code string: its line 1, so that the cell's lines keep the
@@ -238,7 +355,17 @@ def _compile(fn: JitFunction, options: CellOptions) -> None:
     except ToolchainError as exc:
         raise CellToolchainError(str(exc)) from None
     except CompileError as exc:
+        if options.panel:  # the failed attempt, readable and kept in the saved notebook; the error follows
+            _show_failed(fn, options.name, exc.log, backend or ("cuda" if cuda_available() else "cpu"))
         raise CellCompileError(str(exc), exc.log, exc.source) from None
+
+
+def _show_failed(fn: JitFunction, name: str, log: str, backend: str) -> None:
+    from jiter_magic.panel_html import failed_html  # pygments: imported when a panel is shown, not at load
+
+    display({"text/html": failed_html(name, fn.code, log, backend),
+             "text/plain": f"{name}: the functor did not compile (the error below gives the compiler's log)"},
+            raw=True)
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
@@ -256,6 +383,7 @@ def unload_ipython_extension(ipython: InteractiveShell) -> None:
     manager = ipython.magics_manager
     manager.magics["cell"].pop("jiterator", None)
     manager.magics["line"].pop("jiterator_cache", None)
+    manager.magics["line"].pop("jiterator_bench", None)
     manager.registry.pop(JiteratorMagics.__name__, None)
     completer = getattr(ipython, "Completer", None)
     if completer is not None:

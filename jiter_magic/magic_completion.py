@@ -1,5 +1,6 @@
 """Tab completion on a `%%jiterator` line: its options and their values, and the names of the
-jitted functions already in the notebook (to define one again).
+jitted functions already in the notebook (to define one again); and the options of a
+`%jiterator_bench` line (its CALL is Python, which IPython's own matchers complete).
 
 An IPython matcher (API v2, IPython >= 8.6) that answers only on the first line of a
 `%%jiterator` cell and then suppresses the others, which would offer Python builtins there.
@@ -12,6 +13,9 @@ from typing import Any, cast
 from IPython.core.completer import CompletionContext, SimpleCompletion, SimpleMatcherResult, context_matcher
 
 MAGIC = "%%jiterator"
+BENCH = "%jiterator_bench"
+BENCH_OPTIONS = ("--against", "-n", "-w")
+BENCH_VALUED = ("--against", "-n", "-w")  # options followed by a value
 OPTIONS = ("--outputs", "--backend", "--dtype", "--no-panel", "--quiet", "--help")
 VALUES = {
     "--backend": ("auto", "cuda", "cpu"),
@@ -33,6 +37,9 @@ def jiterator_matcher(namespace: Callable[[], dict[str, Any]]) -> Callable[[Comp
 
 
 def _complete(context: CompletionContext, namespace: Callable[[], dict[str, Any]]) -> list[SimpleCompletion]:
+    lines = context.full_text.splitlines()
+    if context.cursor_line < len(lines) and lines[context.cursor_line].lstrip().startswith(BENCH + " "):
+        return _complete_bench(lines[context.cursor_line], context)
     if context.cursor_line != 0 or not context.full_text.startswith(MAGIC + " "):
         return []
     before = context.full_text.splitlines()[0][:context.cursor_position] if context.full_text else ""
@@ -51,3 +58,23 @@ def _complete(context: CompletionContext, namespace: Callable[[], dict[str, Any]
                        if isinstance(value, JitFunction) and name.startswith(token) and not name.startswith("_"))
         return [SimpleCompletion(name, type="function") for name in names]
     return []
+
+
+def _complete_bench(line: str, context: CompletionContext) -> list[SimpleCompletion]:
+    """Options of a `%jiterator_bench` line, while the cursor is still before its CALL."""
+    token = context.token
+    if not token.startswith("-"):
+        return []
+    before = line[:context.cursor_position].lstrip()[len(BENCH):]
+    words = before.split()[:-1] if token else before.split()
+    expects_value = False
+    for word in words:  # every earlier word must be an option or an option's value, else CALL has begun
+        if expects_value:
+            expects_value = False
+        elif word in BENCH_VALUED:
+            expects_value = True
+        else:
+            return []
+    if expects_value:
+        return []
+    return [SimpleCompletion(option, type="option") for option in BENCH_OPTIONS if option.startswith(token)]

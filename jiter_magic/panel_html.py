@@ -9,19 +9,10 @@ from __future__ import annotations
 
 import html
 import os
-
-from pygments import highlight as _pygmentize
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import CppLexer, CudaLexer
+import re
 
 from jiter_magic import JitFunction
-
-
-def highlight(code: str, backend: str = "cpu", first_line: int = 1) -> str:
-    """C++ (or CUDA) source as self-contained HTML, its lines numbered as the compiler numbers them."""
-    lexer = CudaLexer() if backend == "cuda" else CppLexer()
-    formatter = HtmlFormatter(noclasses=True, linenos="inline", linenostart=first_line, style="default")
-    return f'<div style="max-height:32em;overflow:auto">{_pygmentize(code, lexer, formatter)}</div>'
+from jiter_magic.code_html import highlight
 
 
 def kernel_html(source: str, backend: str) -> str:
@@ -71,6 +62,18 @@ def static_html(fn: JitFunction) -> str:
         f"backend: {fn.backend}</p>"
         f"<pre>{html.escape(fn.code)}</pre>{table}</div>"
     )
+
+
+_LOG_LINE = re.compile(r"^line (\d+)(?:, column \d+)?:", re.MULTILINE)
+
+
+def failed_html(name: str, code: str, log: str, backend: str = "cpu") -> str:
+    """What a `%%jiterator` cell shows of a compile that failed: the functor with the lines the
+    compiler named marked, and the compiler's log (the error below the cell says the same in text)."""
+    marked = {int(n) for n in _LOG_LINE.findall(log)}
+    return (f'<div class="jiter-magic"><p><b>{html.escape(name)}</b> did not compile '
+            f"({counted(len(marked), 'line')} named by the compiler):</p>"
+            f"{highlight(code, backend, marked=marked)}<pre>{html.escape(log.strip())}</pre></div>")
 
 
 def _log_html(specializations: list) -> str:

@@ -39,9 +39,8 @@ PANEL_ENV = "JITER_MAGIC_PANEL"
 
 
 # ----------------------------------------------------------------------------- the live panel
-# What the Kernel tab can show of the chosen specialization: its source, or a compiled listing
-# (SASS not yet: see compiled_code.py).
-VIEWS = {"generated source": None, "PTX (CUDA)": "ptx", "assembly (CPU)": "asm"}
+# What the Kernel tab can show of the chosen specialization: its source, or a compiled listing.
+VIEWS = {"generated source": None, "PTX (CUDA)": "ptx", "SASS (CUDA)": "sass", "assembly (CPU)": "asm"}
 
 
 class Panel:
@@ -70,11 +69,29 @@ class Panel:
         self.choice.observe(self._show_source, names="value")
         self.view.observe(self._show_source, names="value")
         fn.add_listener(self._on_specialization)
+        fn.add_start_listener(self._on_build_start)
         weakref.finalize(fn, self._close_widgets)
         self.refresh()
 
     def _on_specialization(self, _specialization) -> None:
         self.refresh()
+
+    def _on_build_start(self, spec, device: int) -> None:
+        """Say in the header that a call waits for a build (replaced by the next refresh)."""
+        fn = self._fn()
+        if fn is not None:
+            where = "the CPU" if device < 0 else f"cuda:{device}"
+            dtypes = f"({', '.join(spec.inputs)}) -> ({', '.join(spec.outputs)})"
+            busy = f"compiling #{len(fn.specializations)} {html.escape(dtypes)} for {where} &hellip;"
+            self.header.value = f"{self._header(fn)}<div><i>{busy}</i></div>"
+
+    def _header(self, fn: JitFunction) -> str:
+        notice = ("" if self.rebound_as is None else
+                  f"<div><b>{html.escape(self.rebound_as)}</b> now names another function (its cell ran again); "
+                  "this panel shows the earlier one.</div>")
+        return (f"{notice}<b>{html.escape(fn.name)}</b> <code>{html.escape(fn.functor.signature)}</code> "
+                f"&middot; kwargs <code>{html.escape(_kwargs_text(fn))}</code> &middot; "
+                f"{counted(fn.num_outputs, 'output')} &middot; runs on {html.escape(runs_on(fn))}")
 
     def refresh(self) -> None:
         """Rebuild every tab from the function's specializations; select the newest one."""
@@ -82,12 +99,7 @@ class Panel:
         if fn is None:
             return
         specs = list(fn.specializations)
-        notice = ("" if self.rebound_as is None else
-                  f"<div><b>{html.escape(self.rebound_as)}</b> now names another function (its cell ran again); "
-                  "this panel shows the earlier one.</div>")
-        self.header.value = (f"{notice}<b>{html.escape(fn.name)}</b> <code>{html.escape(fn.functor.signature)}</code> "
-                             f"&middot; kwargs <code>{html.escape(_kwargs_text(fn))}</code> &middot; "
-                             f"{counted(fn.num_outputs, 'output')} &middot; runs on {html.escape(runs_on(fn))}")
+        self.header.value = self._header(fn)
         self._refreshing = True  # one highlight per refresh, not one per dropdown event
         try:
             self.choice.options = [(_label(i, s), i) for i, s in enumerate(specs)]
@@ -131,6 +143,7 @@ class Panel:
         fn = self._fn()
         if fn is not None:
             fn.remove_listener(self._on_specialization)
+            fn.remove_start_listener(self._on_build_start)
             live = _PANELS.get(fn, [])
             if self in live:
                 live.remove(self)

@@ -1,10 +1,13 @@
 """A real browser: JupyterLab on loopback, headless Debian Chromium, a `%%jiterator` cell, the panel.
 
 It proves the part no kernel-side test can: that the widget bundle renders in JupyterLab
-as four tabs, that the Kernel tab shows the generated source, and that the panel follows a
-later cell's new specialization. Skips with the reason
-when Chromium, chromedriver, Selenium or JupyterLab is missing. The screenshot lands in
-test-artifacts/browser_panel.png (also when the test fails).
+as four tabs, that the Kernel tab shows the generated source and the compiled code, that the
+benchmark helper's sweep plot is drawn in the notebook, that the
+panel follows a later cell's new specialization, that its code reads well in the light, dark and
+high-contrast themes (measured contrast of every code token), and that a saved notebook reopened
+with a fresh kernel shows the panels again, never "model not found". Skips with the reason
+when Chromium, chromedriver, Selenium or JupyterLab is missing. Screenshots land in
+test-artifacts/ (also when a test fails).
 """
 from __future__ import annotations
 
@@ -32,6 +35,9 @@ CELLS = [
     "%load_ext jiter_magic",
     "%%jiterator axpy alpha=2.0\ntemplate <typename T> T axpy(T x, T y, T alpha) { return alpha * x + y; }",
     "import numpy as np\nprint(axpy(np.ones(3), np.arange(3.0)))",  # float64: a new specialization
+    "%matplotlib inline\nimport jiter_magic\n"  # the benchmark helper's size sweep, drawn inline
+    "swept = jiter_magic.sweep(axpy, lambda n: (np.ones(n), np.ones(n)), [2**10, 2**13, 2**16], repeat=3, warmup=1)\n"
+    "swept.plot();",
 ]
 
 
@@ -131,6 +137,7 @@ def browser(tmp_path):
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console errors are asserted on
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--no-first-run", "--disable-quic", "--window-size=1400,1000",
@@ -198,5 +205,141 @@ def test_panel_renders_in_jupyterlab(lab, browser):
         text = source.get_attribute("textContent")
         assert 'extern "C" int jm_kernel' in text
         assert "return alpha * x + y;" in text and "double* jm_out0" in text
+
+        plot = WebDriverWait(browser, 120).until(lambda d: next(
+            (e for e in d.find_elements(By.CSS_SELECTOR, ".jp-OutputArea .jp-RenderedImage img")
+             if d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", e)), None))
+        assert browser.execute_script("return arguments[0].naturalWidth", plot) > 200  # the sweep's figure
+        plot.screenshot(str(ARTIFACTS / "browser_benchmark_plot.png"))
+
+        _choose(panel, "Show", "assembly (CPU)")  # the compiled-code view: g++ -S of the float64 kernel
+        listing = WebDriverWait(browser, 60).until(lambda d: next(
+            (e for e in panel.find_elements(By.CSS_SELECTOR, ".widget-html pre") if e.is_displayed()
+             and "jm_kernel:" in e.get_attribute("textContent")), None))
+        assert ".text" in listing.get_attribute("textContent")
+        browser.save_screenshot(str(ARTIFACTS / "browser_panel_assembly.png"))
     finally:
         browser.save_screenshot(str(ARTIFACTS / "browser_panel.png"))
+
+
+def _choose(panel, description: str, option: str) -> None:
+    """Pick `option` in the panel's dropdown labelled `description` (ipywidgets renders a <select>)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    for box in panel.find_elements(By.CSS_SELECTOR, ".widget-dropdown"):
+        if box.is_displayed() and box.find_element(By.CSS_SELECTOR, "label").text == description:
+            Select(box.find_element(By.CSS_SELECTOR, "select")).select_by_visible_text(option)
+            return
+    raise AssertionError(f"no visible dropdown labelled {description!r}")
+
+
+THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark", "high-contrast": "JupyterLab Dark High Contrast"}
+MIN_CONTRAST = 4.5  # WCAG AA for normal text, asked of every coloured token of the code
+
+# The lowest WCAG contrast ratio between a code token's colour and the background it is painted on.
+WORST_CONTRAST = """
+const box = arguments[0];
+const rgba = text => { const v = text.match(/[\\d.]+/g).map(Number); return v.length === 3 ? [...v, 1] : v; };
+const channel = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+const luminance = ([r, g, b]) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+const backdrop = el => {
+  for (; el; el = el.parentElement) {
+    const c = rgba(getComputedStyle(el).backgroundColor);
+    if (c[3] > 0) return c;
+  }
+  return [255, 255, 255, 1];
+};
+let worst = {ratio: 1e9};
+for (const el of [box, ...box.querySelectorAll('span')]) {
+  const own = [...el.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join('').trim();
+  if (!own) continue;
+  const bg = backdrop(el), fg = rgba(getComputedStyle(el).color);
+  const shown = [0, 1, 2].map(i => fg[i] * fg[3] + bg[i] * (1 - fg[3]));  // a translucent colour over its backdrop
+  const [hi, lo] = [luminance(shown), luminance(bg)].sort((a, b) => b - a);
+  const ratio = (hi + 0.05) / (lo + 0.05);
+  if (ratio < worst.ratio) worst = {ratio, text: own, color: getComputedStyle(el).color, background: bg.join(',')};
+}
+return worst;
+"""
+
+CHANGE_THEME = """
+const done = arguments[arguments.length - 1];
+window.jupyterapp.commands.execute('apputils:change-theme', {theme: arguments[0]})
+  .then(() => done('ok'), error => done('error: ' + error));
+"""
+
+SAVE_AND_SHUT_DOWN = """
+const done = arguments[arguments.length - 1];
+(async () => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  await window.jupyterapp.commands.execute('docmanager:save');
+  await panel.sessionContext.shutdown();
+  done('ok');
+})().catch(error => done('error: ' + error));
+"""
+
+
+def _theme(driver, name: str) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert driver.execute_async_script(CHANGE_THEME, name) == "ok"
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.body.dataset.jpThemeName") == name)
+    time.sleep(1.0)  # the theme's stylesheet is swapped in after the attribute changes
+
+
+def _functor_box(driver):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, 120).until(lambda d: next(
+        (e for e in d.find_elements(By.CSS_SELECTOR, ".jp-OutputArea .widget-tab .jiter-magic-code")
+         if e.is_displayed() and "T axpy(T x, T y, T alpha)" in e.get_attribute("textContent")), None))
+
+
+def test_panel_reads_well_in_every_theme_and_survives_save_and_reopen(lab, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    url, token = lab
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        _run_all_cells(browser, url, token)
+        box = _functor_box(browser)
+        for short, theme in THEMES.items():
+            _theme(browser, theme)
+            box = _functor_box(browser)
+            browser.execute_script("arguments[0].scrollIntoView()", box)
+            browser.save_screenshot(str(ARTIFACTS / f"browser_theme_{short}.png"))
+            worst = browser.execute_script(WORST_CONTRAST, box)
+            assert worst["ratio"] >= MIN_CONTRAST, f"{theme}: {worst}"
+        _theme(browser, THEMES["light"])
+
+        # Save (JupyterLab stores the widget state, as jiter_magic's settings default asks), end the kernel,
+        # open the notebook again: a fresh kernel starts, and the panels come back from the saved state.
+        assert browser.execute_async_script(SAVE_AND_SHUT_DOWN) == "ok"
+        saved = json.loads((Path(_lab_root(tmp_path)) / "panel.ipynb").read_text())
+        state = saved["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+        assert any("T axpy(T x, T y, T alpha)" in json.dumps(model["state"]) for model in state.values())
+        browser.get_log("browser")  # drop the first session's messages
+        browser.get(f"{url}/lab/tree/panel.ipynb?token={token}")
+        WebDriverWait(browser, 120).until(lambda d: d.execute_script(
+            "const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+            "return !!(w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel);"))
+        tab_labels = WebDriverWait(browser, 120).until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, ".jp-OutputArea .widget-tab .lm-TabBar-tabLabel"))
+        assert [label.text for label in tab_labels] == ["Functor", "Kernel", "Compile log", "Cache"]
+        assert "T axpy(T x, T y, T alpha)" in _functor_box(browser).get_attribute("textContent")
+        time.sleep(3.0)  # give a late "model not found" time to appear
+        outputs = " ".join(e.get_attribute("textContent") for e in
+                           browser.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output"))
+        assert "Error displaying widget" not in outputs and "model not found" not in outputs
+        errors = [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+        assert not [m for m in errors if "widget" in m.lower() or "model" in m.lower()], errors
+        browser.save_screenshot(str(ARTIFACTS / "browser_reopened.png"))
+    finally:
+        browser.save_screenshot(str(ARTIFACTS / "browser_theme_last.png"))
+
+
+def _lab_root(tmp_path: Path) -> Path:
+    return tmp_path / "jupyter" / "work"

@@ -509,3 +509,50 @@ def test_the_device_is_named_where_a_notebook_user_reads_it():
     assert widgets.runs_on(fn) == f"the inputs' device ({name}, or the CPU)"
     fn.backend = "cuda"
     assert widgets.runs_on(fn) == name
+
+
+_bench_axpy = create_jit_fn("template <typename T> T gpu_bench_axpy(T x, T y, T alpha) { return x + alpha * y; }",
+                            alpha=2.0)
+
+
+def _sane_gpu_result(r, repeat, moved):
+    assert r.device.startswith(f"cuda:{torch.cuda.current_device()} ") and torch.cuda.get_device_name() in r.device
+    assert r.repeat == repeat and len(r.samples) == repeat and r.calls_per_sample == 1  # events: one call a sample
+    assert r.bytes == moved
+    assert 0 < r.min_seconds <= r.median_seconds
+    assert r.gbps == pytest.approx(r.bytes / r.median_seconds / 1e9)
+    assert r.copy_gbps > 0 and r.fraction == pytest.approx(r.gbps / r.copy_gbps)
+    assert 0 < r.fraction < 1.5  # the copy runs near the memory's bandwidth; an elementwise call cannot go far past it
+
+
+def test_benchmark_times_cuda_tensors_with_events_against_a_copy():
+    n = 1 << 24  # 192 MB moved: past the L2 cache
+    x, y = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+    r = _bench_axpy.benchmark(x, y, reference=lambda a, b: torch.add(a, b, alpha=2.0), repeat=10)
+    _sane_gpu_result(r, 10, 3 * 4 * n)
+    assert r.reference_seconds > 0 and r.speedup == pytest.approx(r.reference_seconds / r.median_seconds)
+    out = torch.empty(n, dtype=torch.float64, device="cuda")
+    r = _bench_axpy.benchmark(x, y, out=out, alpha=3.0, repeat=5)
+    _sane_gpu_result(r, 5, 2 * 4 * n + 8 * n)
+    torch.testing.assert_close(out, (x + 3.0 * y).double())
+    col, row = torch.rand(4096, 1, device="cuda"), torch.rand(1, 4096, device="cuda")
+    _sane_gpu_result(_bench_axpy.benchmark(col, row, repeat=5), 5, 4 * 4096 * 2 + 4 * 4096 * 4096)
+    with pytest.raises(jiter_magic.DeviceError, match="different devices"):
+        _bench_axpy.benchmark(x, torch.rand(n))
+
+
+def test_benchmark_times_cupy_arrays_with_cupy_events():
+    cupy = pytest.importorskip("cupy")
+    n = 1 << 24
+    x = cupy.random.rand(n, dtype=cupy.float32)
+    y = cupy.random.rand(n, dtype=cupy.float32)
+    r = jiter_magic.benchmark(_bench_axpy, x, y, reference=lambda a, b: a + 2.0 * b, repeat=10)
+    _sane_gpu_result(r, 10, 3 * 4 * n)
+    assert r.speedup is not None and r.speedup > 0
+
+
+def test_sweep_on_cuda_measures_the_copy_at_each_size():
+    result = jiter_magic.sweep(_bench_axpy, lambda n: (torch.rand(n, device="cuda"), torch.rand(n, device="cuda")),
+                               [1 << 16, 1 << 20, 1 << 24], repeat=5)
+    assert [r.bytes for r in result.results] == [12 << 16, 12 << 20, 12 << 24]
+    assert all(r.copy_gbps > 0 and r.device.startswith("cuda:") for r in result.results)

@@ -325,3 +325,19 @@ def test_cuda_backend_compiles_with_nvrtc_without_a_gpu(shell):
     assert fn.backend == "cuda"
     first = fn.specializations[0]
     assert first.backend == "cuda" and "__global__" in first.source and first.binary_size > 0
+
+
+def test_a_failed_compile_with_the_panel_shows_the_attempt_then_fails(shell, capsys):
+    from jiter_magic.panel_html import failed_html
+
+    result = shell.run_cell("%%jiterator broken\n" + BROKEN)
+    assert isinstance(result.error_in_exec, jiter_magic.CompileError) and "broken" not in shell.user_ns
+    shown = capsys.readouterr().out
+    attempt = shown.index("broken: the functor did not compile (the error below gives the compiler's log)")
+    assert attempt < shown.index("line 4, column 13: error: ")  # the attempt first, then the error
+
+    markup = failed_html("broken", "\n" + BROKEN, str(result.error_in_exec.log))
+    assert markup.startswith('<div class="jiter-magic"><p><b>broken</b> did not compile (1 line named by the compiler)')
+    assert re.search(r'font-weight:bold;user-select:none">\s*>4</span>', markup)  # line 4 marked, as the editor counts
+    assert not re.search(r">\s*>[0-35-9]</span>", markup)  # and no other line
+    assert "error: invalid type argument of unary" in markup

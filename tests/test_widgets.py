@@ -182,7 +182,7 @@ def test_mimebundle_with_a_widget_frontend_carries_the_panel(fn, monkeypatch):
 
 def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
     p = widgets.panel(fn)
-    assert p.view.options == ("generated source", "PTX (CUDA)", "assembly (CPU)")
+    assert p.view.options == ("generated source", "PTX (CUDA)", "SASS (CUDA)", "assembly (CPU)")
     source = p.source.value
     p.view.value = "assembly (CPU)"  # the CPU specialization's assembly, compiled now
     assert p.source.value.startswith('<pre style="max-height:32em;overflow:auto">')
@@ -194,3 +194,22 @@ def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
     fn.compile(backend="cuda")  # NVRTC, no GPU needed: the newest specialization is CUDA's
     p.view.value = "PTX (CUDA)"
     assert ".visible .entry jm_kernel" in p.source.value and "// line 1: template" in p.source.value
+    p.view.value = "SASS (CUDA)"  # the cubin through nvdisasm, the functor's line named where it was inlined
+    assert "jm_kernel:" in p.source.value and re.search(r'//## File &quot;[^&]*jiterator&quot;, line 1: template',
+                                                        p.source.value)
+
+
+def test_header_says_compiling_while_a_call_builds(fn):
+    p = widgets.panel(fn)
+    seen: list[str] = []
+    listener = lambda spec, device: seen.append(p.header.value)  # noqa: E731 - runs after the panel's own
+    fn.add_start_listener(listener)
+    try:
+        fn(np.arange(3.0), np.ones(3))  # float64: a new specialization
+    finally:
+        fn.remove_start_listener(listener)
+    assert len(seen) == 1
+    assert seen[0].endswith("<div><i>compiling #1 (float64, float64) -&gt; (float64) for the CPU &hellip;</i></div>")
+    assert "compiling" not in p.header.value  # the refresh after the build replaced it
+    fn(np.arange(3.0), np.ones(3))  # loaded: nothing built, nothing said
+    assert len(seen) == 1

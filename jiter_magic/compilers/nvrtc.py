@@ -48,6 +48,21 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
+def complete_elf(binary: bytes) -> bytes:
+    """The cubin with the byte CuPy's `getCUBIN` drops (it strips a 'trailing NUL' as for PTX text).
+
+    The driver loads the short file, but nvdisasm and cuobjdump call it an invalid ELF file. The
+    ELF header says where its tables end; the missing byte ends the program-header table (the top
+    byte of the last header's alignment), so it is a zero, and only a file exactly one byte short
+    is completed."""
+    if len(binary) < 64 or binary[:5] != b"\x7fELF\x02":  # a 64-bit ELF header is 64 bytes
+        return binary
+    ph_offset, sh_offset = (int.from_bytes(binary[i:i + 8], "little") for i in (0x20, 0x28))
+    ph_size, ph_count, sh_size, sh_count = (int.from_bytes(binary[i:i + 2], "little") for i in (0x36, 0x38, 0x3A, 0x3C))
+    end = max(ph_offset + ph_size * ph_count, sh_offset + sh_size * sh_count)
+    return binary + b"\x00" if end == len(binary) + 1 else binary
+
+
 def default_arch() -> str:
     """Architecture to compile for when no GPU is present (inspection, CI): JITER_MAGIC_CUDA_ARCH or sm_90."""
     return os.environ.get("JITER_MAGIC_CUDA_ARCH", "sm_90")
@@ -77,7 +92,7 @@ class NvrtcCompiler:
 
     def compile(self, source: str, name: str, options: tuple[str, ...] | None = None) -> CompileResult:
         binary, log = self._run(source, name, self.options() if options is None else options, "getCUBIN")
-        return CompileResult(bytes(binary), log)
+        return CompileResult(complete_elf(bytes(binary)), log)
 
     def ptx(self, source: str, name: str, options: tuple[str, ...]) -> str:
         """PTX for reading (fn.inspect): `options` name a virtual architecture (-arch=compute_XX)."""

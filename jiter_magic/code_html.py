@@ -1,0 +1,84 @@
+"""C++ and CUDA source as HTML that follows the notebook's theme.
+
+Pygments' own HTML carries fixed colors (a near-white background, dark grey names), which is
+unreadable in JupyterLab's dark theme. Here every color is one of JupyterLab's theme variables
+(the ones its own code editor uses), with a light-theme value as the fallback for frontends
+that define none (nbconvert's classic template, a plain browser). Inline styles only: no
+`<style>` element, which sanitizers drop from untrusted outputs.
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Container
+
+from pygments.lexers import CppLexer, CudaLexer
+from pygments.token import Comment, Error, Keyword, Name, Number, Operator, Punctuation, String, _TokenType
+
+# Token kind -> (JupyterLab variable, fallback, extra CSS); the first kind a token belongs to wins.
+_STYLES: tuple[tuple[_TokenType, str, str, str], ...] = (
+    (Comment.Preproc, "--jp-mirror-editor-meta-color", "#aa22ff", ""),
+    (Comment.PreprocFile, "--jp-mirror-editor-string-color", "#ba2121", ""),
+    (Comment, "--jp-mirror-editor-comment-color", "#408080", "font-style:italic"),
+    (Keyword.Type, "--jp-mirror-editor-variable-3-color", "#0055aa", ""),
+    (Keyword, "--jp-mirror-editor-keyword-color", "#008000", "font-weight:bold"),
+    (Name.Function, "--jp-mirror-editor-def-color", "#0000ff", ""),
+    (Name.Builtin, "--jp-mirror-editor-builtin-color", "#008000", ""),
+    (Number, "--jp-mirror-editor-number-color", "#008800", ""),
+    (String, "--jp-mirror-editor-string-color", "#ba2121", ""),
+    (Operator, "--jp-mirror-editor-operator-color", "#aa22ff", "font-weight:bold"),
+    (Punctuation, "--jp-mirror-editor-punctuation-color", "#0055aa", ""),
+    (Error, "--jp-mirror-editor-error-color", "#ff0000", ""),
+)
+BOX_STYLE = ("max-height:32em;overflow:auto;border:1px solid var(--jp-border-color2,#e0e0e0);"
+             "background:var(--jp-cell-editor-background,#f7f7f7);color:var(--jp-content-font-color1,#212121)")
+PRE_STYLE = "margin:0;padding:4px 6px;background:transparent;color:inherit;line-height:1.3"
+LINE_NUMBER_STYLE = "color:var(--jp-content-font-color1,#212121);user-select:none"  # color2 falls short of 4.5:1
+MARKED_STYLE = "color:var(--jp-error-color1,#d32f2f);font-weight:bold;user-select:none"  # a line the compiler named
+
+
+def _style_of(kind: _TokenType) -> str:
+    for family, variable, fallback, extra in _STYLES:
+        if kind in family:
+            return f"color:var({variable},{fallback})" + (f";{extra}" if extra else "")
+    return ""
+
+
+def _line_html(tokens: list[tuple[_TokenType, str]]) -> str:
+    """One line's spans, neighbours of one style merged (`#` and `include` make one span)."""
+    runs: list[list[str]] = []  # [style, text]
+    for kind, text in tokens:
+        style = _style_of(kind) if text.strip() else ""
+        if runs and runs[-1][0] == style:
+            runs[-1][1] += text
+        else:
+            runs.append([style, text])
+    return "".join(f'<span style="{style}">{html.escape(text)}</span>' if style else html.escape(text)
+                   for style, text in runs)
+
+
+def _numbered(number: int, width: int, marked: bool) -> str:
+    text = f">{number}" if marked else str(number)
+    return f'<span style="{MARKED_STYLE if marked else LINE_NUMBER_STYLE}">{text:>{width}}</span> '
+
+
+def highlight(code: str, backend: str = "cpu", first_line: int = 1, marked: Container[int] = ()) -> str:
+    """Source as self-contained HTML, its lines numbered from `first_line` as the compiler numbers them;
+    the numbers in `marked` (say, the lines a compile error names) get a `>` and the error colour."""
+    body_code = code.lstrip("\n")  # a magic's functor starts on the cell's line 2: number it so, show no blank
+    first_line += len(code) - len(body_code)
+    code = body_code
+    lexer = CudaLexer(stripnl=False, ensurenl=False) if backend == "cuda" else CppLexer(stripnl=False, ensurenl=False)
+    lines: list[list[tuple[_TokenType, str]]] = [[]]
+    for kind, text in lexer.get_tokens(code):
+        pieces = text.split("\n")
+        for i, piece in enumerate(pieces):
+            if i:
+                lines.append([])
+            if piece:
+                lines[-1].append((kind, piece))
+    if len(lines) > 1 and not lines[-1]:
+        lines.pop()  # the newline that ends the last line opens no new one
+    width = len(str(first_line + len(lines) - 1)) + (1 if marked else 0)
+    body = "\n".join(_numbered(first_line + i, width, first_line + i in marked) + _line_html(line)
+                     for i, line in enumerate(lines))
+    return f'<div class="jiter-magic-code" style="{BOX_STYLE}"><pre style="{PRE_STYLE}">{body}</pre></div>'

@@ -1,0 +1,348 @@
+"""`benchmark`, `sweep`, `fn.benchmark` and `%jiterator_bench` on the CPU: real calls, no mocks.
+
+Timings vary, so no assertion compares two of them; what is checked is what a result is made
+of (bytes counted, rates derived from the medians, the copy measured alongside), the errors,
+the magic's parsing through a real IPython shell, and the plot's content.
+"""
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import time
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("IPython")
+
+from IPython.core.completer import provisionalcompleter  # noqa: E402
+from IPython.core.error import UsageError  # noqa: E402
+from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+
+import jiter_magic  # noqa: E402
+from jiter_magic import (  # noqa: E402
+    ArgumentTypeError,
+    BenchmarkResult,
+    BindError,
+    DeviceError,
+    DTypeError,
+    InvalidArgumentError,
+    SweepResult,
+    create_jit_fn,
+    create_multi_output_jit_fn,
+)
+from jiter_magic.benchmark import (  # noqa: E402
+    MIN_SAMPLE_NS,
+    benchmark,
+    format_bytes,
+    format_gbps,
+    format_seconds,
+    sweep,
+)
+from jiter_magic.magic import JiteratorMagics, parse_bench_line  # noqa: E402
+
+AXPY = "template <typename T> T bench_axpy(T x, T y, T alpha) { return x + alpha * y; }"
+SUMDIFF = "template <typename T> void bench_sumdiff(T x, T y, T& s, T& d) { s = x + y; d = x - y; }"
+axpy = create_jit_fn(AXPY, alpha=2.0)
+sumdiff = create_multi_output_jit_fn(SUMDIFF, 2)
+
+
+def _check_rates(r: BenchmarkResult, repeat: int) -> None:
+    """What every result is made of, whatever the machine's speed."""
+    assert r.repeat == repeat and len(r.samples) == repeat and r.calls_per_sample >= 1
+    assert r.median_seconds == statistics.median(r.samples) and r.min_seconds == min(r.samples)
+    assert 0 < r.min_seconds <= r.median_seconds
+    assert r.gbps == pytest.approx(r.bytes / r.median_seconds / 1e9)
+    assert math.isfinite(r.copy_gbps) and r.copy_gbps > 0
+    assert r.fraction == pytest.approx(r.gbps / r.copy_gbps)
+    assert 0 < r.fraction
+    assert r.device == "CPU"
+
+
+def test_contiguous_numpy_call_counts_inputs_read_and_output_written():
+    x, y = np.ones(50_000, np.float32), np.ones(50_000, np.float32)
+    r = benchmark(axpy, x, y, repeat=7, warmup=1)
+    assert r.bytes == 3 * x.nbytes
+    assert r.name == "bench_axpy"
+    _check_rates(r, 7)
+    assert r.reference_seconds is None and r.speedup is None and r.reference_gbps is None
+
+
+def test_broadcast_inputs_count_their_own_bytes_not_the_broadcast_size():
+    col, row = np.ones((300, 1), np.float32), np.ones(200, np.float32)
+    r = benchmark(axpy, col, row, repeat=3)
+    assert r.bytes == 4 * 300 + 4 * 200 + 4 * 300 * 200  # each input once, the (300, 200) output written
+    _check_rates(r, 3)
+    # an expanded view (stride 0) holds one element per distinct address, and so does broadcast_to
+    expanded = torch.rand(300)[:, None].expand(300, 200)
+    dense = torch.rand(300, 200)
+    assert benchmark(axpy, expanded, dense, repeat=3).bytes == 4 * 300 + 2 * 4 * 300 * 200
+    spread = np.broadcast_to(np.ones(200, np.float32), (300, 200))
+    assert benchmark(axpy, spread, np.ones((300, 200), np.float32), repeat=3).bytes == 4 * 200 + 2 * 4 * 300 * 200
+
+
+def test_a_two_output_function_counts_both_outputs():
+    x, y = torch.rand(10_000, dtype=torch.float64), torch.rand(10_000, dtype=torch.float64)
+    r = sumdiff.benchmark(x, y, repeat=5)
+    assert r.bytes == 2 * x.nbytes + 2 * x.nbytes  # two inputs read, two outputs written
+    _check_rates(r, 5)
+
+
+def test_scalars_count_nothing_and_out_arrays_count_as_written():
+    x = np.ones(20_000, np.float32)
+    assert benchmark(axpy, x, 3.0, repeat=3).bytes == 2 * x.nbytes
+    out = np.empty(20_000, np.float64)  # a wider out=: its own bytes are what is written
+    r = axpy.benchmark(x, x, out=out, alpha=3.0, repeat=3)
+    assert r.bytes == 2 * x.nbytes + out.nbytes
+    np.testing.assert_array_equal(out, 4.0)  # out= and the keyword extra reached the call
+
+
+def test_reference_is_timed_on_the_same_inputs():
+    x, y = torch.rand(40_000), torch.rand(40_000)
+    seen = []
+
+    def reference(a, b):
+        seen.append((a, b))
+        return a + 2.0 * b
+
+    r = axpy.benchmark(x, y, reference=reference, repeat=4, warmup=2)
+    assert all(a is x and b is y for a, b in seen) and len(seen) >= 2 + 4
+    assert r.reference_seconds is not None and r.reference_seconds > 0
+    assert r.speedup == pytest.approx(r.reference_seconds / r.median_seconds)
+    assert r.reference_gbps == pytest.approx(r.bytes / r.reference_seconds / 1e9)
+    _check_rates(r, 4)
+
+
+def test_repeat_and_warmup_are_honoured():
+    """A call longer than a host sample's minimum runs alone in each sample: warm-up calls, three
+    calibration calls (the least disturbed decides), then one call a sample."""
+    calls = []
+    x = np.ones(1000, np.float32)
+
+    def slow(a, b):
+        calls.append(1)
+        time.sleep(2 * MIN_SAMPLE_NS / 1e9)
+        return axpy(a, b)
+
+    r = benchmark(slow, x, x, warmup=2, repeat=6)
+    assert r.calls_per_sample == 1 and r.repeat == 6 and len(r.samples) == 6
+    assert len(calls) == 2 + 3 + 6
+    assert r.name == "slow"
+
+
+def test_short_host_calls_are_batched_so_that_a_sample_outlasts_the_clock():
+    x = np.ones(4, np.float32)
+    r = benchmark(axpy, x, x, repeat=3)
+    assert r.calls_per_sample > 1
+    assert r.median_seconds * r.calls_per_sample >= MIN_SAMPLE_NS / 1e9 * 0.5  # samples last about that long
+
+
+@pytest.mark.parametrize("inputs, error, message", [
+    ((), BindError, "benchmark needs the inputs of a call, got none"),
+    ((1.0, 2.0), BindError, "at least one array input (its device decides the timing), got only Python numbers"),
+    ((torch.ones(3), np.ones(3)), DeviceError, "inputs mix torch and numpy arrays; convert them to one library"),
+    ((torch.ones(3, device="meta"), torch.ones(3, device="meta")), DeviceError,
+     "benchmark times CPU and CUDA arrays, got a tensor on meta"),
+    ((np.ones(3), object()), DTypeError, "expected a torch tensor, a CuPy or NumPy array"),
+])
+def test_inputs_that_cannot_be_timed_are_refused_before_any_call(inputs, error, message):
+    with pytest.raises(error) as info:
+        benchmark(axpy, *inputs)
+    assert message in str(info.value)
+    assert isinstance(info.value, jiter_magic.JiterError)
+
+
+@pytest.mark.parametrize("counts, error, message", [
+    ({"repeat": 0}, InvalidArgumentError, "benchmark: repeat must be at least 1, got 0"),
+    ({"warmup": -1}, InvalidArgumentError, "benchmark: warmup must be at least 0, got -1"),
+    ({"repeat": 2.5}, ArgumentTypeError, "benchmark: repeat must be an int, got float"),
+    ({"warmup": True}, ArgumentTypeError, "benchmark: warmup must be an int, got bool"),
+])
+def test_bad_counts_are_refused(counts, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        axpy.benchmark(np.ones(3), np.ones(3), **counts)
+    assert issubclass(InvalidArgumentError, ValueError) and issubclass(ArgumentTypeError, TypeError)
+
+
+def test_str_is_one_readable_line_in_sensible_units():
+    r = BenchmarkResult(name="axpy", device="cuda:0 NVIDIA H200", median_seconds=12.3e-6, min_seconds=12e-6,
+                        repeat=25, bytes=1_020_000_000, gbps=3950.4, copy_gbps=4110.2, fraction=0.961,
+                        reference_seconds=17.3e-6, speedup=1.41)
+    assert str(r) == ("axpy: 12.3 µs median (25 runs) · 1.02 GB moved · 3950 GB/s = 96% of copy (4110 GB/s) · "
+                      "1.41x reference")
+    assert (format_seconds(4.56e-3), format_seconds(2.0), format_seconds(850e-9)) == ("4.56 ms", "2.00 s", "0.85 µs")
+    assert (format_bytes(512), format_bytes(4100), format_bytes(12_600_000)) == ("512 B", "4.1 kB", "12.6 MB")
+    assert (format_gbps(12.34), format_gbps(0.00288), format_gbps(math.nan)) == ("12.3", "0.00288", "n/a")
+
+
+def test_a_measured_result_prints_and_renders():
+    x = np.ones(30_000, np.float32)
+    r = axpy.benchmark(x, x, reference=lambda a, b: a + 2 * b, repeat=3)
+    line = str(r)
+    assert re.fullmatch(r"bench_axpy: [\d.]+ (µs|ms|s) median \(3 runs\) · 360 kB moved · [\d.]+ GB/s = \d+% of copy "
+                        r"\([\d.]+ GB/s\) · [\d.]+x reference", line), line
+    page = r._repr_html_()
+    assert page.startswith("<table><caption><b>bench_axpy</b></caption>")
+    for text in ("device</th><td style='text-align:left'>CPU", "of copy", "copy", "360 kB", "reference", "speedup"):
+        assert text in page
+    plain = axpy.benchmark(x, x, repeat=3)._repr_html_()
+    assert "speedup" not in plain and "reference" not in plain
+    values = r.as_dict()
+    assert values["bytes"] == 360_000 and values["repeat"] == 3 and values["samples"] == list(r.samples)
+    assert set(values) >= {"device", "median_seconds", "min_seconds", "gbps", "copy_gbps", "fraction",
+                           "reference_seconds", "speedup"}
+
+
+def test_a_result_is_frozen():
+    r = axpy.benchmark(np.ones(10), np.ones(10), repeat=1)
+    with pytest.raises(AttributeError):
+        r.gbps = 1.0  # type: ignore[misc]
+
+
+def test_sweep_runs_each_size_and_plots_gbps_against_bytes_with_the_copy_ceiling():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+
+    def make_inputs(n):
+        made.append(n)
+        return torch.rand(n), torch.rand(n)
+
+    result = sweep(axpy, make_inputs, [1000, 10_000, 100_000], reference=lambda a, b: a + 2.0 * b, repeat=3)
+    assert isinstance(result, SweepResult) and made == [1000, 10_000, 100_000]
+    assert result.sizes == (1000, 10_000, 100_000) and result.name == "bench_axpy"
+    assert [r.bytes for r in result.results] == [12_000, 120_000, 1_200_000]
+    assert all(r.repeat == 3 and r.speedup is not None for r in result.results)
+    try:
+        ax = result.plot()
+        assert [line.get_label() for line in ax.get_lines()] == ["bench_axpy", "copy (same bytes)", "reference"]
+        fn_line, copy_line, ref_line = ax.get_lines()
+        assert list(fn_line.get_xdata()) == [12_000, 120_000, 1_200_000]
+        assert list(fn_line.get_ydata()) == [r.gbps for r in result.results]
+        assert list(copy_line.get_ydata()) == [r.copy_gbps for r in result.results]
+        assert list(ref_line.get_ydata()) == [r.reference_gbps for r in result.results]
+        assert ax.get_xscale() == "log"
+        assert ax.get_xlabel() == "bytes moved (read + written)" and ax.get_ylabel() == "GB/s"
+        assert ax.get_title() == "bench_axpy on CPU"
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["bench_axpy", "copy (same bytes)", "reference"]
+        _figure, given = plt.subplots()
+        assert sweep(axpy, make_inputs, [64], repeat=1).plot(ax=given) is given
+        assert [line.get_label() for line in given.get_lines()] == ["bench_axpy", "copy (same bytes)"]
+    finally:
+        plt.close("all")
+    page = result._repr_html_()
+    assert page.count("<tr>") == 1 + 3 and "speedup" in page and "<th>of copy</th>" in page
+    assert str(result).splitlines()[0].startswith("n=1000: bench_axpy: ")
+
+
+def test_sweep_needs_a_size():
+    with pytest.raises(InvalidArgumentError, match="at least one size"):
+        sweep(axpy, lambda n: (np.ones(n), np.ones(n)), [])
+
+
+def test_the_package_exports_the_helpers():
+    assert jiter_magic.benchmark is benchmark and jiter_magic.sweep is sweep
+    assert {"benchmark", "sweep", "BenchmarkResult", "SweepResult"} <= set(jiter_magic.__all__)
+
+
+# -- %jiterator_bench ---------------------------------------------------------------------------
+
+@pytest.fixture
+def shell(fresh_cache, monkeypatch):
+    """The process's IPython shell with the extension loaded and a jitted axpy and arrays defined."""
+    monkeypatch.setenv("JITER_MAGIC_PANEL", "static")
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "jiter_magic")
+    names = {"bx": np.ones(20_000, np.float32), "by": np.full(20_000, 2.0, np.float32),
+             "bout": np.zeros(20_000, np.float32), "baxpy": axpy, "bnot": len, "bdata": {"x": np.ones(8)}}
+    ip.user_ns.update(names)
+    yield ip
+    ip.run_line_magic("unload_ext", "jiter_magic")
+    for name in names:
+        ip.user_ns.pop(name, None)
+
+
+def test_the_magic_times_a_call_prints_the_line_and_returns_the_result(shell, capsys):
+    r = shell.run_line_magic("jiterator_bench", "baxpy(bx, by)")
+    assert isinstance(r, BenchmarkResult)
+    assert capsys.readouterr().out == str(r) + "\n"
+    assert r.repeat == 25 and r.bytes == 3 * 80_000 and r.reference_seconds is None
+    assert r.name == "baxpy (bench_axpy)"  # the notebook's name, then the C++ function's
+
+
+def test_the_magic_passes_options_keywords_and_a_reference(shell, capsys):
+    r = shell.run_line_magic("jiterator_bench", '-n 4 -w 0 --against "lambda x, y: x + 3 * y" '
+                                                "baxpy(bx, by, alpha=3.0, out=bout)")
+    assert r.repeat == 4 and r.speedup is not None and r.reference_seconds is not None
+    np.testing.assert_array_equal(shell.user_ns["bout"], 7.0)  # alpha and out= reached the call
+    assert "x reference" in capsys.readouterr().out
+    r = shell.run_line_magic("jiterator_bench", '-n 2 baxpy(*[bdata["x"]] * 2, **{"alpha": 1.0});')
+    assert r.repeat == 2 and r.bytes == 3 * 8 * 8  # string literals, * and ** and a trailing ';' are fine
+    shell.run_cell("bench_r = %jiterator_bench -n 3 baxpy(bx, by)")
+    assert isinstance(shell.user_ns.pop("bench_r"), BenchmarkResult) and shell.user_ns.get("bench_r") is None
+
+
+@pytest.mark.parametrize("line, message", [
+    ("bnot(bx)", "%jiterator_bench: bnot is a builtin_function_or_method, not a jitted function"),
+    ("bx", "%jiterator_bench 'bx': expected a call such as axpy(x, y)"),
+    ("baxpy(bx, by", "%jiterator_bench 'baxpy(bx, by': not a Python call expression"),
+    ("", "give the call to time"),
+    ("-n 5", "give the call to time"),
+    ("--bogus baxpy(bx, by)", "unrecognized arguments: --bogus"),
+    ("-n two baxpy(bx, by)", "argument -n: invalid int value: 'two'"),
+    ("-n 0 baxpy(bx, by)", "-n 0: at least one timed run"),
+    ("-w -1 baxpy(bx, by)", "-w -1: the number of warm-up calls cannot be negative"),
+    ("--against 3 baxpy(bx, by)", "--against 3: expected a callable taking the same inputs, got 3 (a 'int')"),
+    ("--against 'lambda: ' baxpy(bx, by)", "--against 'lambda: ': not a Python expression"),
+    ('--against "oops baxpy(bx, by)', "No closing quotation"),
+])
+def test_bad_magic_lines_are_usage_errors(shell, line, message):
+    with pytest.raises(UsageError) as info:
+        shell.run_line_magic("jiterator_bench", line)
+    assert message in str(info.value)
+
+
+def test_errors_of_the_call_itself_are_the_users(shell):
+    with pytest.raises(NameError):
+        shell.run_line_magic("jiterator_bench", "baxpy(bx, undefined_name)")
+    with pytest.raises(DeviceError, match="mix numpy and torch"):
+        shell.user_ns["bt"] = torch.ones(3)
+        shell.run_line_magic("jiterator_bench", "baxpy(bx, bt)")
+    shell.user_ns.pop("bt")
+
+
+def test_the_bench_line_parser_keeps_the_call_as_written():
+    options = parse_bench_line('-n 7 -w 1 --against "lambda x, y: 2*x + y" f(d["a b"], -y, k=1)')
+    assert (options.repeat, options.warmup) == (7, 1)
+    assert options.against == "lambda x, y: 2*x + y"
+    assert options.call == 'f(d["a b"], -y, k=1)'
+    assert parse_bench_line("f(x)") == type(options)(25, 3, None, "f(x)")
+
+
+def test_the_bench_magic_help_and_unload(shell):
+    doc = shell.find_line_magic("jiterator_bench").__doc__
+    assert "%jiterator_bench [-n REPEAT] [-w WARMUP] [--against EXPR] CALL" in doc
+    assert "Example:\n" in doc and "::" not in doc
+    assert doc == JiteratorMagics.jiterator_bench.__doc__
+    shell.run_line_magic("unload_ext", "jiter_magic")
+    assert shell.find_line_magic("jiterator_bench") is None
+    shell.run_line_magic("load_ext", "jiter_magic")
+    assert shell.find_line_magic("jiterator_bench") is not None
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("%jiterator_bench -", ["--against", "-n", "-w"]),
+    ("%jiterator_bench --a", ["--against"]),
+    ("%jiterator_bench -n 5 -", ["--against", "-n", "-w"]),
+    ("x = 1\n%jiterator_bench -w 0 --", ["--against"]),
+])
+def test_the_bench_line_completes_its_options_before_the_call(shell, text, expected):
+    with provisionalcompleter():
+        assert [c.text for c in shell.Completer.completions(text, len(text))] == expected
+    with provisionalcompleter():  # the CALL is Python: IPython's own completions, no options
+        offered = [c.text for c in shell.Completer.completions("%jiterator_bench baxpy(b", 24)]
+    assert "bx" in offered and "-n" not in offered

@@ -1,0 +1,87 @@
+"""The notice a notebook cell shows while a call waits for a compile, in a real Jupyter kernel."""
+from __future__ import annotations
+
+import os
+import queue
+from pathlib import Path
+
+import pytest
+
+from jiter_magic import compile_notice
+
+jupyter_client = pytest.importorskip("jupyter_client")
+pytest.importorskip("ipykernel")
+
+ROOT = Path(__file__).resolve().parents[1]
+AXPY = "template <typename T> T axpy(T x, T y, T a) { return a * x + y; }"
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("", compile_notice.DEFAULT_AFTER_S), ("0", 0.0), ("1.5", 1.5), ("-3", 0.0), ("off", None), ("OFF", None),
+    ("none", None), ("soon", None),
+])
+def test_threshold_from_the_environment(monkeypatch, value, expected):
+    monkeypatch.setenv(compile_notice.NOTICE_ENV, value)
+    assert compile_notice.threshold() == expected
+
+
+def test_no_notice_outside_a_kernel(monkeypatch):
+    monkeypatch.setenv(compile_notice.NOTICE_ENV, "0")
+    from jiter_magic.spec import KernelSpec  # noqa: F401 - the notice needs no spec outside a kernel
+
+    assert compile_notice.start("axpy", None, -1) is None  # type: ignore[arg-type]
+
+
+def _run(client, code: str) -> list[dict]:
+    """Execute `code`; the iopub messages of that execution, up to idle."""
+    msg_id = client.execute(code)
+    messages = []
+    while True:
+        try:
+            message = client.get_iopub_msg(timeout=120)
+        except queue.Empty:
+            pytest.fail(f"no reply from the kernel for {code!r}: {messages}")
+        if message["parent_header"].get("msg_id") != msg_id:
+            continue
+        messages.append(message)
+        if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+            return messages
+
+
+def _texts(messages: list[dict], kind: str) -> list[str]:
+    return [m["content"]["data"]["text/plain"] for m in messages if m["msg_type"] == kind]
+
+
+@pytest.fixture
+def kernel(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+           "JITER_MAGIC_CACHE_DIR": str(tmp_path / "cache"), compile_notice.NOTICE_ENV: "0"}
+    manager, client = jupyter_client.manager.start_new_kernel(kernel_name="python3", env=env, cwd=str(tmp_path))
+    try:
+        yield client
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def test_a_compiling_call_says_so_in_the_cell_and_then_how_it_ended(kernel):
+    setup = _run(kernel, f"import numpy as np, jiter_magic\naxpy = jiter_magic.create_jit_fn({AXPY!r}, a=2.0)")
+    assert not [m for m in setup if m["msg_type"] == "error"], setup
+    first = _run(kernel, "print(axpy(np.ones(3), np.arange(3.0)))")
+    shown, updated = _texts(first, "display_data"), _texts(first, "update_display_data")
+    assert shown == ["jiter_magic: compiling axpy for (float64, float64) -> (float64) on the CPU ..."]
+    assert len(updated) == 1 and updated[0].startswith(
+        "jiter_magic: compiled axpy for (float64, float64) -> (float64) on the CPU in ")
+    ids = {m["content"]["transient"]["display_id"] for m in first if m["msg_type"].endswith("display_data")}
+    assert len(ids) == 1  # the update rewrote the same line
+    assert [m["content"]["text"] for m in first if m["msg_type"] == "stream"] == ["[2. 3. 4.]\n"]
+
+    again = _run(kernel, "print(axpy(np.ones(3), np.arange(3.0)))")  # loaded: no build, no notice
+    assert not [m for m in again if "display_data" in m["msg_type"]]
+
+    failed = _run(kernel, "bad = jiter_magic.create_jit_fn('template <typename T> T bad(T x) { return x + ; }')\n"
+                          "bad(np.ones(2))")
+    assert _texts(failed, "display_data") == ["jiter_magic: compiling bad for (float64) -> (float64) on the CPU ..."]
+    assert _texts(failed, "update_display_data")[0].startswith(
+        "jiter_magic: compiling bad for (float64) -> (float64) on the CPU failed after ")
+    assert [m["content"]["ename"] for m in failed if m["msg_type"] == "error"] == ["CompileError"]
