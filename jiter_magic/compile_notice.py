@@ -8,16 +8,30 @@ Only inside a Jupyter kernel: scripts and terminals stay silent, as torch's jite
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from .spec import KernelSpec
 
 NOTICE_ENV = "JITER_MAGIC_NOTICE_AFTER"
 DEFAULT_AFTER_S = 0.5
+_SILENCED: contextvars.ContextVar[bool] = contextvars.ContextVar("jiter_magic_notice_silenced", default=False)
+
+
+@contextlib.contextmanager
+def silenced() -> Iterator[None]:
+    """No notice for builds inside this block (the `%%jiterator` magic prints its own line)."""
+    token = _SILENCED.set(True)
+    try:
+        yield
+    finally:
+        _SILENCED.reset(token)
 
 
 def threshold() -> float | None:
@@ -93,6 +107,6 @@ class _Line:
 def start(name: str, spec: KernelSpec, device: int) -> CompileNotice | None:
     """A notice for a build about to start; None outside a Jupyter kernel or when silenced."""
     after = threshold()
-    if after is None or not _in_a_kernel():
+    if after is None or _SILENCED.get() or not _in_a_kernel():
         return None
     return CompileNotice(name, spec, device, after)

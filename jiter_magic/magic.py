@@ -26,7 +26,7 @@ from IPython.display import display
 from IPython.utils.process import arg_split
 
 import jiter_magic
-from jiter_magic import BindError, CompileError, DTypeError, JitFunction, ParseError, ToolchainError
+from jiter_magic import BindError, CompileError, DTypeError, JitFunction, ParseError, ToolchainError, compile_notice
 from jiter_magic.benchmark import BenchmarkResult, benchmark
 from jiter_magic.compilers.nvrtc import default_arch
 from jiter_magic.inspection import cuda_available
@@ -347,7 +347,8 @@ def _compile(fn: JitFunction, options: CellOptions) -> None:
                       f"(for {default_arch()}, to check it); calling {options.name} needs CUDA inputs on a GPU",
                       RuntimeWarning, stacklevel=2)
     try:
-        fn.compile(*dtypes, backend=backend)
+        with compile_notice.silenced():  # the summary line after the cell says what was built
+            fn.compile(*dtypes, backend=backend)
     except (DTypeError, BindError) as exc:
         if not options.dtypes:
             raise

@@ -2,7 +2,8 @@
 
 It proves the part no kernel-side test can: that the widget bundle renders in JupyterLab
 as four tabs, that the Kernel tab shows the generated source and the compiled code, that the
-benchmark helper's sweep plot is drawn in the notebook, that the
+benchmark helper's sweep plot is drawn in the notebook, that jiter_magic's JupyterLab extension
+edits the `%%jiterator` cell as C++ (keyword colours, not Python's), that the
 panel follows a later cell's new specialization, that its code reads well in the light, dark and
 high-contrast themes (measured contrast of every code token), and that a saved notebook reopened
 with a fresh kernel shows the panels again, never "model not found". Skips with the reason
@@ -151,6 +152,14 @@ def browser(tmp_path):
         driver.quit()
 
 
+# The colour of the C++ keyword `template` and of the plain text around it in the magic cell's editor.
+KEYWORD_COLOURS = """
+const editor = window.jupyterapp.shell.currentWidget.content.widgets[1].node.querySelector('.cm-content');
+const spans = [...editor.querySelectorAll('span')].filter(s => s.textContent.trim() === 'template');
+if (!spans.length) return null;
+return {template: getComputedStyle(spans[0]).color, plain: getComputedStyle(editor).color};
+"""
+
 RUN_ALL = """
 const done = arguments[arguments.length - 1];
 (async () => {
@@ -185,6 +194,12 @@ def test_panel_renders_in_jupyterlab(lab, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     try:
         _run_all_cells(browser, url, token)
+        # jiter_magic's JupyterLab extension: the %%jiterator cell is edited as C++, the others as Python
+        mimes = browser.execute_script(
+            "return window.jupyterapp.shell.currentWidget.content.widgets.map(c => c.model.mimeType);")
+        assert mimes[1] == "text/x-c++src" and mimes[2] == mimes[3] == "text/x-ipython", mimes
+        keyword = WebDriverWait(browser, 30).until(lambda d: d.execute_script(KEYWORD_COLOURS))
+        assert keyword["template"] != keyword["plain"], keyword  # `template` coloured as a C++ keyword
         tab_labels = WebDriverWait(browser, 120).until(
             lambda d: d.find_elements(By.CSS_SELECTOR, ".jp-OutputArea .widget-tab .lm-TabBar-tabLabel"))
         assert [label.text for label in tab_labels] == ["Functor", "Kernel", "Compile log", "Cache"]

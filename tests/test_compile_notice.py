@@ -85,3 +85,9 @@ def test_a_compiling_call_says_so_in_the_cell_and_then_how_it_ended(kernel):
     assert _texts(failed, "update_display_data")[0].startswith(
         "jiter_magic: compiling bad for (float64) -> (float64) on the CPU failed after ")
     assert [m["content"]["ename"] for m in failed if m["msg_type"] == "error"] == ["CompileError"]
+
+    # a %%jiterator cell prints its own summary line after the build: no notice there
+    magic = _run(kernel, "%load_ext jiter_magic\n")
+    magic = _run(kernel, "%%jiterator twice --no-panel\ntemplate <typename T> T twice(T x) { return 2 * x; }")
+    assert not [m for m in magic if "display_data" in m["msg_type"]], magic
+    assert [m["content"]["text"].split(":")[0] for m in magic if m["msg_type"] == "stream"] == ["twice"]
