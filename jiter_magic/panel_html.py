@@ -60,8 +60,23 @@ def static_html(fn: JitFunction) -> str:
         f"<p><b>{html.escape(fn.name)}</b> <code>{html.escape(fn.functor.signature)}</code><br>"
         f"kwargs: <code>{html.escape(_kwargs_text(fn))}</code>; outputs: {fn.num_outputs}; "
         f"backend: {fn.backend}</p>"
-        f"<pre>{html.escape(fn.code)}</pre>{table}</div>"
+        f"<pre>{html.escape(fn.code)}</pre>{table}{_generated_html(fn.specializations)}</div>"
     )
+
+
+def _generated_html(specializations: list) -> str:
+    """The newest specialization's generated kernel and every compiler log, folded, for frontends
+    without widgets. One `<details class="jiter-magic-generated">` block: the kernel differs between
+    a CPU and a GPU machine, so notebooks/nbval_sanitize.cfg compares notebooks without it."""
+    if not specializations:
+        return ""
+    newest = specializations[-1]
+    logs = "".join(f"<p>{html.escape(_label(i, s))}: "
+                   + (f"</p><pre>{html.escape(s.log.strip())}</pre>" if s.log.strip() else "no warnings</p>")
+                   for i, s in enumerate(specializations))
+    return (f'<details class="jiter-magic-generated"><summary>generated kernel of '
+            f"{html.escape(_label(len(specializations) - 1, newest))}, and the compile logs</summary>"
+            f"{kernel_html(newest.source, newest.backend)}{logs}</details>")
 
 
 _LOG_LINE = re.compile(r"^line (\d+)(?:, column \d+)?:", re.MULTILINE)

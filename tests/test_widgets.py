@@ -213,3 +213,20 @@ def test_header_says_compiling_while_a_call_builds(fn):
     assert "compiling" not in p.header.value  # the refresh after the build replaced it
     fn(np.arange(3.0), np.ones(3))  # loaded: nothing built, nothing said
     assert len(seen) == 1
+
+
+def test_static_html_carries_the_generated_kernel_and_logs_which_nbval_leaves_out(fn):
+    import configparser
+    from pathlib import Path
+
+    markup = widgets.static_html(fn)
+    block = markup[markup.index('<details class="jiter-magic-generated">'):]
+    assert "generated kernel of #0 cpu: (float32, float32) -&gt; (float32)" in block
+    assert 'extern "C" int jm_kernel' in re.sub(r"<[^>]+>", "", block).replace("&quot;", '"')
+    assert "#0 cpu: (float32, float32) -&gt; (float32) compute float32, contiguous vec1, int64 index: no warnings" \
+        in block
+    config = configparser.ConfigParser()
+    config.read(Path(__file__).resolve().parents[1] / "notebooks" / "nbval_sanitize.cfg")
+    section = next(s for s in config.sections() if s.startswith("the static panel's generated kernel"))
+    sanitized = re.sub(config[section]["regex"], config[section]["replace"], markup)
+    assert sanitized == markup[:markup.index('<details class="jiter-magic-generated">')] + "GENERATED</div>"
