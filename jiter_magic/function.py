@@ -28,6 +28,7 @@ class JitFunction:
     """A jitted elementwise function; call it like a Python function on arrays."""
 
     def __init__(self, code_string: str, num_outputs: int | None, kwargs: dict[str, object]):
+        self._made_from = (code_string, num_outputs, dict(kwargs))  # what pickling rebuilds it from
         self.functor = parse_functor(code_string)
         self.code = self.functor.code
         self.name = self.functor.name
@@ -45,6 +46,13 @@ class JitFunction:
 
     def __call__(self, *args: object, out: object = None, **kwargs: object) -> Any:
         return self._call(args, out, kwargs)
+
+    def __reduce__(self) -> tuple:
+        """Pickle by what made it (code string, outputs, kwargs) and its backend, never by loaded
+        kernels: another process rebuilds it, and its first call finds the kernel in the disk cache
+        (or compiles it). So jitted functions travel to worker processes."""
+        code_string, num_outputs, kwargs = self._made_from
+        return _rebuild, (code_string, num_outputs, kwargs, self.backend)
 
     @property
     def num_inputs(self) -> int:
@@ -158,3 +166,10 @@ class JitFunction:
         else:
             return self._loader.build_without_device(spec)
         return self.specializations[-1]
+
+
+def _rebuild(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str) -> JitFunction:
+    """Unpickling: the same function, created again (see `JitFunction.__reduce__`)."""
+    fn = JitFunction(code_string, num_outputs, kwargs)
+    fn.backend = backend
+    return fn

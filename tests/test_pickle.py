@@ -1,0 +1,77 @@
+"""Jitted functions pickle by what made them and rebuild in another process (from the disk cache)."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+import jiter_magic
+
+ROOT = Path(__file__).resolve().parents[1]
+AXPY = "template <typename T> T axpy(T x, T y, T alpha) { return alpha * x + y; }"
+SUMDIFF = "template <typename T> void sumdiff(T x, T a, T& s, T& d) { s = x + a; d = x - a; }"
+
+
+def test_a_round_trip_keeps_code_kwargs_outputs_and_backend():
+    fn = jiter_magic.create_multi_output_jit_fn(SUMDIFF, 2, a=2.0)
+    fn.backend = "cpu"
+    again = pickle.loads(pickle.dumps(fn))
+    assert isinstance(again, jiter_magic.JitFunction) and again is not fn
+    assert (again.code, again.kwargs, again.num_outputs, again.multi_output, again.backend) == (
+        fn.code, {"a": 2.0}, 2, True, "cpu")
+    s, d = again(np.arange(3.0))
+    np.testing.assert_array_equal(s, [2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(d, [-2.0, -1.0, 0.0])
+    assert s.dtype == np.float64
+    one = pickle.loads(pickle.dumps(jiter_magic.create_multi_output_jit_fn(
+        "template <typename T> void neg(T x, T& y) { y = -x; }", 1)))
+    assert one.multi_output and one.num_outputs == 1
+    np.testing.assert_array_equal(one(np.ones(2)), [-1.0, -1.0])  # one output: the array itself, as torch
+
+
+def test_the_single_output_form_stays_single_and_defaults_travel():
+    fn = jiter_magic.create_jit_fn(AXPY, alpha=3)
+    again = pickle.loads(pickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL))
+    assert not again.multi_output and again.kwargs == {"alpha": 3} and again.backend == "auto"
+    out = again(np.ones(4, dtype=np.float32), np.arange(4, dtype=np.float32))
+    np.testing.assert_array_equal(out, [3.0, 4.0, 5.0, 6.0])
+    assert out.dtype == np.float32
+    assert again.__signature__ == fn.__signature__ and again.__doc__ == fn.__doc__
+
+
+def test_another_process_rebuilds_it_from_the_disk_cache(tmp_path, fresh_cache):
+    fn = jiter_magic.create_jit_fn(AXPY, alpha=2.0)
+    expected = fn(np.arange(5.0), np.ones(5))  # compiled here, stored in the disk cache
+    assert fn.specializations[0].cache_event == "compiled"
+    (tmp_path / "fn.pickle").write_bytes(pickle.dumps(fn))
+    child = textwrap.dedent(f"""
+        import json, pickle, numpy as np
+        fn = pickle.loads(open({str(tmp_path / "fn.pickle")!r}, "rb").read())
+        out = fn(np.arange(5.0), np.ones(5))
+        print(json.dumps([out.tolist(), fn.specializations[0].cache_event]))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JITER_MAGIC_CACHE_DIR": str(fresh_cache)}
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [expected.tolist(), "disk"]  # same values, the kernel read from disk
+
+
+def _call_in_worker(args):
+    fn, n = args
+    return fn(np.arange(float(n)), np.ones(n)).tolist(), os.getpid()
+
+
+def test_a_spawned_worker_pool_runs_it():
+    fn = jiter_magic.create_jit_fn(AXPY, alpha=10.0)
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(2) as pool:
+        results = pool.map(_call_in_worker, [(fn, n) for n in (1, 2, 3)])
+    assert [values for values, _ in results] == [[1.0], [1.0, 11.0], [1.0, 11.0, 21.0]]
+    assert all(pid != os.getpid() for _, pid in results)
