@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a virtual environment and run the whole test suite: lint (ruff) and type checks (mypy),
-# then unit, CPU backend, NVRTC compile checks, magics, widgets, browser, notebooks through nbval
-# (GPU tests skip without a GPU).
+# NVRTC 12 compile checks in a second venv with the cuda12 extra, then unit, CPU backend, NVRTC 13
+# compile checks, magics, widgets, browser, notebooks through nbval (GPU tests skip without a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -10,6 +10,12 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q -e ".[cuda13,test]"
 .venv/bin/python -m ruff check jiter_magic tests
 .venv/bin/python -m mypy
+# The cuda12 extra in a venv of its own (CuPy's CUDA 12 and 13 wheels cannot share one): NVRTC 12
+# compiles every generated kernel for sm_80 and sm_90 there (compile only, no GPU needed).
+python3 -m venv .venv-cuda12
+.venv-cuda12/bin/python -m pip install -q --upgrade pip
+.venv-cuda12/bin/python -m pip install -q -e ".[cuda12]" "pytest>=7" "hypothesis>=6"
+JITER_MAGIC_EXPECT_NVRTC=12 .venv-cuda12/bin/python -m pytest -q -p no:cacheprovider tests/test_codegen_nvrtc.py
 # The "compiling ..." line a slow build adds to a notebook cell would differ from run to run.
 export JITER_MAGIC_NOTICE_AFTER=off
 exec .venv/bin/python -m pytest -q -p no:cacheprovider tests notebooks --nbval --nbval-current-env \

@@ -6,6 +6,7 @@ down: every dtype x both paths x both index widths x both arches, plus targeted 
 """
 from __future__ import annotations
 
+import os
 import struct
 
 import pytest
@@ -352,6 +353,19 @@ LAYOUT_SPECS = [
 ]
 
 
+# NVRTC 12's front end has no __builtin_offsetof ("type name is not allowed"), and no <cstddef>; the
+# struct's layout follows the same ABI under both, so NVRTC 13 (and g++ for the host path) check it.
+needs_offsetof = pytest.mark.skipif(int(nvrtc_module.nvrtc_version().split(".")[0]) < 13,
+                                    reason="NVRTC 12 cannot evaluate __builtin_offsetof; checked under NVRTC 13")
+
+
+def test_the_nvrtc_of_the_installed_extra():
+    """tests/run.sh runs this file twice: with the cuda13 extra, and in a venv with the cuda12 one."""
+    major = nvrtc_module.nvrtc_version().split(".")[0]
+    assert major == os.environ.get("JITER_MAGIC_EXPECT_NVRTC", "13")
+
+
+@needs_offsetof
 @pytest.mark.parametrize("spec", LAYOUT_SPECS, ids=[s.describe() for s in LAYOUT_SPECS])
 def test_args_struct_layout_matches_packer(spec):
     n_extras = len(spec.extras)
@@ -370,6 +384,7 @@ def test_args_struct_layout_matches_packer(spec):
     assert len(layout.fields) >= len(spec.outputs) + len(spec.array_inputs) + 1 + n_extras
 
 
+@needs_offsetof
 def test_args_struct_layout_mismatch_is_detected():
     """The static_assert technique above does fail when an offset is wrong (so the test can fail)."""
     spec = axpy_spec("float32", CONTIGUOUS, vec=4)
