@@ -88,6 +88,7 @@ class Dispatcher:
         self.default_kinds = tuple(scalar_kind(v) for v in self.default_extras)
         self.plans: MemoryCache[CallPlan] = MemoryCache(PLAN_LIMIT)
         self.backend = "auto"
+        self.backward: Any = None  # the jitted gradient (fn.def_backward), called by autograd
         self._checked_device: int | None = None
         self._fast_keys: dict[type, Callable[[tuple], FastKey | None]] = {}
 
@@ -160,7 +161,8 @@ class Dispatcher:
         if outs is not None:
             adapter.written(results)
         if needing_grad:
-            results = adapter.without_gradient(self.name, needing_grad, results)
+            results = adapter.with_gradient(self.name, needing_grad, results, self.backward, args,
+                                            {**self.kwargs, **kwargs})
         return results[0] if self.returns_one else tuple(results)
 
     def extras(self, kwargs: dict) -> tuple[list, tuple[str, ...]]:

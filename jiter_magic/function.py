@@ -13,7 +13,7 @@ from . import inspection
 from .bind import bind
 from .build import Specialization
 from .dispatch import Dispatcher
-from .errors import InvalidArgumentError
+from .errors import BindError, InvalidArgumentError
 from .loader import KernelLoader
 from .parse import parse_functor
 from .signature import docstring_of, signature_of
@@ -48,11 +48,44 @@ class JitFunction:
         return self._call(args, out, kwargs)
 
     def __reduce__(self) -> tuple:
-        """Pickle by what made it (code string, outputs, kwargs) and its backend, never by loaded
-        kernels: another process rebuilds it, and its first call finds the kernel in the disk cache
-        (or compiles it). So jitted functions travel to worker processes."""
+        """Pickle by what made it (code string, outputs, kwargs, backward) and its backend, never
+        by loaded kernels: another process rebuilds it, and its first call finds the kernel in the
+        disk cache (or compiles it). So jitted functions travel to worker processes."""
         code_string, num_outputs, kwargs = self._made_from
-        return _rebuild, (code_string, num_outputs, kwargs, self.backend)
+        backward = None if self.backward is None else self.backward._made_from[0]
+        return _rebuild, (code_string, num_outputs, kwargs, self.backend, backward)
+
+    @property
+    def backward(self) -> JitFunction | None:
+        """The jitted gradient given by `def_backward`, or None."""
+        return self._dispatch.backward
+
+    def def_backward(self, code_string: str | None) -> JitFunction:
+        """Give the function its gradient as another functor, for torch autograd; returns `self`.
+
+        The backward functor takes the forward's inputs, then its extras (bound by name, with the
+        call's values), then one gradient a forward output, and writes one gradient an input
+        through non-const references, e.g. for `a * x + y`:
+        `template <typename T> void axpy_bwd(T x, T y, T a, T g, T& gx, T& gy) { gx = a * g; gy = g; }`.
+        Gradients are summed over the dimensions a call broadcast an input along and cast to its
+        dtype; inputs that do not require grad get None. `None` removes the backward again."""
+        if code_string is None:
+            self._dispatch.backward = None
+            return self
+        try:
+            backward = JitFunction(code_string, self.num_inputs, dict(self._made_from[2]))
+        except BindError as exc:
+            raise BindError(f"the backward of {self.name}: {exc}") from None
+        expected = self.num_inputs + self.num_outputs
+        if backward.num_inputs != expected:
+            raise BindError(
+                f"the backward of {self.name} must take its {self.num_inputs} input(s) "
+                f"{list(self.binding.input_names)}, then one gradient for each of its {self.num_outputs} "
+                f"output(s): {expected} array parameters besides the extras {list(self.kwargs)}; "
+                f"{backward.name} takes {backward.num_inputs} {list(backward.binding.input_names)}")
+        backward.backend = self.backend
+        self._dispatch.backward = backward
+        return self
 
     @property
     def num_inputs(self) -> int:
@@ -67,6 +100,8 @@ class JitFunction:
     @backend.setter
     def backend(self, value: str) -> None:
         self._dispatch.set_backend(value)
+        if self.backward is not None:
+            self.backward.backend = value
 
     @property
     def specializations(self) -> list[Specialization]:
@@ -168,8 +203,11 @@ class JitFunction:
         return self.specializations[-1]
 
 
-def _rebuild(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str) -> JitFunction:
+def _rebuild(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str,
+             backward: str | None = None) -> JitFunction:
     """Unpickling: the same function, created again (see `JitFunction.__reduce__`)."""
     fn = JitFunction(code_string, num_outputs, kwargs)
     fn.backend = backend
+    if backward is not None:
+        fn.def_backward(backward)
     return fn

@@ -155,6 +155,45 @@ class JiteratorMagics(Magics):
         if options.panel:
             display(fn)
 
+    @magic_arguments("%jiterator_backward")  # shown as `%%jiterator_backward` in the usage line
+    @argument("name", help="the notebook name of a function jitted earlier")
+    @cell_magic
+    def jiterator_backward(self, line: str, cell: str) -> None:
+        """Give a jitted function its gradient for torch autograd: the cell is the backward functor.
+
+        It takes the function's inputs, then its extras (by name), then one gradient an output,
+        and writes one gradient an input through references; it compiles at once (float32), and
+        the function's results then carry a grad_fn (see `JitFunction.def_backward`).
+
+        Example:
+
+            %%jiterator_backward axpy
+            template <typename T> void axpy_bwd(T x, T y, T alpha, T g, T& gx, T& gy) { gx = alpha * g; gy = g; }
+        """
+        name = self.jiterator_backward.parser.parse_argstring(line).name
+        assert self.shell is not None, "a magic runs inside an IPython shell"
+        fn = self.shell.user_ns.get(name)
+        if not isinstance(fn, JitFunction):
+            found = "is not defined" if name not in self.shell.user_ns else f"is a {type(fn).__name__}"
+            raise UsageError(f"%%jiterator_backward {name}: {name} {found}; name a function made by %%jiterator "
+                             "or create_jit_fn first")
+        previous = fn.backward
+        try:
+            fn.def_backward(CELL_FIRST_LINE + cell)
+        except ParseError as exc:
+            raise CellParseError(_in_the_cell(str(exc))) from None
+        except BindError as exc:
+            raise CellBindError(_in_the_cell(str(exc))) from None
+        backward = fn.backward
+        assert backward is not None
+        try:
+            _compile(backward, CellOptions(name=f"{name} backward", kwargs={}, outputs=backward.num_outputs,
+                                           backend=backward.backend, dtypes=(), panel=False, quiet=True))
+        except Exception:
+            fn.def_backward(None if previous is None else previous.code)  # as before the cell
+            raise
+        print(f"{name}: backward {backward.name} defined ({summary(backward, backward.name).split(': ', 1)[1]})")
+
     @magic_arguments()
     @argument("--clear", action="store_true", help="delete every cached kernel on disk and reset the counters")
     @line_magic
@@ -383,6 +422,7 @@ def unload_ipython_extension(ipython: InteractiveShell) -> None:
     """Remove the magics and the completion again (`%unload_ext jiter_magic`)."""
     manager = ipython.magics_manager
     manager.magics["cell"].pop("jiterator", None)
+    manager.magics["cell"].pop("jiterator_backward", None)
     manager.magics["line"].pop("jiterator_cache", None)
     manager.magics["line"].pop("jiterator_bench", None)
     manager.registry.pop(JiteratorMagics.__name__, None)

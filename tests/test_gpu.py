@@ -556,3 +556,19 @@ def test_sweep_on_cuda_measures_the_copy_at_each_size():
                                [1 << 16, 1 << 20, 1 << 24], repeat=5)
     assert [r.bytes for r in result.results] == [12 << 16, 12 << 20, 12 << 24]
     assert all(r.copy_gbps > 0 and r.device.startswith("cuda:") for r in result.results)
+
+
+def test_def_backward_passes_gradcheck_on_cuda():
+    fn = create_jit_fn("template <typename T> T sq_axpy(T x, T y, T a) { return a * x * x + y; }", a=2.0)
+    fn.def_backward("template <typename T> void sq_axpy_bwd(T x, T y, T a, T g, T& gx, T& gy) "
+                    "{ gx = 2 * a * x * g; gy = g; }")
+    x = torch.rand(3, 4, dtype=torch.float64, device="cuda", requires_grad=True)
+    y = torch.rand(4, dtype=torch.float64, device="cuda", requires_grad=True)  # broadcast along the rows
+    assert torch.autograd.gradcheck(lambda x, y: fn(x, y, a=-0.5), (x, y))
+    sincos = create_multi_output_jit_fn("template <typename T> void sc(T x, T& s, T& c) { s = ::sin(x); c = ::cos(x); }",
+                                        2)
+    sincos.def_backward("template <typename T> void sc_bwd(T x, T gs, T gc, T& gx) "
+                        "{ gx = gs * ::cos(x) - gc * ::sin(x); }")
+    z = torch.rand(7, dtype=torch.float64, device="cuda", requires_grad=True)
+    assert torch.autograd.gradcheck(lambda z: sincos(z), (z,))
+    assert all(s.backend == "cuda" for s in fn.backward.specializations + sincos.backward.specializations)

@@ -341,3 +341,27 @@ def test_a_failed_compile_with_the_panel_shows_the_attempt_then_fails(shell, cap
     assert re.search(r'font-weight:bold;user-select:none">\s*>4</span>', markup)  # line 4 marked, as the editor counts
     assert not re.search(r">\s*>[0-35-9]</span>", markup)  # and no other line
     assert "error: invalid type argument of unary" in markup
+
+
+def test_the_backward_magic_gives_a_jitted_function_its_gradient(shell, capsys):
+    torch = pytest.importorskip("torch")
+    shell.run_cell_magic("jiterator", "sq a=2.0 --no-panel --quiet",
+                         "template <typename T> T sq(T x, T a) { return a * x * x; }")
+    shell.run_cell_magic("jiterator_backward", "sq",
+                         "template <typename T> void sq_bwd(T x, T a, T g, T& gx) { gx = 2 * a * x * g; }")
+    assert capsys.readouterr().out.startswith("sq: backward sq_bwd defined (compiled in ")
+    x = torch.tensor([1.0, 3.0], requires_grad=True)
+    shell.user_ns["sq"](x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.tensor([4.0, 12.0]))
+
+    with pytest.raises(jiter_magic.CompileError, match=r"line 4, column 10: error"):  # the editor's numbers
+        shell.run_cell_magic("jiterator_backward", "sq", "template <typename T>\nvoid sq_bwd(T x, T a, T g, T& gx) "
+                                                         "{\n gx = g +* 2; }")
+    assert shell.user_ns["sq"].backward.code.endswith("gx = 2 * a * x * g; }")  # the earlier backward stays
+    with pytest.raises(jiter_magic.BindError, match="^the backward of sq: num_outputs=1"):
+        shell.run_cell_magic("jiterator_backward", "sq", "template <typename T> void b(T x, T a, T g) { }")
+    with pytest.raises(UsageError, match=r"%%jiterator_backward nothing: nothing is not defined"):
+        shell.run_cell_magic("jiterator_backward", "nothing", "template <typename T> void b(T x, T& y) { y = x; }")
+    shell.user_ns["number"] = 3
+    with pytest.raises(UsageError, match=r"number is a int; name a function made by %%jiterator"):
+        shell.run_cell_magic("jiterator_backward", "number", "template <typename T> void b(T x, T& y) { y = x; }")

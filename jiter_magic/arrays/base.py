@@ -82,8 +82,11 @@ class ArrayAdapter(Protocol):
     def gradient_inputs(self, items: list, outs: list | None) -> list:
         """Arrays of a call that autograd tracks (raising where torch would refuse the call)."""
 
-    def without_gradient(self, name: str, needing: list, results: list) -> list:
-        """Results that autograd tracks, whose backward raises: never a silently missing gradient."""
+    def with_gradient(self, name: str, needing: list, results: list, backward: Any, args: tuple,
+                      kwargs: dict) -> list:
+        """Results that autograd tracks: their backward calls `backward` (the jitted gradient of
+        `fn.def_backward`) on the call's `args` and `kwargs`, or raises when there is none (never
+        a silently missing gradient)."""
 
     def allocator(self, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str, like: Any) -> Callable[[], Any]:
         """A zero-argument function allocating one output, bound once a plan."""

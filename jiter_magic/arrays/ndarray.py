@@ -61,7 +61,8 @@ class NdarrayAdapter:
     def gradient_inputs(self, items: list, outs: list | None) -> list:
         return []
 
-    def without_gradient(self, name: str, needing: list, results: list) -> list:
+    def with_gradient(self, name: str, needing: list, results: list, backward: Any, args: tuple,
+                      kwargs: dict) -> list:
         return results
 
     def describe(self, x: Any) -> Described:

@@ -122,22 +122,6 @@ def _check_storage_covers(x: torch.Tensor) -> None:
             "kernel would read outside it: pass a tensor whose storage holds its values")
 
 
-class _WithoutGradient(torch.autograd.Function):
-    """Gives results a grad_fn whose backward raises, as torch does for an operator without an
-    autograd formula: a gradient is never silently missing."""
-
-    @staticmethod
-    def forward(ctx: Any, name: str, count: int, *tensors: torch.Tensor) -> Any:
-        ctx.name = name
-        results = tensors[len(tensors) - count:]
-        return results[0] if count == 1 else results
-
-    @staticmethod
-    def backward(ctx: Any, *grads: Any) -> Any:
-        raise GradientError(f"{ctx.name} has no backward: jitted functions are not differentiable yet; "
-                            "compute the gradient with another jitted function, or call it under torch.no_grad()")
-
-
 def _no_cuda_stream(device: int) -> int:
     raise DeviceError("torch was built without CUDA, so it has no CUDA stream")
 
@@ -226,10 +210,12 @@ class TorchAdapter:
                                 "but one of the arguments requires grad; call it under torch.no_grad()")
         return needing
 
-    def without_gradient(self, name: str, needing: list, results: list) -> list:
-        """Results whose backward raises (see `_WithoutGradient`)."""
-        wrapped = _WithoutGradient.apply(name, len(results), *needing, *results)
-        return [wrapped] if len(results) == 1 else list(wrapped)
+    def with_gradient(self, name: str, needing: list, results: list, backward: Any, args: tuple,
+                      kwargs: dict) -> list:
+        """Results tracked by autograd (torch_autograd.py): the jitted backward, or one that raises."""
+        from .torch_autograd import with_gradient
+
+        return with_gradient(name, needing, results, backward, args, kwargs)
 
     def allocator(self, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str, like: Any) -> Callable[[], Any]:
         """Large CPU outputs are advised onto transparent huge pages, as NumPy does for its arrays:

@@ -1,0 +1,84 @@
+"""Autograd for jitted functions on torch tensors: the gradient a user gives as another functor.
+
+A call whose tensors require grad computes its results as usual, then hands them to one of two
+`torch.autograd.Function`s so that they carry a grad_fn:
+- `_WithBackward` (after `fn.def_backward(code)`): its backward calls the jitted backward on the
+  call's inputs, extras and the outputs' gradients, then reduces each input's gradient over the
+  dimensions the call broadcast it along (`sum_to_size`) and casts it to the input's dtype;
+  inputs that do not require grad get None. It is differentiable once (`once_differentiable`:
+  a second-order gradient raises instead of coming back silently wrong).
+- `_WithoutGradient`: a backward that raises, as torch does for an operator without a formula.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from ..errors import GradientError
+
+
+class _WithoutGradient(torch.autograd.Function):
+    """Gives results a grad_fn whose backward raises: a gradient is never silently missing."""
+
+    @staticmethod
+    def forward(ctx: Any, name: str, count: int, *tensors: torch.Tensor) -> Any:
+        ctx.name = name
+        results = tensors[len(tensors) - count:]
+        return results[0] if count == 1 else results
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        raise GradientError(f"{ctx.name} has no backward: give it one with {ctx.name}.def_backward(code_string) "
+                            "(a functor taking the inputs, the extras and one gradient an output, writing one "
+                            "gradient an input), or call it under torch.no_grad()")
+
+
+class _WithBackward(torch.autograd.Function):
+    """Results whose backward is the jitted gradient (see the module's docstring)."""
+
+    @staticmethod
+    def forward(ctx: Any, backward: Any, args: tuple, kwargs: dict, positions: tuple[int, ...], count: int,
+                *tensors: torch.Tensor) -> Any:
+        results = tensors[len(tensors) - count:]
+        ctx.backward, ctx.kwargs, ctx.positions, ctx.count = backward, kwargs, positions, count
+        # Tensors through save_for_backward (autograd refuses a backward through values changed in
+        # place since), Python numbers as they are.
+        ctx.tensor_slots = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        ctx.others = [None if isinstance(a, torch.Tensor) else a for a in args]
+        ctx.result_shapes = [(r.shape, r.dtype, r.device) for r in results]
+        ctx.save_for_backward(*(args[i] for i in ctx.tensor_slots))
+        return results[0] if count == 1 else results
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, *grads: Any) -> Any:
+        args = list(ctx.others)
+        for slot, tensor in zip(ctx.tensor_slots, ctx.saved_tensors):
+            args[slot] = tensor.detach()
+        grads = tuple(torch.zeros(shape, dtype=dtype, device=device) if g is None else g
+                      for g, (shape, dtype, device) in zip(grads, ctx.result_shapes))
+        with torch.no_grad():
+            computed = ctx.backward(*args, *grads, **ctx.kwargs)
+        if not isinstance(computed, tuple):
+            computed = (computed,)
+        reduced = []
+        for position in ctx.positions:
+            given, grad = args[position], computed[position]
+            if grad.shape != given.shape:
+                grad = grad.sum_to_size(given.shape)  # the call broadcast this input
+            reduced.append(grad.to(given.dtype))
+        return (None, None, None, None, None, *reduced, *([None] * ctx.count))
+
+
+def with_gradient(name: str, needing: list, results: list, backward: Any, args: tuple, kwargs: dict) -> list:
+    """`results` tracked by autograd: through `backward` when given, else with a backward that raises."""
+    if backward is None:
+        wrapped = _WithoutGradient.apply(name, len(results), *needing, *results)
+    else:
+        wanted = {id(t) for t in needing}
+        positions = tuple(i for i, a in enumerate(args) if id(a) in wanted)
+        wrapped = _WithBackward.apply(backward, args, kwargs, positions, len(results),
+                                      *(args[i] for i in positions), *results)
+    return [wrapped] if len(results) == 1 else list(wrapped)
