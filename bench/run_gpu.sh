@@ -33,5 +33,7 @@ if [ "$what" = notebooks ] || [ "$what" = all ]; then
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 bench/bench_gpu.py --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -n 40
+  # the PNG of GB/s against the ceilings (needs matplotlib: carried wheels, see `notebooks`)
+  python3 bench/plot_results.py "$OUT/bench_gpu.json" 2>&1 | tail -n 2 || true
 fi
 exit $status

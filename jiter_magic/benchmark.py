@@ -163,10 +163,12 @@ def benchmark(fn: Callable[..., Any], *inputs: Any, reference: Callable[..., Any
     samples, batch, result = _time(place, call, warmup, repeat)
     written = _output_bytes(out if out is not None else result)
     moved = read + written
-    copy = _time(place, _copy_call(place, moved // 2), warmup, repeat)[0] if moved >= 2 else None
+    copy_gbps = math.nan
+    if moved >= 2:
+        copy_call, copied = _copy_call(place, moved // 2)
+        copy_gbps = _rate(copied, statistics.median(_time(place, copy_call, warmup, repeat)[0]))
     median = statistics.median(samples)
     gbps = _rate(moved, median)
-    copy_gbps = math.nan if copy is None else _rate(2 * (moved // 2), statistics.median(copy))
     reference_seconds = speedup = None
     if reference is not None:
         compared = reference
@@ -406,8 +408,9 @@ def _run_batch(call: Call, batch: int) -> tuple[int, Any]:
     return time.perf_counter_ns() - start, result
 
 
-def _copy_call(place: _Place, nbytes: int) -> Call:
-    """A copy of `nbytes` bytes on the inputs' device (buffers touched first).
+def _copy_call(place: _Place, nbytes: int) -> tuple[Call, int]:
+    """A copy of about `nbytes` bytes on the inputs' device (buffers touched first), and the bytes
+    it moves (read + written).
 
     On a GPU, the library's own device-to-device copy. On the host, the same OpenMP loop a jitted
     kernel runs, copying int64 elements: NumPy's copyto (and torch's copy of small tensors) uses
@@ -419,19 +422,19 @@ def _copy_call(place: _Place, nbytes: int) -> Call:
         hsrc = numpy.ones(max(1, nbytes // 8), dtype=numpy.int64)
         hdst = numpy.zeros_like(hsrc)
         copy(hsrc, out=hdst)  # compiled or loaded now, never in a timed run
-        return lambda: copy(hsrc, out=hdst)
+        return (lambda: copy(hsrc, out=hdst)), 2 * hsrc.nbytes
     if place.library == "torch":
         import torch
 
         src = torch.ones(nbytes, dtype=torch.uint8, device=f"cuda:{place.device}")
         dst = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{place.device}")
-        return lambda: dst.copy_(src)
+        return (lambda: dst.copy_(src)), 2 * nbytes
     import cupy
 
     with cupy.cuda.Device(place.device):
         csrc = cupy.ones(nbytes, dtype=cupy.uint8)
         cdst = cupy.zeros(nbytes, dtype=cupy.uint8)
-    return lambda: cupy.copyto(cdst, csrc)
+    return (lambda: cupy.copyto(cdst, csrc)), 2 * nbytes
 
 
 @functools.lru_cache(maxsize=1)
