@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .dispatch import where
 from .errors import ArgumentTypeError, BindError, DeviceError, InvalidArgumentError
 
 Call = Callable[[], Any]
@@ -289,16 +290,12 @@ def _place_of(inputs: tuple) -> _Place:
             raise DeviceError(f"benchmark inputs mix {place.library} and {here.library} arrays; "
                               "convert them to one library")
         elif here.device != place.device:
-            raise DeviceError(f"benchmark inputs live on different devices ({_where(place.device)} and "
-                              f"{_where(here.device)}); move them to one device")
+            raise DeviceError(f"benchmark inputs live on different devices ({where(place.device)} and "
+                              f"{where(here.device)}); move them to one device")
     if place is None:
         raise BindError("benchmark needs at least one array input (its device decides the timing), "
                         "got only Python numbers")
     return place
-
-
-def _where(device: int) -> str:
-    return "the CPU" if device < 0 else f"cuda:{device}"
 
 
 def _held_bytes(x: Any) -> int:

@@ -54,15 +54,13 @@ def _in_a_kernel() -> bool:
     return ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None
 
 
-def _dtypes(spec: KernelSpec) -> str:
-    return f"({', '.join(spec.inputs)}) -> ({', '.join(spec.outputs)})"
-
-
 class CompileNotice:
     """One build's notice: shown by a timer after the threshold, finished by the building thread."""
 
     def __init__(self, name: str, spec: KernelSpec, device: int, after: float) -> None:
-        self._what = f"{name} for {_dtypes(spec)} on {'the CPU' if device < 0 else f'cuda:{device}'}"
+        from .dispatch import where  # not at import: dispatch imports the loader, which imports this
+
+        self._what = f"{name} for {spec.dtypes_text()} on {where(device)}"
         self._started = time.perf_counter()
         self._lock = threading.Lock()
         self._handle: Any = None

@@ -68,6 +68,7 @@ class CallPlan:
 
 
 def where(device: int) -> str:
+    """'the CPU' or 'cuda:N', as error messages and the notebook's lines name a device."""
     return "the CPU" if device < 0 else f"cuda:{device}"
 
 

@@ -21,7 +21,7 @@ def summary(fn: JitFunction, bound_to: str) -> str:
     how = f"compiled in {built.compile_seconds:.2f} s" if built.cache_event == "compiled" else _HOW[built.cache_event]
     words = f"; {len(fn.warnings)} compiler warning(s): see {bound_to}.warnings" if fn.warnings else ""
     spec = built.spec
-    dtypes = f"({', '.join(spec.inputs)}) -> ({', '.join(spec.outputs)})"
+    dtypes = spec.dtypes_text()
     name = bound_to if bound_to == fn.name else f"{bound_to} ({fn.name})"
     return f"{name}: {how} for {where}, {dtypes}{words}"
 

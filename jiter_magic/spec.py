@@ -42,6 +42,10 @@ class KernelSpec:
         names = self.inputs + self.outputs + self.extras + (self.compute,)
         return any(DTYPES[n].kind == "c" for n in names)
 
+    def dtypes_text(self) -> str:
+        """'(float32, float32) -> (float32)': what the notebook's lines name a specialization by."""
+        return f"({', '.join(self.inputs)}) -> ({', '.join(self.outputs)})"
+
     def describe(self) -> str:
         """One line for people: dtypes, the path and its loop shape, the index width."""
         from .kernels import path_of

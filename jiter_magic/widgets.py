@@ -20,6 +20,7 @@ from typing import Any
 
 import jiter_magic
 from jiter_magic import JitFunction
+from jiter_magic.dispatch import where
 from jiter_magic.panel_html import (  # noqa: F401 - kernel_html, human_size, counted: used by tests and users
     _cache_html,
     _kwargs_text,
@@ -80,9 +81,8 @@ class Panel:
         """Say in the header that a call waits for a build (replaced by the next refresh)."""
         fn = self._fn()
         if fn is not None:
-            where = "the CPU" if device < 0 else f"cuda:{device}"
-            dtypes = f"({', '.join(spec.inputs)}) -> ({', '.join(spec.outputs)})"
-            busy = f"compiling #{len(fn.specializations)} {html.escape(dtypes)} for {where} &hellip;"
+            what = html.escape(spec.dtypes_text())
+            busy = f"compiling #{len(fn.specializations)} {what} for {where(device)} &hellip;"
             self.header.value = f"{self._header(fn)}<div><i>{busy}</i></div>"
 
     def _header(self, fn: JitFunction) -> str:
