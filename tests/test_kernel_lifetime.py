@@ -98,3 +98,29 @@ def test_unloading_kernels_hands_freed_heap_memory_back():
     freed, trimmed = map(float, result.stdout.split())
     assert freed > 80  # MiB: the blocks were freed, yet the process still holds them
     assert trimmed < freed - 60
+
+
+def test_a_kernel_being_unloaded_can_no_longer_be_found_by_another_thread(monkeypatch):
+    """Unloading happens after Python cleared the kernel's weak references: while its library is
+    being closed (the GIL released), no other thread may take it from the loader's weak registry
+    and run unmapped code (a __del__ would run before the references are cleared, and did crash)."""
+    import gc
+
+    import numpy as np
+
+    import jiter_magic
+    from jiter_magic import loader
+    from jiter_magic.backends import heap
+
+    jiter_magic.clear_cache(memory=True, disk=False)  # every other test's kernels unloaded first
+    gc.collect()
+    fn = jiter_magic.create_jit_fn("template <typename T> T unload_race(T x) { return x * T(3); }")
+    assert fn(np.ones(2)).tolist() == [3.0, 3.0]
+    keys = [key for key in list(loader._SHARED.keys()) if key[1] is fn._loader.binding]
+    assert len(keys) == 1
+    seen_while_unloading = []
+    monkeypatch.setattr(heap, "kernel_unloaded", lambda: seen_while_unloading.append(loader._SHARED.get(keys[0])))
+    del fn
+    jiter_magic.clear_cache(memory=True, disk=False)  # the pool lets go of it too
+    gc.collect()
+    assert seen_while_unloading == [None]  # unloaded once, and no longer to be found meanwhile

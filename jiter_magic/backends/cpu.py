@@ -7,6 +7,7 @@ import ctypes
 import functools
 import os
 import tempfile
+import weakref
 
 from ..codegen.kernel import KERNEL_NAME
 from ..compilers.cxx import CxxCompiler
@@ -21,6 +22,17 @@ _dlclose = getattr(_ctypes, "dlclose", None)  # POSIX only; elsewhere libraries 
 @functools.cache
 def compiler() -> CxxCompiler:
     return CxxCompiler()
+
+
+def _unload(handle: int) -> None:
+    """Close a kernel's library (where the platform can) and count it for a heap trim."""
+    if _dlclose is None:
+        return
+    try:
+        _dlclose(handle)
+    except OSError:  # already gone
+        return
+    heap.kernel_unloaded()
 
 
 class CpuLauncher:
@@ -45,18 +57,11 @@ class CpuLauncher:
         self.function.argtypes = (ctypes.c_char_p,)
         self.function.restype = ctypes.c_int
         self.pack = args_layout(spec, "cpu").packer.pack
-
-    def __del__(self) -> None:
-        """Unload the library once nothing holds this kernel any more (see loader.py)."""
-        library = getattr(self, "library", None)
-        if library is not None and _dlclose is not None:
-            try:
-                _dlclose(library._handle)
-            except OSError:  # already gone, or the interpreter is shutting down
-                return
-            note = getattr(heap, "kernel_unloaded", None)  # None once the interpreter is tearing down
-            if note is not None:
-                note()
+        # Unload the library once nothing holds this kernel any more (see loader.py), from a weakref
+        # finalizer rather than __del__: Python runs __del__ before it clears the object's weak
+        # references, so while __del__ closed the library (the GIL released), another thread could
+        # still find the kernel in the loader's weak registry and run unmapped code.
+        weakref.finalize(self, _unload, self.library._handle).atexit = False
 
     def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
         status = self.function(self.pack(*values, *geometry))

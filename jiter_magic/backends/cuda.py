@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+import weakref
 from types import ModuleType
 
 from ..codegen.kernel import KERNEL_NAME
@@ -67,14 +68,10 @@ class CudaLauncher:
         self.lock = threading.Lock()
         # With several GPUs the kernel's context must be current at launch; one GPU never switches.
         self.switch = cupy.cuda.Device(device) if cupy.cuda.runtime.getDeviceCount() > 1 else None
-
-    def __del__(self) -> None:
-        """Unload the module now (CuPy's Module unloads when collected) and count it for a heap trim."""
-        if getattr(self, "module", None) is not None:
-            self.module = None
-            note = getattr(heap, "kernel_unloaded", None)  # None once the interpreter is tearing down
-            if note is not None:
-                note()
+        # The module unloads with this launcher (CuPy's Module unloads when collected), which Python
+        # does after clearing its weak references, so no thread can find it in the loader's weak
+        # registry meanwhile (a __del__ would run before that); the finalizer counts it for a trim.
+        weakref.finalize(self, heap.kernel_unloaded).atexit = False
 
     def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
         with self.lock:  # the driver copies the parameters during the launch call
