@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # One device call: GPU tests, then the benchmark. Results land in $OUT (or ./gpu-out).
-# Usage on the GPU machine: bash bench/run_gpu.sh [tests|bench|notebooks|all]
+# Usage on the GPU machine: bash bench/run_gpu.sh [tests|bench|notebooks|two-gpus|all]
 # `notebooks` runs every notebook through nbval, strict and --nbval-lax; the GPU machine has no
 # IPython or nbval, so it installs them from wheels carried in .whl/ (pip download, see README).
+# `two-gpus` (on nvidia-h200-x2) runs the DTensor tests over two GPUs with NCCL, and executes
+# notebook 05 whole, its two-GPU cells included, into $OUT/05_beyond.executed.ipynb.
 set -u -o pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD JITER_MAGIC_NOTICE_AFTER=off  # no "compiling ..." lines in notebook outputs
+# NVLink multicast stays off on the shared multi-GPU hosts (KINDS.md of the device tool).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+carried() {  # install carried wheels (.whl/) that the GPU machine's python3 lacks
+  python3 -c "import $1" 2>/dev/null || python3 -m pip install -q --no-index --find-links .whl "${@:2}" 2>&1 | tail -n 3
+}
 what=${1:-all}
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -15,14 +22,15 @@ what=${1:-all}
 } 2>&1 | tee "$OUT/env.txt"
 status=0
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest tests/test_gpu.py -m gpu -q -p no:cacheprovider \
+  carried "dask, distributed" "dask[array]" distributed  # tests/test_dask.py's CuPy chunks
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py \
+    tests/test_torch_compile.py tests/test_dask.py tests/test_dtensor.py \
     --junitxml="$OUT/gpu-junit.xml" 2>&1 | tee "$OUT/gpu-tests.log" | tail -n 60
   status=${PIPESTATUS[0]}
 fi
 if [ "$what" = notebooks ] || [ "$what" = all ]; then
-  if ! python3 -c "import nbval, ipykernel, ipywidgets, matplotlib" 2>/dev/null; then
-    python3 -m pip install -q --no-index --find-links .whl nbval ipykernel ipywidgets matplotlib 2>&1 | tail -n 5
-  fi
+  carried "nbval, ipykernel, ipywidgets, matplotlib, dask, distributed" nbval ipykernel ipywidgets matplotlib \
+    "dask[array]" distributed
   for mode in strict lax; do
     flags=(--nbval-sanitize-with notebooks/nbval_sanitize.cfg)
     [ $mode = lax ] && flags=(--nbval-lax)
@@ -30,6 +38,21 @@ if [ "$what" = notebooks ] || [ "$what" = all ]; then
       "${flags[@]}" 2>&1 | tee "$OUT/notebooks-$mode.log" | tail -n 40
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
   done
+fi
+if [ "$what" = two-gpus ]; then
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_dtensor.py \
+    --junitxml="$OUT/two-gpus-junit.xml" 2>&1 | tee "$OUT/two-gpus-tests.log" | tail -n 30
+  status=${PIPESTATUS[0]}
+  carried "nbclient, ipykernel, ipywidgets, matplotlib, dask, distributed" nbclient ipykernel ipywidgets \
+    matplotlib "dask[array]" distributed
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) JITER_MAGIC_PANEL=static python3 - "$OUT" <<'PY' 2>&1 | tail -n 20
+import sys, nbformat, nbclient
+nb = nbformat.read("notebooks/05_beyond.ipynb", as_version=4)
+nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                        resources={"metadata": {"path": "notebooks"}}).execute()
+nbformat.write(nb, f"{sys.argv[1]}/05_beyond.executed.ipynb")
+print("executed notebook 05")
+PY
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 bench/bench_gpu.py --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -n 40

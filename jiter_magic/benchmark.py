@@ -262,6 +262,11 @@ def _array(x: Any) -> tuple[Any, str] | None:
         if isinstance(x, numbers.Number):
             return None
         x, adapter = coerce(x)
+    if adapter.lifts:
+        raise InvalidArgumentError(
+            f"benchmark times calls on arrays a kernel reads (torch tensors, NumPy or CuPy arrays), not on "
+            f"{type(x).__name__}, which runs calls its own way (DTensor, Dask, traced tensors): time a local "
+            "shard (x.to_local()) or a block, or time the whole computation yourself")
     return x, adapter.library
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .arrays import BY_TYPE, adapter_for, coerce
-from .arrays.base import ArrayAdapter, ArrayDesc, Described, FastKey
+from .arrays.base import ArrayAdapter, ArrayDesc, Described, FastKey, Lifted, LiftingAdapter
 from .errors import BindError, DeviceError, DTypeError, InvalidArgumentError, UnknownKwargError
 from .kernels import path_of
 from .kernels.base import Grid
@@ -92,11 +92,12 @@ class Dispatcher:
         self.backward: Any = None  # the jitted gradient (fn.def_backward), called by autograd
         self._checked_device: int | None = None
         self._fast_keys: dict[type, Callable[[tuple], FastKey | None]] = {}
+        self.owner: Callable[[], Any] = lambda: None  # the JitFunction, weakly (a lifted call needs it)
 
     def _fast_key_function(self, kind: type) -> Callable[[tuple], FastKey | None] | None:
         """The fast key of calls whose first input is a `kind` (bound once a type), or None."""
         adapter = BY_TYPE.get(kind)
-        if adapter is None:
+        if adapter is None or adapter.lifts:  # lifted arrays take the general path, which hands them on
             return None
         found = self._fast_keys[kind] = adapter.fast_key_for(self.num_inputs)
         return found
@@ -131,7 +132,10 @@ class Dispatcher:
     def _call(self, args: tuple, out: object, kwargs: dict, fast: FastKey | None) -> Any:
         """The general path: any library, scalars, out= and kwargs; plans on a miss."""
         extras, kinds = self.extras(kwargs) if kwargs else (self.default_extras, self.default_kinds)
-        items, parts, adapter, device = self.describe(args)
+        try:
+            items, parts, adapter, device = self.describe(args)
+        except Lifted as lifted:
+            return lifted.adapter.lift(self.owner(), args, out, kwargs)
         outs = None if out is None else self._outputs(out, adapter, device)
         default_float = adapter.default_float() if any(type(p) is str for p in parts) else None
         key = (adapter, device, tuple(parts), kinds, None if outs is None else tuple(o.key for o in outs),
@@ -178,7 +182,8 @@ class Dispatcher:
 
     def describe(self, args: tuple, check_backend: bool = True) -> tuple[list, list, ArrayAdapter, int]:
         """Per input: the adapter's description, or the Python scalar itself; their key parts;
-        the one adapter and device every array input shares."""
+        the one adapter and device every array input shares. Raises `Lifted` on an input whose
+        arrays run a call their own way (DTensor, Dask, traced tensors)."""
         items: list = []
         parts: list = []
         adapter: ArrayAdapter | None = None
@@ -194,6 +199,8 @@ class Dispatcher:
                     parts.append(scalar_kind(x))
                     continue
                 x, a = coerce(x)
+            if a.lifts:
+                raise Lifted(cast(LiftingAdapter, a))
             described = a.describe(a.materialize(x))
             if adapter is None:
                 adapter, device = a, described.device

@@ -36,8 +36,9 @@ class ScalarOverflowError(JiterError, OverflowError):
 
 
 class UnsupportedArrayError(JiterError, TypeError):
-    """An array the kernels cannot read safely: a tensor subclass with its own dispatch (DTensor,
-    FakeTensor, FunctionalTensor), a sparse, nested or quantized tensor, a masked array."""
+    """An array the kernels cannot read safely: a tensor subclass with its own dispatch (other than
+    DTensor, FakeTensor and FunctionalTensor, which run a call their own way), a sparse, nested or
+    quantized tensor, a masked array, a view reaching past its storage."""
 
 
 class GradientError(JiterError, RuntimeError):

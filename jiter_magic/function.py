@@ -6,10 +6,12 @@ call lives in inspection.py.
 """
 from __future__ import annotations
 
+import pickle
+import weakref
 from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
-from . import inspection
+from . import inspection, tracing
 from .bind import bind
 from .build import Specialization
 from .dispatch import Dispatcher
@@ -34,6 +36,9 @@ class JitFunction:
         self.name = self.functor.name
         self.binding = bind(self.functor, list(kwargs), num_outputs)
         self.kwargs = {name: scalar_value(value, name) for name, value in kwargs.items()}
+        # What makes it, as bytes: torch.compile names the function's operator by them (a constant
+        # to Dynamo, where the kwargs' values may be symbolic floats).
+        self._recipe = pickle.dumps((code_string, num_outputs, self.kwargs))
         self.num_outputs = self.binding.num_outputs
         self.multi_output = num_outputs is not None
         self.__name__ = self.__qualname__ = self.functor.name
@@ -42,9 +47,12 @@ class JitFunction:
         self._loader = KernelLoader(self.binding)
         # One output comes back as the array itself, from the multi-output form too (as torch's does).
         self._dispatch = Dispatcher(self.functor.name, self._loader, self.kwargs, self.num_outputs == 1)
+        self._dispatch.owner = weakref.ref(self)
         self._call = self._dispatch.call
 
     def __call__(self, *args: object, out: object = None, **kwargs: object) -> Any:
+        if tracing.compiling():  # torch.compile / torch.export: the call becomes one torch operator
+            return tracing.traced_call(self, args, out, kwargs)
         return self._call(args, out, kwargs)
 
     def __reduce__(self) -> tuple:
@@ -53,7 +61,7 @@ class JitFunction:
         disk cache (or compiles it). So jitted functions travel to worker processes."""
         code_string, num_outputs, kwargs = self._made_from
         backward = None if self.backward is None else self.backward._made_from[0]
-        return _rebuild, (code_string, num_outputs, kwargs, self.backend, backward)
+        return _unpickle, (code_string, num_outputs, kwargs, self.backend, backward)
 
     @property
     def backward(self) -> JitFunction | None:
@@ -210,4 +218,24 @@ def _rebuild(code_string: str, num_outputs: int | None, kwargs: dict[str, object
     fn.backend = backend
     if backward is not None:
         fn.def_backward(backward)
+    return fn
+
+
+_REBUILT: dict[bytes, JitFunction] = {}
+REBUILT_LIMIT = 64  # functions kept for unpickling
+
+
+def _unpickle(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str,
+              backward: str | None = None) -> JitFunction:
+    """Unpickling, which a Dask worker does for every task: a function equal to one unpickled before
+    in this process is that one again (parsing, binding and planning once, not once a task). Its
+    backend and backward are the pickled ones, so a copy whose backend was changed since is not reused."""
+    key = pickle.dumps((code_string, num_outputs, kwargs, backward))
+    fn = _REBUILT.get(key)
+    if fn is not None and fn.backend == backend and (fn.backward is None) == (backward is None):
+        return fn
+    fn = _rebuild(code_string, num_outputs, kwargs, backend, backward)
+    if len(_REBUILT) >= REBUILT_LIMIT:
+        _REBUILT.pop(next(iter(_REBUILT)))
+    _REBUILT[key] = fn
     return fn

@@ -6,6 +6,7 @@ names (dense inputs, a chosen path) or from example inputs planned as a call wou
 from __future__ import annotations
 
 from . import dtypes as dt
+from .arrays.base import Lifted
 from .codegen.kernel import render
 from .dispatch import Dispatcher, normalized
 from .errors import BindError, InvalidArgumentError
@@ -63,7 +64,13 @@ def example_spec(dispatcher: Dispatcher, args: tuple, backend: str, kwargs: dict
     if len(args) != len(dispatcher.input_names):
         raise BindError(f"{dispatcher.name} takes {len(dispatcher.input_names)} input(s), got {len(args)}")
     kinds = dispatcher.extras(kwargs)[1] if kwargs else dispatcher.default_kinds
-    items, _parts, adapter, _device = dispatcher.describe(args, check_backend=False)
+    try:
+        items, _parts, adapter, _device = dispatcher.describe(args, check_backend=False)
+    except Lifted as lifted:
+        raise InvalidArgumentError(
+            f"example inputs must be arrays a kernel reads (torch tensors, NumPy or CuPy arrays) or numbers, not "
+            f"{lifted.adapter.library} arrays that run calls their own way (DTensor, Dask, traced tensors): pass "
+            "a local shard (x.to_local()), a block, or dtype names") from None
     spec, _layout = resolve_call(normalized(items, adapter), adapter.rules, backend, None, kinds,
                                  dispatcher.num_outputs, adapter.default_float())
     return spec

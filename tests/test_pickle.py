@@ -75,3 +75,21 @@ def test_a_spawned_worker_pool_runs_it():
         results = pool.map(_call_in_worker, [(fn, n) for n in (1, 2, 3)])
     assert [values for values, _ in results] == [[1.0], [1.0, 11.0], [1.0, 11.0, 21.0]]
     assert all(pid != os.getpid() for _, pid in results)
+
+
+def test_unpickling_the_same_function_again_reuses_it_unless_it_changed_since():
+    """A Dask worker unpickles the function for every task: once parsed and planned is enough."""
+    fn = jiter_magic.create_jit_fn(AXPY, alpha=2.0)
+    data = pickle.dumps(fn)
+    first = pickle.loads(data)
+    assert pickle.loads(data) is first and first is not fn
+    np.testing.assert_array_equal(first(np.ones(2), np.ones(2)), [3.0, 3.0])
+    first.backend = "cpu"  # changed since: the next unpickling makes a new one with the pickled backend
+    second = pickle.loads(data)
+    assert second is not first and second.backend == "auto"
+    second.def_backward("template <typename T> void axpy_bwd(T x, T y, T alpha, T g, T& gx, T& gy) "
+                        "{ gx = alpha * g; gy = g; }")
+    third = pickle.loads(data)
+    assert third is not second and third.backward is None
+    other = pickle.loads(pickle.dumps(jiter_magic.create_jit_fn(AXPY, alpha=5.0)))
+    assert other is not third and other.kwargs == {"alpha": 5.0}

@@ -4,6 +4,10 @@
 path; `coerce` brings foreign arrays (CUDA array interface, DLPack, buffer protocol) to
 CuPy or NumPy without copying. Each adapter module imports its library, so it is loaded
 only when an array of that library is first seen.
+
+Some arrays are not read by the kernels but run a call their own way (`LiftingAdapter`):
+DTensors on their local shards (torch_dtensor.py), Dask arrays chunk by chunk (dask.py),
+and tensors being traced through the function's torch operator (torch_ops.py).
 """
 from __future__ import annotations
 
@@ -15,13 +19,30 @@ from .base import ArrayAdapter
 
 BY_TYPE: dict[type, ArrayAdapter | None] = {}
 
+# Tensor subclasses whose calls go through the function's torch operator, so that they trace
+# (by qualified name: importing them costs more than the check).
+_TRACED = frozenset({"torch._subclasses.fake_tensor.FakeTensor",
+                     "torch._subclasses.functional_tensor.FunctionalTensor"})
+_DTENSOR = frozenset({"torch.distributed.tensor.DTensor",  # its __module__ since torch 2.5
+                      "torch.distributed.tensor._api.DTensor", "torch.distributed._tensor.api.DTensor"})
+
 
 def _load(name: str) -> ArrayAdapter:
     return import_module(f"{__name__}.{name}").ADAPTER
 
 
+def _torch_adapter(kind: type) -> ArrayAdapter:
+    names = {f"{c.__module__}.{c.__qualname__}" for c in kind.__mro__}
+    if names & _DTENSOR:
+        return _load("torch_dtensor")
+    if names & _TRACED:
+        return _load("torch_ops")
+    return _load("torch")
+
+
 def adapter_for(x: object) -> ArrayAdapter | None:
-    """The adapter for an array object, or None for something that is not an array."""
+    """The adapter for an array object, or None for something that is not an array; for arrays
+    that run a call their own way, a `LiftingAdapter` (its `lifts` is True)."""
     kind = type(x)
     try:
         return BY_TYPE[kind]
@@ -31,7 +52,9 @@ def adapter_for(x: object) -> ArrayAdapter | None:
     modules = {c.__module__.split(".")[0] for c in kind.__mro__}
     adapter: ArrayAdapter | None
     if "torch" in modules and hasattr(x, "data_ptr"):
-        adapter = _load("torch")
+        adapter = _torch_adapter(kind)
+    elif "dask" in modules and hasattr(x, "chunks") and hasattr(x, "dask"):
+        adapter = _load("dask")
     elif "cupy" in modules and hasattr(x, "data"):
         adapter = _load("cupy")
     elif "numpy" in modules and hasattr(x, "ctypes") and hasattr(x, "strides"):  # ndarray and subclasses

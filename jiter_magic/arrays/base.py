@@ -47,6 +47,7 @@ class ArrayAdapter(Protocol):
     """One library's arrays, as the call path needs them."""
 
     library: str  # 'torch', 'numpy' or 'cupy'
+    lifts: bool  # False: the kernels read these arrays (see `LiftingAdapter`)
     rules: str  # promotion rules: 'torch' or 'numpy'
     stream: Callable[[int], int]  # the raw handle of the library's current stream on a device (0 on the host)
     pointer: Callable[[Any], int]  # an array's data pointer (called for every output of every call)
@@ -92,3 +93,23 @@ class ArrayAdapter(Protocol):
         """A zero-argument function allocating one output, bound once a plan."""
 
     def asarray(self, x: Any) -> Any: ...
+
+
+class LiftingAdapter(Protocol):
+    """Arrays a call runs over instead of reading: a DTensor (its local shards), a Dask array
+    (its chunks), a tensor being traced (FakeTensor, FunctionalTensor: the function's torch
+    operator). A call with one of these among its inputs is handed to `lift` whole."""
+
+    library: str
+    lifts: bool  # True
+
+    def lift(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
+        """The call `function(*args, out=out, **kwargs)`, run by the arrays' own engine."""
+
+
+class Lifted(Exception):  # noqa: N818 - control flow, never seen by users
+    """Raised by `Dispatcher.describe` on meeting an input of a `LiftingAdapter`."""
+
+    def __init__(self, adapter: LiftingAdapter) -> None:
+        super().__init__(adapter.library)
+        self.adapter = adapter

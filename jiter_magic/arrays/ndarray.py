@@ -21,6 +21,7 @@ class NdarrayAdapter:
 
     library = ""
     rules = "numpy"
+    lifts = False
     array_type: Any = object
 
     def _pointer_and_device(self, x: Any) -> tuple[int, int]:

@@ -61,8 +61,9 @@ _CHECKED: dict[type, bool] = {}
 
 
 def _storage_backed(kind: type) -> bool:
-    """Whether a tensor type's data_ptr() holds its values: no own __torch_dispatch__ (DTensor,
-    FakeTensor and FunctionalTensor have one, and their pointer covers a shard or nothing)."""
+    """Whether a tensor type's data_ptr() holds its values: no own __torch_dispatch__ (subclasses
+    with one may hold a shard or nothing; DTensor, FakeTensor and FunctionalTensor never reach
+    this adapter, see arrays/__init__.py)."""
     found = _CHECKED.get(kind)
     if found is None:
         base = (torch.Tensor, torch._C.TensorBase, object)
@@ -129,6 +130,7 @@ def _no_cuda_stream(device: int) -> int:
 class TorchAdapter:
     library = "torch"
     rules = "torch"
+    lifts = False
 
     def __init__(self) -> None:
         # The raw current-stream accessor itself, not a wrapper: the hot path calls it every launch.
@@ -152,9 +154,9 @@ class TorchAdapter:
         kind = type(x)
         if kind not in _PLAIN and not _storage_backed(kind):
             raise UnsupportedArrayError(
-                f"{kind.__name__} is a tensor subclass with its own dispatch (like DTensor, FakeTensor or "
-                "FunctionalTensor): its data_ptr() does not cover the values a kernel would read; pass a plain "
-                "tensor (for a DTensor: x.full_tensor() or x.to_local())")
+                f"{kind.__name__} is a tensor subclass with its own dispatch: its data_ptr() does not cover the "
+                "values a kernel would read; pass a plain tensor (jiter_magic runs DTensor, FakeTensor and "
+                "FunctionalTensor inputs their own way, but no other such subclass)")
         if x.layout is not torch.strided or x.is_nested or x.is_quantized:
             what = "nested" if x.is_nested else "quantized" if x.is_quantized else str(x.layout).replace("torch.", "")
             raise UnsupportedArrayError(f"{what} tensors are not supported; jiter_magic reads dense (strided) "

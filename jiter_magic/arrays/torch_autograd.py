@@ -63,13 +63,16 @@ class _WithBackward(torch.autograd.Function):
             computed = ctx.backward(*args, *grads, **ctx.kwargs)
         if not isinstance(computed, tuple):
             computed = (computed,)
-        reduced = []
-        for position in ctx.positions:
-            given, grad = args[position], computed[position]
-            if grad.shape != given.shape:
-                grad = grad.sum_to_size(given.shape)  # the call broadcast this input
-            reduced.append(grad.to(given.dtype))
+        reduced = [input_gradient(args[position], computed[position]) for position in ctx.positions]
         return (None, None, None, None, None, *reduced, *([None] * ctx.count))
+
+
+def input_gradient(given: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """The jitted backward's gradient of one input, summed over the dimensions the call broadcast
+    that input along and cast to its dtype (as torch's own elementwise gradients are)."""
+    if grad.shape != given.shape:
+        grad = grad.sum_to_size(given.shape)
+    return grad.to(given.dtype)
 
 
 def with_gradient(name: str, needing: list, results: list, backward: Any, args: tuple, kwargs: dict) -> list:
