@@ -15,8 +15,7 @@ import ast
 import keyword
 import math
 import warnings
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -27,9 +26,10 @@ from IPython.utils.process import arg_split
 
 import jiter_magic
 from jiter_magic import BindError, CompileError, DTypeError, JitFunction, ParseError, ToolchainError, compile_notice
-from jiter_magic.benchmark import BenchmarkResult, benchmark
+from jiter_magic.benchmark import BenchmarkResult
 from jiter_magic.compilers.nvrtc import default_arch
 from jiter_magic.inspection import cuda_available
+from jiter_magic.magic_bench import run_bench_line
 from jiter_magic.magic_completion import jiterator_matcher
 from jiter_magic.magic_report import format_cache_stats, summary
 from jiter_magic.panel_html import human_size
@@ -231,19 +231,8 @@ class JiteratorMagics(Magics):
 
             %jiterator_bench -n 50 --against "lambda x, y: x + 2.0 * y" axpy(x, y, alpha=2.0)
         """
-        options = parse_bench_line(line)
         assert self.shell is not None, "a magic runs inside an IPython shell"
-        namespace = self.shell.user_ns
-        fn, label, args, kwargs = _bench_call(options.call, namespace)
-        reference = None
-        if options.against is not None:
-            reference = _evaluate(options.against, namespace, "--against")
-            if not callable(reference):
-                raise UsageError(f"--against {options.against}: expected a callable taking the same inputs, "
-                                 f"got {reference!r} (a {type(reference).__name__!r})")
-        result = benchmark(fn, *args, reference=reference, warmup=options.warmup, repeat=options.repeat, **kwargs)
-        if label != result.name:
-            result = replace(result, name=f"{label} ({result.name})")
+        result = run_bench_line(line, self.jiterator_bench.parser, self.shell.user_ns)
         print(result)
         return result
 
@@ -278,78 +267,6 @@ def parse_cell_line(line: str) -> CellOptions:
         kwargs[key] = value
     return CellOptions(args.name, kwargs, args.outputs, args.backend, _dtype_list(args.dtype), args.panel,
                        args.quiet)
-
-
-@dataclass(frozen=True)
-class BenchOptions:
-    """The `%jiterator_bench` line, parsed."""
-
-    repeat: int
-    warmup: int
-    against: str | None  # an expression, its quotes removed
-    call: str  # a Python call expression
-
-
-def parse_bench_line(line: str) -> BenchOptions:
-    """Parse `[-n REPEAT] [-w WARMUP] [--against EXPR] CALL`; CALL is the rest of the line, as written."""
-    try:
-        argv = arg_split(line)  # quotes kept inside words, so CALL's string literals survive
-    except ValueError as exc:  # an unbalanced quote
-        raise UsageError(f"%jiterator_bench {line.strip()!r}: {exc}") from None
-    args = JiteratorMagics.jiterator_bench.parser.parse_args(argv)
-    if args.repeat < 1:
-        raise UsageError(f"-n {args.repeat}: at least one timed run")
-    if args.warmup < 0:
-        raise UsageError(f"-w {args.warmup}: the number of warm-up calls cannot be negative")
-    call = " ".join(args.call).strip().rstrip(";").rstrip()  # a trailing ";" as after a statement
-    if not call:
-        raise UsageError("%jiterator_bench: give the call to time, after the options: %jiterator_bench axpy(x, y)")
-    against = args.against
-    if against is not None and len(against) >= 2 and against[0] == against[-1] and against[0] in "\"'":
-        against = against[1:-1]
-    return BenchOptions(args.repeat, args.warmup, against, call)
-
-
-def _evaluate(text: str | ast.expr, namespace: dict[str, Any], what: str) -> Any:
-    """An expression's value in the notebook's namespace (its errors are the user's, raised as they are)."""
-    if isinstance(text, str):
-        try:
-            tree = ast.parse(text.strip(), mode="eval")
-        except SyntaxError as exc:
-            raise UsageError(f"{what} {text!r}: not a Python expression ({exc.msg})") from None
-    else:
-        tree = ast.Expression(text)
-    return eval(compile(tree, f"<%jiterator_bench {what}>", "eval"), namespace)
-
-
-def _bench_call(text: str, namespace: dict[str, Any]) -> tuple[JitFunction, str, list, dict[str, Any]]:
-    """CALL's jitted function, its spelling, and its evaluated arguments (`*args` and `**kwargs` too)."""
-    try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError as exc:
-        raise UsageError(f"%jiterator_bench {text!r}: not a Python call expression ({exc.msg})") from None
-    call = tree.body
-    if not isinstance(call, ast.Call):
-        raise UsageError(f"%jiterator_bench {text!r}: expected a call such as axpy(x, y)")
-    label = ast.unparse(call.func)
-    fn = _evaluate(call.func, namespace, label)
-    if not isinstance(fn, JitFunction):
-        raise UsageError(f"%jiterator_bench: {label} is a {type(fn).__name__}, not a jitted function; "
-                         "time one made by %%jiterator or jiter_magic.create_jit_fn")
-    args: list = []
-    for node in call.args:
-        if isinstance(node, ast.Starred):
-            args.extend(_evaluate(node.value, namespace, label))
-        else:
-            args.append(_evaluate(node, namespace, label))
-    kwargs: dict[str, Any] = {}
-    for keyword_node in call.keywords:
-        value = _evaluate(keyword_node.value, namespace, label)
-        if keyword_node.arg is None:
-            kwargs.update(value)
-        else:
-            kwargs[keyword_node.arg] = value
-    return fn, label, args, kwargs
 
 
 # What stands for the magic line in the code string: its line 1, so that the cell's lines keep the

@@ -41,7 +41,8 @@ from jiter_magic.benchmark import (  # noqa: E402
     format_seconds,
     sweep,
 )
-from jiter_magic.magic import JiteratorMagics, parse_bench_line  # noqa: E402
+from jiter_magic.magic import JiteratorMagics  # noqa: E402
+from jiter_magic.magic_bench import parse_bench_line  # noqa: E402
 
 AXPY = "template <typename T> T bench_axpy(T x, T y, T alpha) { return x + alpha * y; }"
 SUMDIFF = "template <typename T> void bench_sumdiff(T x, T y, T& s, T& d) { s = x + y; d = x - y; }"
@@ -316,11 +317,12 @@ def test_errors_of_the_call_itself_are_the_users(shell):
 
 
 def test_the_bench_line_parser_keeps_the_call_as_written():
-    options = parse_bench_line('-n 7 -w 1 --against "lambda x, y: 2*x + y" f(d["a b"], -y, k=1)')
+    parser = JiteratorMagics.jiterator_bench.parser
+    options = parse_bench_line('-n 7 -w 1 --against "lambda x, y: 2*x + y" f(d["a b"], -y, k=1)', parser)
     assert (options.repeat, options.warmup) == (7, 1)
     assert options.against == "lambda x, y: 2*x + y"
     assert options.call == 'f(d["a b"], -y, k=1)'
-    assert parse_bench_line("f(x)") == type(options)(25, 3, None, "f(x)")
+    assert parse_bench_line("f(x)", parser) == type(options)(25, 3, None, "f(x)")
 
 
 def test_the_bench_magic_help_and_unload(shell):
