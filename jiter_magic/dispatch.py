@@ -172,10 +172,7 @@ class Dispatcher:
 
     def extras(self, kwargs: dict) -> tuple[list, tuple[str, ...]]:
         """The extra arguments of a call with keyword overrides, and their scalar kinds."""
-        for name in kwargs:
-            if name not in self.kwargs:
-                raise UnknownKwargError(f"{name} is not declared in function definition "
-                                        f"(declared: {list(self.kwargs)})")
+        check_kwarg_names(kwargs, self.kwargs)
         values = {**self.kwargs, **kwargs}
         extras = [scalar_value(values[name], name) for name in self.extra_names]
         return extras, tuple(scalar_kind(v) for v in extras)
@@ -270,6 +267,13 @@ class Dispatcher:
             () if normal_outs is None else output_overlap_pairs(normal_outs),
             tuple(reach_of(a) for a in inputs), () if normal_outs is None else tuple(reach_of(o) for o in normal_outs),
         )
+
+
+def check_kwarg_names(given: dict, declared: dict) -> None:
+    """Refuse a keyword that names no extra argument, as torch's jiterator does (a KeyError)."""
+    for name in given:
+        if name not in declared:
+            raise UnknownKwargError(f"{name} is not declared in function definition (declared: {list(declared)})")
 
 
 def reach_of(a: ArrayDesc) -> int:

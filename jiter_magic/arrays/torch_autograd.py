@@ -30,9 +30,14 @@ class _WithoutGradient(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
-        raise GradientError(f"{ctx.name} has no backward: give it one with {ctx.name}.def_backward(code_string) "
-                            "(a functor taking the inputs, the extras and one gradient an output, writing one "
-                            "gradient an input), or call it under torch.no_grad()")
+        raise no_backward(ctx.name)
+
+
+def no_backward(name: str) -> GradientError:
+    """What a backward through a function without `def_backward` raises (eager or compiled)."""
+    return GradientError(f"{name} has no backward: give it one with {name}.def_backward(code_string) (a functor "
+                         "taking the inputs, the extras and one gradient an output, writing one gradient an input), "
+                         "or call it under torch.no_grad()")
 
 
 class _WithBackward(torch.autograd.Function):

@@ -36,7 +36,8 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 from torch.distributed.tensor.placement_types import Placement
 
-from ..errors import BindError, DeviceError, InvalidArgumentError, ShapeError, UnknownKwargError, UnsupportedArrayError
+from ..dispatch import check_kwarg_names
+from ..errors import BindError, DeviceError, InvalidArgumentError, ShapeError, UnsupportedArrayError
 from ..layout import broadcast_shape, broadcast_strides, contiguous_strides, dimension_order
 
 Placements = tuple[Placement, ...]
@@ -111,14 +112,6 @@ def _mesh_of(args: tuple) -> tuple[DeviceMesh, list[DTensor]]:
     return mesh, inputs
 
 
-def _check_kwargs(function: Any, kwargs: dict) -> None:
-    """Unknown keyword extras, refused before any redistribution (as the eager call refuses them)."""
-    for name in kwargs:
-        if name not in function.kwargs:
-            raise UnknownKwargError(f"{name} is not declared in function definition "
-                                    f"(declared: {list(function.kwargs)})")
-
-
 def _outputs(out: Any, count: int, mesh: DeviceMesh, shape: tuple[int, ...], targets: Placements) -> list[DTensor]:
     """The `out=` DTensors, when they have the result's mesh, global shape and placements."""
     given = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -167,7 +160,7 @@ class DTensorAdapter:
     def lift(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
         """`function(*args, out=out, **kwargs)` on DTensors: DTensor results, or the given `out=`."""
         mesh, inputs = _mesh_of(args)
-        _check_kwargs(function, kwargs)
+        check_kwarg_names(kwargs, function.kwargs)  # before any redistribution, as the eager call refuses them
         shape = broadcast_shape([tuple(x.shape) for x in inputs])
         targets = output_placements(inputs, shape, mesh.ndim)
         given = None if out is None else _outputs(out, function.num_outputs, mesh, shape, targets)

@@ -27,7 +27,8 @@ import torch
 from torch._dynamo import assume_constant_result
 
 from .. import dtypes as dt
-from ..errors import BindError, DeviceError, DTypeError, GradientError, InvalidArgumentError, UnknownKwargError
+from ..dispatch import check_kwarg_names
+from ..errors import BindError, DeviceError, DTypeError, GradientError, InvalidArgumentError
 from ..layout import plan_layout
 from ..resolve import result_dtype
 from ..values import scalar_value
@@ -48,10 +49,7 @@ def operator_call(function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
     kinds = "".join("t" if isinstance(a, torch.Tensor) else "s" for a in args)
     if "t" not in kinds:
         raise BindError(f"{function.name} needs at least one array input; got only Python scalars")
-    for name in kwargs:
-        if name not in function.kwargs:
-            raise UnknownKwargError(f"{name} is not declared in function definition "
-                                    f"(declared: {list(function.kwargs)})")
+    check_kwarg_names(kwargs, function.kwargs)
     for name, value in kwargs.items():
         if isinstance(value, torch.Tensor):
             raise InvalidArgumentError(f"extra argument {name!r} is a tensor; under torch.compile extras must be "
@@ -218,7 +216,7 @@ def _described(x: torch.Tensor) -> ArrayDesc:
 def _autograd(function: Any, kinds: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The operator's backward and setup_context: the jitted gradient (`fn.def_backward`) called
     through its own operator, or a backward that raises, as eager calls do."""
-    from .torch_autograd import input_gradient
+    from .torch_autograd import input_gradient, no_backward
 
     extras = function.binding.extra_names
     tensors = [i for i, kind in enumerate(kinds) if kind == "t"]
@@ -233,9 +231,7 @@ def _autograd(function: Any, kinds: str) -> tuple[Callable[..., Any], Callable[.
     def backward(ctx: Any, *grads: Any) -> tuple:
         gradient = function.backward
         if gradient is None:
-            raise GradientError(f"{function.name} has no backward: give it one with {function.name}.def_backward("
-                                "code_string) (a functor taking the inputs, the extras and one gradient an output, "
-                                "writing one gradient an input), or call it under torch.no_grad()")
+            raise no_backward(function.name)
         args = list(ctx.numbers)
         for position, tensor in zip(tensors, ctx.saved_tensors):
             args[position] = tensor
