@@ -18,12 +18,20 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jiter_magic  # noqa: E402
 
 
-def per_call_us(fn, n: int = 20000) -> float:
-    for _ in range(1000):
+def _fast_call_module():
+    try:
+        from jiter_magic.backends import fast_call
+    except ImportError:
+        return None
+    return fast_call
+
+
+def per_call_us(fn, n: int = 20000, warm: int = 1000, repeats: int = 3) -> float:
+    for _ in range(warm):
         fn()
     torch.cuda.synchronize()
     best = float("inf")
-    for _ in range(3):
+    for _ in range(repeats):
         start = time.perf_counter()
         for _ in range(n):
             fn()
@@ -56,6 +64,11 @@ def main() -> None:
     a, b = torch.rand(1024, device="cuda"), torch.rand(1024, device="cuda")
     out = torch.empty_like(a)
     f(a, b)
+    fast_call = _fast_call_module()
+    if fast_call is not None:
+        fast_call.wait(60)  # the C call path (built in the background since 2026-12-01)
+        f(a, b)
+        f(a, b)  # the second hot call gives the plan its C hot path
     where, plans = cached_plans(f)
     plan = next((p for p in plans if getattr(p, "launcher", None) is not None), None)
     if plan is None:
@@ -77,6 +90,8 @@ def main() -> None:
     print(f"# jiter_magic {getattr(jiter_magic, '__version__', '?')} from {os.path.dirname(jiter_magic.__file__)}; "
           f"plans in {where}; launcher {'(values, geometry, grid, stream)' if grid is not None else '(values, geometry, stream)'}",
           flush=True)
+    # CuPy's launchKernel (the Python path's launch), from the launcher or, before 2026-12-01, its attribute
+    cupy_launch = launcher.through_cupy() if hasattr(launcher, "through_cupy") else launcher.launch
     rows = {
         "jiter_magic call": lambda: f(a, b),
         "jiter_magic call out=": lambda: f(a, b, out=out),
@@ -87,8 +102,8 @@ def main() -> None:
         "raw stream": lambda: torch._C._cuda_getCurrentRawStream(0),
         "pack + launch": pack_and_launch,
         "pack only": lambda: launcher.pack_into(launcher.buffer, 0, *values, *geometry),
-        "launchKernel only": lambda: launcher.launch(launcher.function, 1, 1, 1, 128, 1, 1, 0, stream,
-                                                     launcher.params_address, 0),
+        "launchKernel only (CuPy)": lambda: cupy_launch(launcher.function, 1, 1, 1, 128, 1, 1, 0, stream,
+                                                            launcher.params_address, 0),
     }
     try:  # the restructured tree's hot-path key of a call (absent before it)
         from jiter_magic.arrays import BY_TYPE
@@ -107,9 +122,37 @@ def main() -> None:
     raw.restype = ctypes.c_int
     rows["cuLaunchKernel via ctypes"] = lambda: raw(launcher.function, 1, 1, 1, 128, 1, 1, 0, stream,
                                                     launcher.params_address, None)
-    for name, fn in rows.items():
-        print(f"{name:28s} {per_call_us(fn):7.2f} us", flush=True)
+    hot = getattr(plan, "hot", None)
+    if hot is not None:
+        pointers = [a.data_ptr(), b.data_ptr()]
+        rows["C hot plan only"] = lambda: hot(pointers)
+        native = launcher.native()
+        packed = launcher.pack(*values, *geometry)
+        rows["C launch only"] = lambda: native.launch(packed, grid, stream)
 
+        def python_path() -> None:  # the same call with the plan's C hot path set aside
+            plan.hot = None
+            try:
+                f(a, b)
+            finally:
+                plan.hot = hot
+        rows["jiter_magic call, Python path"] = python_path
+        torch_key = fast_call.torch_key()
+        if torch_key is not None:
+            rows["C key of 2 tensors"] = lambda: torch_key((a, b))
+    rows["torch.empty_like"] = lambda: torch.empty_like(a)
+    rows["Tensor.new_empty_strided"] = lambda: a.new_empty_strided((1024,), (1,))
+    print(f"# C call path: {fast_call.status() if fast_call is not None else 'absent'}; torch module: "
+          f"{fast_call.torch_status() if fast_call is not None else 'absent'}", flush=True)
+    # Interleaved rounds, the best of each row kept: the host's speed drifts during a run.
+    for fn in rows.values():
+        per_call_us(fn, 2000)
+    best = {name: float("inf") for name in rows}
+    for _ in range(5):
+        for name, fn in rows.items():
+            best[name] = min(best[name], per_call_us(fn, 4000, warm=200, repeats=1))
+    for name, value in best.items():
+        print(f"{name:30s} {value:7.2f} us", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: GPU tests, then the benchmark. Results land in $OUT (or ./gpu-out).
 # Usage on the GPU machine: bash bench/run_gpu.sh [tests|bench|notebooks|two-gpus|all]
+# `tests` runs the GPU tests on the C call path, then test_gpu.py again on the Python one.
 # `notebooks` runs every notebook through nbval, strict and --nbval-lax; the GPU machine has no
 # IPython or nbval, so it installs them from wheels carried in .whl/ (pip download, see README).
 # `two-gpus` (on nvidia-h200-x2) runs the DTensor tests over two GPUs with NCCL, and executes
@@ -24,9 +25,14 @@ status=0
 if [ "$what" = tests ] || [ "$what" = all ]; then
   carried "dask, distributed" "dask[array]" distributed  # tests/test_dask.py's CuPy chunks
   JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py \
-    tests/test_torch_compile.py tests/test_dask.py tests/test_dtensor.py \
+    tests/test_gpu_fast_call.py tests/test_torch_compile.py tests/test_dask.py tests/test_dtensor.py \
     --junitxml="$OUT/gpu-junit.xml" 2>&1 | tee "$OUT/gpu-tests.log" | tail -n 60
   status=${PIPESTATUS[0]}
+  # The same parity tests on the Python call path (the C one turned off), which runs wherever the C
+  # call path cannot be built.
+  JITER_MAGIC_FAST_CALL=0 JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest -m gpu -q -p no:cacheprovider \
+    tests/test_gpu.py --junitxml="$OUT/gpu-junit-python-path.xml" 2>&1 | tee "$OUT/gpu-tests-python-path.log" | tail -n 5
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if [ "$what" = notebooks ] || [ "$what" = all ]; then
   carried "nbval, ipykernel, ipywidgets, matplotlib, dask, distributed" nbval ipykernel ipywidgets matplotlib \

@@ -40,6 +40,10 @@ def main() -> None:
     same = torch.allclose(torch.nn.functional.gelu(x), torch.nn.functional.relu(x))
     print("gelu overridden by a jitted relu:", same)
     my_lib._destroy()
+    from jiter_magic.backends import fast_call
+
+    fast_call.wait(120)  # built once a machine (about 25 s the first time), then loaded from the cache
+    print(f"C call path: {fast_call.status()}; its torch module: {fast_call.torch_status()}")
     print("cache:", json.dumps(jiter_magic.cache_stats(), indent=1))
 
 

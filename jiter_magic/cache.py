@@ -239,11 +239,12 @@ class NullDiskCache:
 _DISKS: dict[str, DiskCache] = {}
 
 
-def disk_cache() -> DiskCache | NullDiskCache:
-    """The disk layer for the current environment (one object per root, so 'unusable' sticks)."""
+def disk_cache(root: str | None = None) -> DiskCache | NullDiskCache:
+    """The disk layer for the current environment, or at another `root` (one object per root, so
+    'unusable' sticks)."""
     if not disk_cache_enabled():
         return NullDiskCache()
-    root = cache_root()
+    root = os.path.abspath(os.path.expanduser(root)) if root else cache_root()
     cache = _DISKS.get(root)
     if cache is None:
         cache = _DISKS.setdefault(root, DiskCache(root))

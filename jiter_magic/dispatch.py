@@ -15,8 +15,10 @@ from typing import Any, cast
 
 from .arrays import BY_TYPE, adapter_for, coerce
 from .arrays.base import ArrayAdapter, ArrayDesc, Described, FastKey, Lifted, LiftingAdapter
+from .backends import fast_call
 from .errors import BindError, DeviceError, DTypeError, InvalidArgumentError, UnknownKwargError
 from .kernels import path_of
+from .kernels.args import args_layout
 from .kernels.base import Grid
 from .loader import KernelLoader, Launcher
 from .memcache import MemoryCache
@@ -36,9 +38,10 @@ PLAN_LIMIT = 4096  # plans kept a function (each key of a call: dtypes, shapes, 
 BACKENDS = ("auto", "cuda", "cpu")
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class CallPlan:
-    """Everything a call with a known key needs besides its pointers and scalar values."""
+    """Everything a call with a known key needs besides its pointers and scalar values; `hot` is
+    its hot path run from C (`heat`), once the C call path is loaded."""
 
     spec: KernelSpec
     numel: int
@@ -54,6 +57,29 @@ class CallPlan:
     output_pairs: tuple = ()  # out= plans with several outputs: pairs of outputs to check
     reach: tuple[int, ...] = ()  # bytes each array input reads from its pointer on (see `reach_of`)
     out_reach: tuple[int, ...] = ()  # the same for out= arrays
+    room: Callable[[Any, tuple], None] | None = None  # the adapter's storage check, where storages shrink
+    hot: Callable[[list], Any] | None = None  # input pointers -> the call's result(s), from C
+    heatable: bool = True  # whether `heat` is still to be tried
+
+    def heat(self, inputs: int, extras: list, returns_one: bool) -> None:
+        """Give the plan its hot path in C (backends/fast_call.py) where the kernel has a C launcher:
+        the Args struct is packed here once with the default extras, leaving only the pointers
+        (the struct's first fields, 8 bytes each) to write on each call."""
+        self.heatable = False
+        native = getattr(self.launcher, "native", None)
+        kernel = native() if native is not None else None
+        if kernel is None or fast_call.module is None:
+            return
+        backend = "cpu" if self.device < 0 else "cuda"
+        pointers = len(self.allocators) + inputs
+        fields = args_layout(self.spec, backend).fields
+        if any(f.offset != 8 * k or f.format != "Q" for k, f in enumerate(fields[:pointers])):
+            return
+        tail = [self.numel, *extras] if self.flatten is None else list(self.flatten(self.numel, extras, ()))
+        packed = args_layout(self.spec, backend).packer.pack(*([0] * pointers), *tail, *self.geometry)
+        self.hot = fast_call.module.HotPlan(kernel, self.launcher, packed, self.grid, inputs, self.allocators,
+                                           self.pointer, None if self.device < 0 else self.stream, self.device,
+                                           returns_one)
 
     def launch(self, pointers: list, input_pointers: list, extras: list, items: list | tuple) -> None:
         """Pack pointers, element count, extras and scalar inputs; launch on the current stream."""
@@ -93,6 +119,11 @@ class Dispatcher:
         self._checked_device: int | None = None
         self._fast_keys: dict[type, Callable[[tuple], FastKey | None]] = {}
         self.owner: Callable[[], Any] = lambda: None  # the JitFunction, weakly (a lifted call needs it)
+        fast_call.when_loaded(self)
+
+    def fast_call_loaded(self) -> None:
+        """The C call path just loaded: bind the hot path's key functions again (torch's is read in C)."""
+        self._fast_keys.clear()
 
     def _fast_key_function(self, kind: type) -> Callable[[tuple], FastKey | None] | None:
         """The fast key of calls whose first input is a `kind` (bound once a type), or None."""
@@ -122,10 +153,16 @@ class Dispatcher:
                 if fast is not None:
                     plan = self.plans.get(fast[0])
                     if plan is not None:
+                        if plan.hot is not None:
+                            return plan.hot(fast[1])
+                        if plan.room is not None:  # the C key checks this itself; here it is read in Python
+                            plan.room(args, plan.reach)
                         results = [allocate() for allocate in plan.allocators]
                         if plan.launcher is not None:
                             pointer = plan.pointer
                             plan.launch([pointer(r) for r in results], fast[1], self.default_extras, ())
+                            if plan.heatable and fast_call.module is not None and fast_call.settled():
+                                plan.heat(self.num_inputs, self.default_extras, self.returns_one)
                         return results[0] if self.returns_one else tuple(results)
         return self._call(args, out, kwargs, fast)
 
@@ -266,6 +303,7 @@ class Dispatcher:
             flattener(spec, adapter.rules == "torch"), adapter.stream, adapter.pointer, device, pairs,
             () if normal_outs is None else output_overlap_pairs(normal_outs),
             tuple(reach_of(a) for a in inputs), () if normal_outs is None else tuple(reach_of(o) for o in normal_outs),
+            adapter.check_room if adapter.shrinkable else None,
         )
 
 

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from . import compile_notice
+from .backends import fast_call
 from .bind import Binding
 from .build import Specialization, build, discard
 from .errors import LaunchError
@@ -73,6 +74,7 @@ class KernelLoader:
             specialization = self._build(spec, device)
             launcher = self._loaded(specialization, device)
         launcher.specialization = specialization
+        fast_call.start()  # the C call path, built or loaded in the background once a process
         with _SHARED_LOCK:
             _SHARED[shared_key] = launcher
         _POOL.put(shared_key, launcher, spec)
@@ -106,7 +108,7 @@ class KernelLoader:
         if device >= 0:
             from .backends import cuda
 
-            return cuda.CudaLauncher(specialization.binary, specialization.spec, device)
+            return cuda.CudaLauncher(specialization.binary, specialization.spec, device, self.binding.functor.name)
         from .backends import cpu
 
         return cpu.CpuLauncher(specialization.binary, specialization.spec, specialization.cache_key,

@@ -22,6 +22,8 @@ def rss_kib():
 
 code = "template <typename T> T lifetime(T x) { return x + T(1); }"
 jiter_magic.create_jit_fn(code)(np.ones(3))
+from jiter_magic.backends import fast_call
+fast_call.wait(600)  # the C call path's module is loaded once a process, not once a kernel
 gc.collect()
 start = {"maps": maps(), "rss": rss_kib()}
 for _ in range(20000):  # a create_jit_fn in a loop, or a notebook cell run again and again

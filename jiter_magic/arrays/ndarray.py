@@ -22,6 +22,7 @@ class NdarrayAdapter:
     library = ""
     rules = "numpy"
     lifts = False
+    shrinkable = False  # NumPy and CuPy never shrink memory a view uses
     array_type: Any = object
 
     def _pointer_and_device(self, x: Any) -> tuple[int, int]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from ..backends import fast_call
 from ..errors import DeviceError, DTypeError, GradientError, InvalidArgumentError, UnsupportedArrayError
 from .base import ArrayDesc, Described, FastKey, new_tuple
 
@@ -131,20 +132,33 @@ class TorchAdapter:
     library = "torch"
     rules = "torch"
     lifts = False
+    shrinkable = True  # untyped_storage().resize_() under a view (FSDP frees parameters so)
 
     def __init__(self) -> None:
         # The raw current-stream accessor itself, not a wrapper: the hot path calls it every launch.
         self.stream: Callable[[int], int] = _raw_stream or _no_cuda_stream
         self.pointer: Callable[[torch.Tensor], int] = torch.Tensor.data_ptr
+        self.fast_call_loaded()
+        fast_call.when_loaded(self)
+
+    def fast_call_loaded(self) -> None:
+        """Read output pointers through ATen once the torch module of the C call path is loaded."""
+        if fast_call.torch_module is not None:
+            self.pointer = fast_call.torch_module.data_ptr
 
     def fast_key(self, args: tuple) -> FastKey | None:
         return self.fast_key_for(len(args))(args)
 
     def fast_key_for(self, count: int) -> Callable[[tuple], FastKey | None]:
-        return _fast_key_of(count)
+        """The key read from C where the C call path is loaded (bytes: see `torch_key` in
+        backends/fast_call.cpp; it keys only what a plan may be reused for), else in Python."""
+        return fast_call.torch_key() or _fast_key_of(count)
 
-    def reusable(self, key: tuple) -> bool:
-        """Lazy conj/neg views, inputs requiring grad and subclasses never reuse a plan."""
+    def reusable(self, key: tuple | bytes) -> bool:
+        """Lazy conj/neg views, inputs requiring grad and subclasses never reuse a plan (the C key
+        is None for them)."""
+        if type(key) is bytes:
+            return True
         return not (any(key[5::_PART]) or any(key[6::_PART]) or any(key[8::_PART])) and \
             all(kind in _PLAIN for kind in key[7::_PART])
 
@@ -223,11 +237,18 @@ class TorchAdapter:
         """Large CPU outputs are advised onto transparent huge pages, as NumPy does for its arrays:
         torch's allocator hands back fresh pages, and faulting 4 KiB pages in is otherwise slower
         than the kernel that fills them (17 ms against 5 ms for 64 MiB on the development machine)."""
-        allocate = partial(torch.empty_strided, shape, strides, dtype=_DTYPES[dtype], device=like.device)
+        native = fast_call.torch_module
         nbytes = _DTYPES[dtype].itemsize
         for size in shape:
             nbytes *= size
-        if like.device.type != "cpu" or nbytes < HUGE_PAGE_THRESHOLD or _madvise is None:
+        huge = like.device.type == "cpu" and nbytes >= HUGE_PAGE_THRESHOLD and _madvise is not None
+        if native is not None and not huge:  # at::empty_strided from C++, no argument parsing
+            return native.Allocator(tuple(shape), tuple(strides), _DTYPES[dtype], like.device)
+        # A method of an empty tensor of the output's dtype and device (it holds no memory) takes no
+        # keyword arguments to parse, unlike torch.empty_strided(..., dtype=, device=).
+        template = torch.empty(0, dtype=_DTYPES[dtype], device=like.device)
+        allocate = partial(template.new_empty_strided, shape, strides)
+        if not huge:
             return allocate
         return _on_huge_pages(allocate, nbytes)
 

@@ -8,13 +8,14 @@ import functools
 import os
 import tempfile
 import weakref
+from typing import Any
 
 from ..codegen.kernel import KERNEL_NAME
 from ..compilers.cxx import CxxCompiler
 from ..errors import LaunchError
 from ..kernels.args import args_layout
 from ..spec import KernelSpec
-from . import fault_guard, heap, load_check
+from . import fast_call, fault_guard, heap, load_check
 
 _dlclose = getattr(_ctypes, "dlclose", None)  # POSIX only; elsewhere libraries stay loaded
 
@@ -57,13 +58,27 @@ class CpuLauncher:
         self.function.argtypes = (ctypes.c_char_p,)
         self.function.restype = ctypes.c_int
         self.pack = args_layout(spec, "cpu").packer.pack
+        self._native: Any = None
         # Unload the library once nothing holds this kernel any more (see loader.py), from a weakref
         # finalizer rather than __del__: Python runs __del__ before it clears the object's weak
         # references, so while __del__ closed the library (the GIL released), another thread could
         # still find the kernel in the loader's weak registry and run unmapped code.
         weakref.finalize(self, _unload, self.library._handle).atexit = False
 
+    def native(self) -> Any:
+        """The C launcher of this kernel (fast_call.py; it runs it with the GIL released, as ctypes
+        does), or None while that path is not loaded."""
+        if self._native is None:
+            address = ctypes.cast(self.function, ctypes.c_void_p).value or 0
+            self._native = fast_call.kernel(address, True, (1, 1, 1), 0,
+                                            functools.partial(fault_guard.raise_fault, name=self.name), self.name)
+        return self._native
+
     def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
+        native = self._native or self.native()
+        if native is not None:
+            native.launch(self.pack(*values, *geometry), grid, stream)
+            return
         status = self.function(self.pack(*values, *geometry))
         if status:
             fault_guard.raise_fault(status, self.name)

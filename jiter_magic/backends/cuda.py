@@ -1,4 +1,4 @@
-"""Load cubins with CuPy and launch them with cuLaunchKernel on the caller's stream.
+"""Load cubins through the CUDA driver and launch them with cuLaunchKernel on the caller's stream.
 
 The launch passes one by-value `Args` struct (packed by the caller) and returns at once:
 no synchronization, no allocation, nothing that would break CUDA graph capture.
@@ -10,6 +10,7 @@ import functools
 import threading
 import weakref
 from types import ModuleType
+from typing import Any
 
 from ..codegen.kernel import KERNEL_NAME
 from ..compilers.nvrtc import NvrtcCompiler
@@ -17,7 +18,7 @@ from ..errors import DeviceError, LaunchError
 from ..kernels import path_of
 from ..kernels.args import args_layout
 from ..spec import KernelSpec
-from . import heap
+from . import cuda_driver, fast_call, heap
 
 
 def _cupy() -> ModuleType:
@@ -32,8 +33,8 @@ def _cupy() -> ModuleType:
 
 @functools.cache
 def device_arch(device: int) -> str:
-    cupy = _cupy()
-    return "sm_" + cupy.cuda.Device(device).compute_capability
+    major, minor = cuda_driver.compute_capability(device)
+    return f"sm_{major}{minor}"
 
 
 def current_device() -> int:
@@ -44,40 +45,61 @@ def compiler(device: int) -> NvrtcCompiler:
     return NvrtcCompiler(device_arch(device))
 
 
+def _unload(module: int, context: int) -> None:
+    cuda_driver.unload(module, context)
+    heap.kernel_unloaded()
+
+
 class CudaLauncher:
-    """One loaded specialization on one device; packs the Args struct into a buffer it owns."""
+    """One loaded specialization on one device, loaded through the driver (cuda_driver.py). Launches
+    from C (fast_call.py) once that path is loaded, else packs the Args struct into a buffer it owns
+    and launches through CuPy."""
 
-    def __init__(self, binary: bytes, spec: KernelSpec, device: int):
-        cupy = _cupy()
-        from cupy.cuda import driver, function
-
-        with cupy.cuda.Device(device):
-            self.module = function.Module()
-            try:
-                self.module.load(binary)
-                self.function = self.module.get_function(KERNEL_NAME).ptr
-            except Exception as exc:  # noqa: BLE001 - the driver's own error, re-raised with context
-                raise LaunchError(f"could not load the compiled kernel on CUDA device {device}: {exc}") from exc
+    def __init__(self, binary: bytes, spec: KernelSpec, device: int, name: str = "kernel"):
+        try:
+            module, self.function, self.context = cuda_driver.load(binary, device, KERNEL_NAME.encode())
+        except LaunchError as exc:
+            raise LaunchError(f"could not load the compiled kernel on CUDA device {device}: {exc}") from exc
+        self.device = device
         self.block = path_of(spec, "cuda").block
         packer = args_layout(spec, "cuda").packer
         self.pack_into = packer.pack_into
+        self.pack = packer.pack
+        self.name = name
+        self._native: Any = None
         self.buffer = ctypes.create_string_buffer(packer.size)
         self.params = (ctypes.c_void_p * 1)(ctypes.addressof(self.buffer))
         self.params_address = ctypes.addressof(self.params)
-        self.launch = driver.launchKernel
         self.lock = threading.Lock()
-        # With several GPUs the kernel's context must be current at launch; one GPU never switches.
-        self.switch = cupy.cuda.Device(device) if cupy.cuda.runtime.getDeviceCount() > 1 else None
-        # The module unloads with this launcher (CuPy's Module unloads when collected), which Python
-        # does after clearing its weak references, so no thread can find it in the loader's weak
-        # registry meanwhile (a __del__ would run before that); the finalizer counts it for a trim.
-        weakref.finalize(self, heap.kernel_unloaded).atexit = False
+        self._through_cupy: Any = None  # CuPy's launchKernel, once the Python path launches
+        # The module unloads once nothing holds this launcher, from a finalizer: Python runs it after
+        # clearing the launcher's weak references, so no thread can find it in the loader's weak
+        # registry meanwhile (a __del__ would run before that); it also counts the unload for a trim.
+        weakref.finalize(self, _unload, module, self.context).atexit = False
+
+    def native(self) -> Any:
+        """The C launcher of this kernel (fast_call.py), or None while that path is not loaded."""
+        if self._native is None:
+            self._native = fast_call.kernel(self.function, False, self.block, self.context, None, self.name)
+        return self._native
+
+    def through_cupy(self) -> Any:
+        """CuPy's launchKernel, for the Python path (imported the first time it launches)."""
+        if self._through_cupy is None:
+            _cupy()
+            from cupy.cuda import driver
+
+            self._through_cupy = driver.launchKernel
+        return self._through_cupy
 
     def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
-        with self.lock:  # the driver copies the parameters during the launch call
+        native = self._native or self.native()
+        if native is not None:
+            native.launch(self.pack(*values, *geometry), grid, stream)
+            return
+        launch = self.through_cupy()
+        # The driver copies the parameters during the launch call; the kernel's context is made
+        # current for it, as the C launch does, where the thread has another or none.
+        with self.lock, cuda_driver.InContext(self.context):
             self.pack_into(self.buffer, 0, *values, *geometry)
-            if self.switch is None:
-                self.launch(self.function, *grid, *self.block, 0, stream, self.params_address, 0)
-            else:
-                with self.switch:
-                    self.launch(self.function, *grid, *self.block, 0, stream, self.params_address, 0)
+            launch(self.function, *grid, *self.block, 0, stream, self.params_address, 0)

@@ -7,6 +7,7 @@ user code may include <cuda_fp16.h> and friends.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 
@@ -44,8 +45,26 @@ def cuda_include_dir() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def nvrtc_version() -> str:
-    major, minor = _nvrtc().getVersion()
+    """NVRTC's version, part of every CUDA cache key and so asked on every first call: from the
+    library CuPy compiles with, found as CuPy 14 finds it (cuda.pathfinder) and asked through
+    ctypes, because CuPy's own binding imports all of CuPy to load it (about 0.1 s); CuPy's answer
+    where that does not work."""
+    found = _version_through_pathfinder()
+    major, minor = found if found is not None else _nvrtc().getVersion()
     return f"{major}.{minor}"
+
+
+def _version_through_pathfinder() -> tuple[int, int] | None:
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        library = ctypes.CDLL(load_nvidia_dynamic_lib("nvrtc").abs_path)
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        if library.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) != 0:
+            return None
+    except Exception:  # noqa: BLE001 - no pathfinder or no library there: CuPy finds it its own way
+        return None
+    return major.value, minor.value
 
 
 def complete_elf(binary: bytes) -> bytes:

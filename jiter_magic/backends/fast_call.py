@@ -1,0 +1,313 @@
+"""The C-level call path: two small extension modules, built once a machine in the background.
+
+The hot path of a planned call in Python costs several microseconds: each torch getter of the key
+(0.1-0.3 us, seven a tensor), the output's allocation (argument parsing), packing the `Args`
+struct and CuPy's launch wrapper. Two modules take that over:
+
+- `fast_call.cpp` (needs only Python's headers): `Kernel` launches a loaded kernel (CUDA through
+  the driver's cuLaunchKernel in the kernel's own context; host kernels with the GIL released) and
+  `HotPlan` runs a whole planned call of the hot path: outputs, pointers, stream, launch.
+- `torch_fast_call.cpp` (built against the installed torch's headers, ~25 s, only once torch is
+  in use): the torch key read from ATen, which also refuses a view that reaches past its storage
+  on every call, an `Allocator` calling at::empty_strided, and `data_ptr`.
+
+Nothing here is required. The host C++ compiler builds each module the first time a kernel is
+loaded, in a builder process watched by a daemon thread, so no call waits for it and the build
+outlives a process that ends first; the binaries go to the disk cache under
+`root/ext/` (key-bound, private folders, no symlinks; not counted as kernels) and later processes
+load them in milliseconds. Until then, or where a module cannot be built (no compiler, no headers)
+or `JITER_MAGIC_FAST_CALL=0`, the Python path runs: the same results and the same errors.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import importlib.machinery
+import importlib.util
+import os
+import platform
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import weakref
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from ..errors import LaunchError
+
+VARIABLE = "JITER_MAGIC_FAST_CALL"
+DIR_VARIABLE = "JITER_MAGIC_FAST_CALL_DIR"  # a cache directory for the modules (default: the kernels' one)
+NAMESPACE = "ext"  # the disk cache's folder for them: no kernels, so not counted by cache_stats()
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+module: ModuleType | None = None  # jm_fast_call once loaded: read on every hot call
+torch_module: ModuleType | None = None  # jm_torch_call once loaded
+_states = {"jm_fast_call": "not started", "jm_torch_call": "not started"}
+_lock = threading.Lock()
+_thread: threading.Thread | None = None
+_waiting: weakref.WeakSet[Any] = weakref.WeakSet()  # objects whose `fast_call_loaded()` to call after a load
+_compiling: set[subprocess.Popen] = set()  # the compiler of a background build, while it runs
+
+
+@atexit.register
+def _stop_builds() -> None:
+    """A process that ends during a build stops its compiler rather than leave it running alone,
+    and lets the build thread unwind (its lock file and temporary folder removed)."""
+    killed = list(_compiling)
+    for process in killed:
+        process.kill()
+    thread = _thread
+    if killed and thread is not None and thread.is_alive():
+        thread.join(5)
+
+
+def enabled() -> bool:
+    return os.environ.get(VARIABLE, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def status() -> str:
+    """'loaded', 'building', 'not started', 'off' or 'unavailable: <why>', of the core module."""
+    return _states["jm_fast_call"]
+
+
+def torch_status() -> str:
+    """The same of the torch module."""
+    return _states["jm_torch_call"]
+
+
+def settled() -> bool:
+    """Whether no build is running: plans made from now on use whatever is loaded for good."""
+    return _thread is not None and not _thread.is_alive()
+
+
+def start() -> None:
+    """Load the modules from the disk cache now (milliseconds), or build them in a daemon thread:
+    once a process, and not at all when turned off."""
+    global _thread
+    if _thread is not None:
+        return
+    with _lock:
+        if _thread is not None:
+            return
+        if not enabled():
+            _states.update({name: "off" for name in _states})
+            _thread = threading.Thread(target=lambda: None)  # marks the decision; never started
+            return
+        if _load_all(compile=False):  # all there was to load came from the disk cache
+            _thread = threading.Thread(target=lambda: None)
+            return
+        _thread = threading.Thread(target=_load_all, kwargs={"compile": True}, name="jiter_magic fast call build",
+                                   daemon=True)
+        _thread.start()
+
+
+def wait(timeout: float | None = None) -> ModuleType | None:
+    """Start the builds if needed and wait for them: the core module, or None where it is not to be had."""
+    start()
+    thread = _thread
+    if thread is not None and thread.ident is not None:
+        thread.join(timeout)
+    return module
+
+
+def when_loaded(owner: Any) -> None:
+    """Call `owner.fast_call_loaded()` after each module loads while a build runs (held weakly)."""
+    if not settled():
+        _waiting.add(owner)
+
+
+def _load_all(compile: bool) -> bool:
+    """Load what is not loaded yet (the torch module only once torch is imported); False when
+    something is missing from the disk cache and `compile` is False."""
+    global module, torch_module
+    if module is None and _states["jm_fast_call"] in ("not started", "building"):
+        module = _load("jm_fast_call", _build_core, compile)
+        if module is None:
+            return _states["jm_fast_call"] != "building"
+        module.configure(LaunchError, *_driver_entry_points())
+        _announce()
+    if module is not None and torch_module is None and "torch" in sys.modules \
+            and _states["jm_torch_call"] in ("not started", "building"):
+        torch_module = _load("jm_torch_call", _build_torch, compile)
+        if torch_module is None:
+            return _states["jm_torch_call"] != "building"
+        import torch
+
+        torch_module.configure(torch.Tensor, torch.nn.Parameter)
+        _announce()
+    return True
+
+
+def _announce() -> None:
+    for owner in list(_waiting):
+        owner.fast_call_loaded()
+
+
+def _load(name: str, build: Callable[[bool], bytes | None], compile: bool) -> ModuleType | None:
+    """The module, or None: not in the disk cache (state 'building') or not to be had ('unavailable')."""
+    _states[name] = "building"
+    try:
+        binary = build(compile)
+        if binary is None:
+            return None
+        loaded = _import(name, binary)
+    except Exception as exc:  # noqa: BLE001 - any failure leaves the Python path, which always works
+        _states[name] = f"unavailable: {exc}"
+        return None
+    _states[name] = "loaded"
+    return loaded
+
+
+def _python_headers() -> str:
+    include = sysconfig.get_paths().get("include") or ""
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        raise LaunchError(f"Python's headers are not installed (no Python.h in {include!r}; "
+                          "Debian/Ubuntu: apt-get install python3-dev)")
+    return include
+
+
+def _build_core(compile: bool) -> bytes | None:
+    include = _python_headers()
+    return _binary("jm_fast_call", "fast_call.cpp", include,
+                   lambda: ("-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", f"-I{include}"), compile)
+
+
+def _build_torch(compile: bool) -> bytes | None:
+    import torch
+
+    root = os.path.dirname(os.path.abspath(torch.__file__))
+    library = os.path.join(root, "lib")
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    include = _python_headers()
+
+    def options() -> tuple[str, ...]:
+        headers = os.path.join(root, "include")
+        return ("-O2", _cxx_standard(), "-shared", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+                f"-I{headers}", f"-I{os.path.join(headers, 'torch', 'csrc', 'api', 'include')}", f"-I{include}",
+                "-Wl,--no-as-needed", f"-L{library}", f"-Wl,-rpath,{library}",
+                "-lc10", "-ltorch_cpu", "-ltorch_python")
+
+    identity = f"{include}|torch {torch.__version__} {torch.version.git_version} abi {abi} at {root}"
+    return _binary("jm_torch_call", "torch_fast_call.cpp", identity, options, compile)
+
+
+def _cxx_standard() -> str:
+    """C++20 where the compiler has it (torch's own extensions build with it), else C++17."""
+    from ..compilers.cxx import _accepts, find_cxx
+
+    return "-std=c++20" if _accepts(find_cxx(os.environ.get("CXX") or None), "-std=c++20") else "-std=c++17"
+
+
+def _binary(name: str, source_file: str, identity: str, options: Callable[[], tuple[str, ...]],
+            compile: bool) -> bytes | None:
+    """A module's shared library: from the disk cache, else (when `compile`) built and stored; None
+    when it is not cached and not to be built now. The key is the source, the Python build and
+    `identity` (what the module links against), not the compiler, whose probes cost more than the
+    load itself: any compiler's build of it serves.
+
+    The build runs in a process of its own (`python -m jiter_magic.backends.fast_call_build NAME`), which
+    stores the entry even when this process ends first: a short script's first run on a machine
+    still leaves the module for the next. Where the disk cache cannot hold it, it is built here."""
+    from ..build import cache_key
+    from ..cache import disk_cache
+
+    with open(os.path.join(HERE, source_file)) as handle:
+        source = handle.read()
+    python = f"{sys.version}|{sysconfig.get_config_var('EXT_SUFFIX')}|{platform.machine()}"
+    key = cache_key(source, (), f"{python}|{identity}")
+    disk = disk_cache(os.environ.get(DIR_VARIABLE) or None)
+    binary = disk.get(NAMESPACE, key)
+    if binary is not None or not compile:
+        return binary
+    if disk.usable and not _building_here:
+        _build_in_own_process(name)
+        binary = disk.get(NAMESPACE, key)
+        if binary is not None:
+            return binary
+    from ..compilers.cxx import CxxCompiler
+
+    with disk.key_lock(NAMESPACE, key):
+        binary = disk.get(NAMESPACE, key)
+        if binary is None:
+            binary = CxxCompiler().compile(source, name, options(), _compiling).binary
+            disk.put(NAMESPACE, key, binary)
+    return binary
+
+
+_building_here = False  # True in the builder process itself
+
+
+def _build_in_own_process(name: str) -> None:
+    """Run the builder process and wait for it; it is left running if this process ends first."""
+    package_root = os.path.dirname(os.path.dirname(HERE))
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": package_root if not path else package_root + os.pathsep + path}
+    builder = subprocess.Popen([sys.executable, "-m", "jiter_magic.backends.fast_call_build", name], env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    _, stderr = builder.communicate()
+    if builder.returncode != 0:
+        tail = stderr.decode(errors="replace").strip().splitlines()[-3:]
+        raise LaunchError(f"building {name} failed: {' / '.join(tail) or f'exit status {builder.returncode}'}")
+
+
+def build_here(name: str) -> int:
+    """The builder process: build one module into the disk cache."""
+    global _building_here
+    _building_here = True
+    if name == "jm_torch_call":
+        import torch  # noqa: F401 - _build_torch reads its paths and ABI
+    build = {"jm_fast_call": _build_core, "jm_torch_call": _build_torch}[name]
+    return 0 if build(True) is not None else 1
+
+
+def _import(name: str, binary: bytes) -> ModuleType:
+    """The extension module of these bytes, loaded from a private file removed at once."""
+    fd, path = tempfile.mkstemp(prefix=f"jiter_magic-{name}-", suffix=".so")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(binary)
+        loader = importlib.machinery.ExtensionFileLoader(name, path)
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+        assert spec is not None
+        loaded = importlib.util.module_from_spec(spec)
+        loader.exec_module(loaded)
+    finally:
+        os.unlink(path)
+    return loaded
+
+
+def _driver_entry_points() -> tuple[int, int, int, int]:
+    """Addresses of the CUDA driver's cuLaunchKernel, cuCtxGetCurrent, cuCtxSetCurrent and
+    cuGetErrorName; zeros where there is no driver (host kernels only)."""
+    if not sys.platform.startswith("linux"):
+        return 0, 0, 0, 0
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+        names = ("cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent", "cuGetErrorName")
+        found = tuple(ctypes.cast(getattr(driver, name), ctypes.c_void_p).value or 0 for name in names)
+    except (OSError, AttributeError):
+        return 0, 0, 0, 0
+    return found[0], found[1], found[2], found[3]
+
+
+def kernel(function: int, host: bool, block: tuple[int, int, int], context: int, on_fault: Any,
+           name: str) -> Any | None:
+    """A C launcher of one loaded kernel, or None while the module is not loaded (or it refuses)."""
+    loaded = module
+    if loaded is None:
+        return None
+    try:
+        return loaded.Kernel(function, host, block, context, on_fault, name)
+    except LaunchError:  # a CUDA kernel with no driver entry points: the Python launch stays
+        return None
+
+
+def torch_key() -> Callable[[tuple], Any] | None:
+    """The hot path's key of calls of torch tensors read through ATen, or None while that module
+    is not loaded (the torch adapter's Python key runs then)."""
+    loaded = torch_module
+    return None if loaded is None else loaded.torch_key

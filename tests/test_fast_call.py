@@ -1,0 +1,279 @@
+"""The C-level call path (backends/fast_call.py, fast_call.cpp): built, cached, used, and the same
+results and errors as the Python path it replaces on the hot path and in launches."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import jiter_magic
+from jiter_magic.backends import fast_call
+from jiter_magic.errors import IntegerDivisionError, LaunchError
+
+HAS_HEADERS = os.path.exists(os.path.join(sysconfig.get_paths().get("include") or "", "Python.h"))
+pytestmark = pytest.mark.skipif(not HAS_HEADERS, reason="Python.h is not installed, so the C call path cannot be "
+                                                         "built here (the Python path runs)")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+AXPY = "template <typename T> T fc_axpy(T x, T y, T alpha) { return -x + alpha * y; }"
+
+
+def hot_plan(function, *args):
+    """The plan the hot path uses for `args`, after enough calls to give it its C hot path."""
+    for _ in range(3):
+        function(*args)
+    key = function._dispatch._fast_keys[type(args[0])](args)
+    return function._dispatch.plans.get(key[0])
+
+
+def test_the_modules_are_loaded_for_the_session():
+    assert fast_call.wait(300) is not None
+    assert fast_call.status() == "loaded" and fast_call.torch_status() == "loaded"
+    assert fast_call.torch_key() is not None
+    f = jiter_magic.create_jit_fn(AXPY, alpha=1)
+    plan = hot_plan(f, torch.rand(3), torch.rand(3))
+    assert type(plan.allocators[0]).__name__ == "Allocator"  # at::empty_strided, from C++
+
+
+def test_a_storage_shrunk_under_a_planned_view_is_refused_on_the_hot_path():
+    from jiter_magic.errors import UnsupportedArrayError
+
+    f = jiter_magic.create_jit_fn(AXPY, alpha=1)
+    base = torch.rand(64)
+    view, other = base[8:40], torch.rand(32)
+    plan = hot_plan(f, view, other)
+    assert type(plan.hot).__name__ == "HotPlan"
+    base.untyped_storage().resize_(100)  # 25 floats left: the view reaches float 40
+    with pytest.raises(UnsupportedArrayError, match="holds only 100 bytes"):
+        f(view, other)
+    assert torch.equal(f(other, other * 2), other)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int8, torch.int64, torch.bool,
+                                   torch.complex64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "broadcast", "sliced", "scalar-shaped"])
+def test_hot_path_in_c_matches_the_python_path(dtype, layout):
+    f = jiter_magic.create_jit_fn(AXPY, alpha=2)
+    base = torch.arange(-30, 42).reshape(8, 9).to(dtype)
+    other = (torch.arange(72).reshape(8, 9) % 5).to(dtype)
+    a, b = {
+        "contiguous": (base, other),
+        "transposed": (base.t(), other.t()),
+        "broadcast": (base, other[:1]),
+        "sliced": (base[1:, ::2], other[1:, ::2]),
+        "scalar-shaped": (base[0, 0], other[0, 0]),
+    }[layout]
+    plan = hot_plan(f, a, b)
+    assert type(plan.hot).__name__ == "HotPlan"
+    from_c = f(a, b)
+    plan.hot = None  # the same plan on the Python path
+    from_python = f(a, b)
+    assert from_c.dtype == from_python.dtype == dtype
+    assert from_c.shape == from_python.shape and from_c.stride() == from_python.stride()
+    assert torch.equal(from_c, from_python)
+
+
+def test_hot_path_in_c_with_several_outputs_and_numpy():
+    g = jiter_magic.create_multi_output_jit_fn(
+        "template <typename T> void fc_two(T x, T y, T& s, T& d) { s = x + y; d = x - y; }", 2)
+    x, y = np.linspace(0, 1, 1001), np.linspace(2, 3, 1001)
+    plan = hot_plan(g, x, y)
+    assert type(plan.hot).__name__ == "HotPlan"
+    s, d = g(x, y)
+    np.testing.assert_array_equal(s, x + y)
+    np.testing.assert_array_equal(d, x - y)
+    one = jiter_magic.create_multi_output_jit_fn("template <typename T> void fc_one(T x, T& o) { o = x * 3; }", 1)
+    plan = hot_plan(one, torch.ones(5, dtype=torch.int32))
+    result = one(torch.ones(5, dtype=torch.int32))
+    assert type(plan.hot).__name__ == "HotPlan" and isinstance(result, torch.Tensor)  # one output: the tensor
+    assert result.tolist() == [3] * 5 and result.dtype == torch.int32
+
+
+def test_faults_raise_through_the_c_path_and_the_next_call_works():
+    divide = jiter_magic.create_jit_fn("template <typename T> T fc_div(T x, T y) { return x / y; }")
+    x, ones, zeros = torch.arange(10), torch.ones(10, dtype=torch.int64), torch.zeros(10, dtype=torch.int64)
+    plan = hot_plan(divide, x, ones)
+    assert type(plan.hot).__name__ == "HotPlan"
+    for _ in range(2):
+        with pytest.raises(IntegerDivisionError, match="fc_div: integer division or remainder by zero"):
+            divide(x, zeros)  # the same key as the plan above: the C hot plan runs it
+    assert divide(x, ones).tolist() == list(range(10))
+    scaled = jiter_magic.create_jit_fn("template <typename T> T fc_mod(T x, T m) { return x % m; }", m=0)
+    with pytest.raises(IntegerDivisionError):
+        scaled(x, m=0)  # kwargs: the general path, launched by the kernel's C launcher
+    assert scaled(x, m=4).tolist() == [v % 4 for v in range(10)]
+
+
+def test_the_c_key_refuses_what_the_general_path_must_see():
+    key = fast_call.torch_key()
+    x = torch.rand(4, 3)
+    plain = key((x, x))
+    assert isinstance(plain[0], bytes) and plain[1] == [x.data_ptr(), x.data_ptr()]
+    assert key((x, x.clone()))[0] == plain[0]  # same layout, dtype and alignment: the same key
+    assert key((x, x.t().contiguous().t()))[0] != plain[0]  # strides differ
+    assert key((x, x[:, :2]))[0] != plain[0]
+    assert key((x, x.double()))[0] != plain[0]
+    assert key((x, x.view(-1)[1:]))[0] != key((x, x.view(-1)[:11]))[0]  # the pointer's alignment
+    assert key((x, x.clone().requires_grad_())) is None
+    assert key((x, torch._neg_view(x))) is None
+    assert key((x, torch.rand(3, dtype=torch.complex64).conj())) is None
+    assert key((x, torch.nn.Parameter(x))) is None  # it requires grad
+    assert key((x, torch.nn.Parameter(x, requires_grad=False)))[0] != plain[0]  # its own type in the key
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert key((x, x.as_subclass(Sub))) is None
+    assert key((x, 1.0)) is None and key((x, np.ones(3))) is None
+    assert key((x, x.to_sparse())) is None  # no storage: the general path says what is wrong
+    freed = torch.rand(8)
+    view = freed[2:]
+    freed.untyped_storage().resize_(0)
+    assert key((x, view)) is None  # a pointer in the first page: the general path refuses it
+
+
+def test_calls_from_many_threads_share_one_hot_plan():
+    f = jiter_magic.create_jit_fn(AXPY, alpha=1.5)
+    a, b = torch.rand(5000), torch.rand(5000)
+    expected = -a + 1.5 * b
+    plan = hot_plan(f, a, b)
+    assert type(plan.hot).__name__ == "HotPlan"
+    failures: list[str] = []
+
+    def work() -> None:
+        for _ in range(200):
+            if not torch.allclose(f(a, b), expected):
+                failures.append("mismatch")
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+
+
+def test_c_objects_check_their_arguments():
+    f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
+    a = torch.rand(6)
+    plan = hot_plan(f, a, a)
+    with pytest.raises(TypeError, match="a hot plan takes one list of 2 input pointers"):
+        plan.hot([a.data_ptr()])
+    with pytest.raises(TypeError):
+        plan.hot((a.data_ptr(), a.data_ptr()))
+    native = plan.launcher.native()
+    with pytest.raises(TypeError, match=r"launch\(args: bytes, grid: tuple, stream: int\)"):
+        native.launch("not bytes", (1, 1, 1), 0)
+
+
+def _has_driver() -> bool:
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(_has_driver(), reason="this machine has a CUDA driver")
+def test_without_a_driver_cuda_kernels_keep_the_python_launch():
+    with pytest.raises(LaunchError, match="the fast call path has no CUDA driver"):
+        fast_call.module.Kernel(1, False, (1, 1, 1), 0, None, "x")
+    assert fast_call.kernel(1, False, (1, 1, 1), 0, None, "x") is None
+
+
+def _run(script: str, env: dict) -> dict:
+    environment = {**os.environ, "PYTHONPATH": ROOT}
+    environment.pop(fast_call.DIR_VARIABLE, None)  # these children build into their own cache, unless told
+    environment.update(env)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            env=environment)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+CHILD = """
+import json, torch, jiter_magic
+from jiter_magic.backends import fast_call
+from jiter_magic.compilers import cxx
+fast_call.wait(120)
+f = jiter_magic.create_jit_fn("template <typename T> T fc_child(T x, T y) { return x * y + 1; }")
+a = torch.arange(6.0)
+for _ in range(3):
+    out = f(a, a)
+plan = next(p for p in f._dispatch.plans.values())
+print(json.dumps({"status": fast_call.status(), "torch_status": fast_call.torch_status(), "values": out.tolist(),
+                  "hot": type(plan.hot).__name__, "stats": jiter_magic.cache_stats()}))
+"""
+
+
+def test_turned_off_the_python_path_gives_the_same_results(tmp_path):
+    found = _run(CHILD, {"JITER_MAGIC_FAST_CALL": "0", "JITER_MAGIC_CACHE_DIR": str(tmp_path)})
+    assert found["status"] == "off" and found["hot"] == "NoneType"
+    assert found["values"] == [v * v + 1.0 for v in range(6)]
+
+
+def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
+    env = {"JITER_MAGIC_CACHE_DIR": str(tmp_path)}
+    first = _run(CHILD, env)
+    assert first["status"] == "loaded" and first["hot"] == "HotPlan"
+    assert first["values"] == [v * v + 1.0 for v in range(6)]
+    stored = sorted((tmp_path / fast_call.NAMESPACE).rglob("*.bin"), key=lambda p: p.stat().st_size)
+    assert len(stored) == 2  # the C module and the torch one
+    assert first["stats"]["entries"] == 2  # the kernel and the host fault guard, not the modules
+    # A second process loads it from the disk cache: with the compiler made to fail, it still loads.
+    no_compiler = "cxx.CxxCompiler.compile = lambda *a, **k: (_ for _ in ()).throw(RuntimeError('compiled'))\n"
+    second = _run(CHILD.replace("fast_call.wait(120)\n", no_compiler + "fast_call.wait(120)\n"), env)
+    assert second["status"] == second["torch_status"] == "loaded" and second["hot"] == "HotPlan"
+    # Cleared caches keep it (it is no kernel); a corrupt entry is discarded and rebuilt.
+    stored[0].write_bytes(stored[0].read_bytes()[:-10])
+    third = _run(CHILD, env)
+    assert third["status"] == "loaded" and third["stats"]["corrupt_entries"] == 1
+    assert len(list((tmp_path / fast_call.NAMESPACE).rglob("*.bin"))) == 2
+
+
+def test_a_build_that_cannot_happen_leaves_the_python_path(tmp_path):
+    script = CHILD.replace("fast_call.wait(120)\n",
+                           "fast_call._python_headers = lambda: (_ for _ in ()).throw(OSError('no Python.h here'))\n"
+                           "fast_call.wait(120)\n")
+    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path)})
+    assert found["status"] == "unavailable: no Python.h here" and found["hot"] == "NoneType"
+    assert found["torch_status"] == "not started"  # it needs the core module
+    assert found["values"] == [v * v + 1.0 for v in range(6)]
+
+
+def test_the_modules_can_live_in_a_cache_directory_of_their_own(tmp_path):
+    shared = os.environ[fast_call.DIR_VARIABLE]  # set by conftest: this session's cache, where they are built
+    no_compiler = "cxx.CxxCompiler.compile = lambda *a, **k: (_ for _ in ()).throw(RuntimeError('compiled'))\n"
+    script = CHILD.replace("fast_call.wait(120)\n", no_compiler + "fast_call.wait(120)\n")
+    script = script.replace("f = jiter_magic", "cxx.CxxCompiler.compile = ORIGINAL\nf = jiter_magic").replace(
+        "from jiter_magic.compilers import cxx\n", "from jiter_magic.compilers import cxx\nORIGINAL = cxx.CxxCompiler.compile\n")
+    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path / "own"), fast_call.DIR_VARIABLE: shared})
+    assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
+    assert found["values"] == [v * v + 1.0 for v in range(6)]
+    assert not (tmp_path / "own" / fast_call.NAMESPACE).exists()
+
+
+def test_the_python_hot_path_refuses_a_storage_shrunk_under_a_planned_view_too():
+    from jiter_magic.errors import UnsupportedArrayError
+
+    f = jiter_magic.create_jit_fn(AXPY, alpha=1)
+    base = torch.rand(64)
+    view, other = base[8:40], torch.rand(32)
+    from jiter_magic.arrays.torch import _fast_key_of
+
+    f._dispatch._fast_keys[torch.Tensor] = _fast_key_of(2)  # the key in Python, as without the C path
+    plan = hot_plan(f, view, other)
+    plan.hot = None  # the Python hot path
+    assert plan.room is not None
+    base.untyped_storage().resize_(100)
+    with pytest.raises(UnsupportedArrayError, match="holds only 100 bytes"):
+        f(view, other)
+    assert torch.equal(f(other, other * 2), other)
