@@ -162,3 +162,23 @@ def test_a_disk_hit_on_torch_tensors_never_imports_cupy(tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         events.append(done.stdout.split())
     assert events[0][:1] == ["compiled"] and events[1][:2] == ["disk", "False"], events
+
+
+@pytest.mark.parametrize("path", ["C", "Python"])
+def test_a_cuda_storage_shrunk_under_a_planned_view_is_refused_on_the_hot_path(path):
+    from jiter_magic.arrays.torch import _fast_key_of
+    from jiter_magic.errors import UnsupportedArrayError
+
+    f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
+    base = torch.rand(1 << 16, device="cuda")
+    view, other = base[8:1 << 15], torch.rand((1 << 15) - 8, device="cuda")
+    if path == "Python":
+        f._dispatch._fast_keys[torch.Tensor] = _fast_key_of(2)  # the key in Python, as without the C path
+    _hot(f, view, other)
+    if path == "Python":
+        f._dispatch.plans.get(_fast_key_of(2)((view, other))[0]).hot = None
+    base.untyped_storage().resize_(1024)  # 256 floats left under a view that reads 32,760
+    with pytest.raises(UnsupportedArrayError, match="holds only 1024 bytes"):
+        f(view, other)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(f(other, other), other * 2)
