@@ -277,3 +277,23 @@ def test_the_python_hot_path_refuses_a_storage_shrunk_under_a_planned_view_too()
     with pytest.raises(UnsupportedArrayError, match="holds only 100 bytes"):
         f(view, other)
     assert torch.equal(f(other, other * 2), other)
+
+
+def test_c_objects_made_without_init_raise_instead_of_crashing():
+    hot, kernel, allocator = fast_call.module.HotPlan, fast_call.module.Kernel, fast_call.torch_module.Allocator
+    with pytest.raises(TypeError):
+        hot.__new__(hot)([1])
+    with pytest.raises(TypeError, match="never initialized"):
+        kernel.__new__(kernel).launch(b"", (1, 1, 1), 0)
+    with pytest.raises(TypeError):
+        allocator.__new__(allocator)()
+    with pytest.raises(ValueError, match="needs a function address"):
+        kernel(0, True, (1, 1, 1), 0, print, "x")
+    with pytest.raises(ValueError, match="on_fault"):
+        kernel(1, True, (1, 1, 1), 0, None, "x")
+    with pytest.raises(TypeError, match="torch.dtype and a torch.device"):
+        allocator((2,), (1,), "float32", torch.device("cpu"))
+    with pytest.raises(ValueError, match="differ in length"):
+        allocator((2, 3), (1,), torch.float32, torch.device("cpu"))
+    made = allocator((2, 3), (1, 2), torch.float64, torch.device("cpu"))()
+    assert made.shape == (2, 3) and made.stride() == (1, 2) and made.dtype == torch.float64

@@ -110,6 +110,10 @@ int Kernel_init(Kernel* self, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(launch_error, "the fast call path has no CUDA driver (configure() was not given one)");
     return -1;
   }
+  if (function == 0 || (host && on_fault == Py_None)) {
+    PyErr_SetString(PyExc_ValueError, "a Kernel needs a function address (and, for a host kernel, on_fault)");
+    return -1;
+  }
   self->host = host;
   self->function = reinterpret_cast<void*>(static_cast<uintptr_t>(function));
   self->context = reinterpret_cast<void*>(static_cast<uintptr_t>(context));
@@ -132,6 +136,10 @@ void Kernel_dealloc(Kernel* self) {
 PyObject* Kernel_launch(Kernel* self, PyObject* const* args, Py_ssize_t count) {
   if (count != 3 || !PyBytes_Check(args[0]) || !PyTuple_Check(args[1])) {
     PyErr_SetString(PyExc_TypeError, "launch(args: bytes, grid: tuple, stream: int)");
+    return nullptr;
+  }
+  if (self->function == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "this Kernel was never initialized");
     return nullptr;
   }
   unsigned grid[3];
@@ -183,6 +191,10 @@ int write_pointer(char* buffer, Py_ssize_t slot, PyObject* value) {
 // plan(input_pointers: list[int]) -> the output, or a tuple of them.
 PyObject* HotPlan_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HotPlan* self = reinterpret_cast<HotPlan*>(callable);
+  if (self->kernel == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "this HotPlan was never initialized");
+    return nullptr;
+  }
   Py_ssize_t count = PyVectorcall_NARGS(nargsf);
   if (count != 1 || kwnames != nullptr || !PyList_Check(args[0]) || PyList_GET_SIZE(args[0]) != self->inputs) {
     PyErr_Format(PyExc_TypeError, "a hot plan takes one list of %zd input pointers", self->inputs);

@@ -121,6 +121,10 @@ struct Allocator {
 // allocator() -> a new tensor (at::empty_strided); torch's own errors (out of memory) as torch raises them.
 PyObject* Allocator_call(PyObject* callable, PyObject* const*, size_t nargsf, PyObject* kwnames) {
   Allocator* self = reinterpret_cast<Allocator*>(callable);
+  if (self->sizes == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "this Allocator was never initialized");
+    return nullptr;
+  }
   if (PyVectorcall_NARGS(nargsf) != 0 || kwnames != nullptr) {
     PyErr_SetString(PyExc_TypeError, "an allocator takes no arguments");
     return nullptr;
