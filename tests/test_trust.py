@@ -140,16 +140,16 @@ def test_a_storage_freed_under_a_view_is_refused_on_the_hot_path_too():
     still_works()
 
 
-def test_a_storage_shrunk_under_a_view_is_refused_when_planned_and_on_general_calls():
-    """Each general call compares each tensor's room (pointer to storage end) with what the plan reads
-    (the hot path does not: README, Safety)."""
+def test_a_storage_shrunk_under_a_view_is_refused_when_planned_and_on_every_call():
+    """Each general call compares each tensor's room (pointer to storage end) with what the plan reads,
+    and the hot path's key refuses a view past its storage (the Python hot path: tests/test_fast_call.py)."""
     live, other = torch.ones(1000), torch.ones(1000)
     for _ in range(2):
         torch.testing.assert_close(ADD(live, other), 2 * live)  # planned, then the hot path
     shrunk = torch.ones(1000)
     shrunk.untyped_storage().resize_(2000)  # same layout, same key: half the bytes it says it has
-    for call in (lambda: ADD(shrunk, 1.0), lambda: ADD(other, other, out=shrunk), lambda: SCALE(shrunk, alpha=3.0),
-                 lambda: ADD(shrunk, np.float32(1.0))):
+    for call in (lambda: ADD(shrunk, other), lambda: ADD(shrunk, 1.0), lambda: ADD(other, other, out=shrunk),
+                 lambda: SCALE(shrunk, alpha=3.0), lambda: ADD(shrunk, np.float32(1.0))):
         with pytest.raises(jiter_magic.UnsupportedArrayError,
                            match=r"^this tensor's view reaches byte 4000 of its storage, which holds only 2000 bytes"):
             call()
