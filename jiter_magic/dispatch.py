@@ -66,17 +66,16 @@ class CallPlan:
         the Args struct is packed here once with the default extras, leaving only the pointers
         (the struct's first fields, 8 bytes each) to write on each call."""
         self.heatable = False
-        native = getattr(self.launcher, "native", None)
+        native = getattr(self.launcher, "native", None)  # both launchers have one; `Launcher` types the call
         kernel = native() if native is not None else None
         if kernel is None or fast_call.module is None:
             return
-        backend = "cpu" if self.device < 0 else "cuda"
+        layout = args_layout(self.spec, "cpu" if self.device < 0 else "cuda")
         pointers = len(self.allocators) + inputs
-        fields = args_layout(self.spec, backend).fields
-        if any(f.offset != 8 * k or f.format != "Q" for k, f in enumerate(fields[:pointers])):
+        if any(f.offset != 8 * k or f.format != "Q" for k, f in enumerate(layout.fields[:pointers])):
             return
         tail = [self.numel, *extras] if self.flatten is None else list(self.flatten(self.numel, extras, ()))
-        packed = args_layout(self.spec, backend).packer.pack(*([0] * pointers), *tail, *self.geometry)
+        packed = layout.packer.pack(*([0] * pointers), *tail, *self.geometry)
         self.hot = fast_call.module.HotPlan(kernel, self.launcher, packed, self.grid, inputs, self.allocators,
                                            self.pointer, None if self.device < 0 else self.stream, self.device,
                                            returns_one)

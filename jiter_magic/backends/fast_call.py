@@ -84,8 +84,8 @@ def settled() -> bool:
 
 
 def start() -> None:
-    """Load the modules from the disk cache now (milliseconds), or build them in a daemon thread:
-    once a process, and not at all when turned off."""
+    """Load the modules from the disk cache now (milliseconds), or have a daemon thread build them
+    (through a builder process) and load them: once a process, and not at all when turned off."""
     global _thread
     if _thread is not None:
         return
