@@ -1,23 +1,30 @@
-"""Tuning sweep for the contiguous path: elements a thread and the widest vector, per case.
+"""Tuning sweeps for the contiguous and the tiled paths, each variant timed next to torch.
 
-Patches how the contiguous path picks its vector and its unroll (jiter_magic/kernels/contiguous.py
-and kernels/base.py), builds a fresh function per variant, and times each with CUDA events next to
-torch's jiterator on the same tensors, so the table reads as "ours / torch" per variant. The
-defaults in kernels/contiguous.py come from this.
+`--contiguous`: patches how the contiguous path picks its vector, how many elements a thread
+moves, and whether its loads and stores carry streaming cache hints (`ld.global.cs` /
+`st.global.cs`). `--tiled`: patches the tiled path's tile edge, rows of threads, and whether the
+inputs read in the outputs' order are loaded before the block waits on its tile. Each variant
+builds a fresh function and is timed with CUDA events in interleaved rounds next to torch's
+jiterator and torch's native op on the same tensors, so each line reads "ours / torch" for that
+variant. The defaults in kernels/contiguous.py and kernels/tiled.py come from these sweeps.
 
-Usage on the GPU machine: python3 bench/sweep_gpu.py [--quick]
+`--rows`: patches how many vectors a thread of the rows path moves (outer products, bias adds).
+
+Usage on the GPU machine: python3 bench/sweep_gpu.py [--contiguous] [--tiled] [--rows] [--quick]
 """
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jiter_magic  # noqa: E402
+from jiter_magic.codegen import kernel as kernel_source  # noqa: E402
 from jiter_magic.dtypes import DTYPES  # noqa: E402
-from jiter_magic.kernels import base, contiguous  # noqa: E402
+from jiter_magic.kernels import base, contiguous, rows, tiled  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_gpu import timed  # noqa: E402
@@ -25,34 +32,88 @@ from bench_gpu import timed  # noqa: E402
 AXPY = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
 CODE8 = "template <typename T> T f(T a, T b, T c, T d, T e, T g, T h, T i) { return a + b + c + d + e + g + h + i; }"
 ORIGINAL_UNROLL = contiguous.unroll_of
+ORIGINAL_RENDER = kernel_source.render_source
+
+STREAMING = r"""
+template <typename V> __device__ __forceinline__ V jm_ld_cs(const V* p) {
+  V v;
+  if constexpr (sizeof(V) == 16) *reinterpret_cast<int4*>(&v) = __ldcs(reinterpret_cast<const int4*>(p));
+  else if constexpr (sizeof(V) == 8) *reinterpret_cast<int2*>(&v) = __ldcs(reinterpret_cast<const int2*>(p));
+  else if constexpr (sizeof(V) == 4) *reinterpret_cast<int*>(&v) = __ldcs(reinterpret_cast<const int*>(p));
+  else v = *p;
+  return v;
+}
+template <typename V> __device__ __forceinline__ void jm_st_cs(V* p, const V& v) {
+  if constexpr (sizeof(V) == 16) __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&v));
+  else if constexpr (sizeof(V) == 8) __stcs(reinterpret_cast<int2*>(p), *reinterpret_cast<const int2*>(&v));
+  else if constexpr (sizeof(V) == 4) __stcs(reinterpret_cast<int*>(p), *reinterpret_cast<const int*>(&v));
+  else *p = v;
+}
+"""
+_LOAD = re.compile(r"\*reinterpret_cast<const (jm_vec<[^<>]+>)\*>\(([^;]+)\);")
+_STORE = re.compile(r"^(\s*)\*reinterpret_cast<(jm_vec<[^<>]+>)\*>\(([^;]+)\) = (jm_y\d+);", re.M)
 
 
-def set_policy(widest: int, per_thread_bytes: int | None) -> None:
-    """Vectors of at most `widest` elements; a thread moves `per_thread_bytes` of its widest operand
-    (None: the shipped policy)."""
+def streaming_source(binding, spec, backend):
+    """The contiguous kernel with streaming (evict-first) vector loads and stores."""
+    text, start = ORIGINAL_RENDER(binding, spec, backend)
+    if spec.path != "contiguous" or backend != "cuda":
+        return text, start
+    anchor = "namespace jm {"
+    text = text.replace(anchor, STREAMING + anchor, 1)
+    text = _LOAD.sub(r"jm_ld_cs(reinterpret_cast<const \1*>(\2));", text)
+    text = _STORE.sub(r"\1jm_st_cs(reinterpret_cast<\2*>(\3), \4);", text)
+    return text, start + STREAMING.count("\n")
+
+
+def set_contiguous(widest: int, per_thread_elems: int | None, streaming: bool) -> None:
+    """Vectors of at most `widest` elements; a thread moves `per_thread_elems` elements (None: the
+    shipped policy); streaming cache hints on the vector accesses or not."""
 
     def widest_vector(dtypes: list[str]) -> int:
         return max(1, min(widest, 16 // max(DTYPES[d].itemsize for d in dtypes)))
 
     def unroll_of(spec) -> int:
-        if per_thread_bytes is None:
+        if per_thread_elems is None:
             return ORIGINAL_UNROLL(spec)
-        dtypes = [*spec.outputs, *(spec.inputs[i] for i in spec.array_inputs)]
-        size = max(DTYPES[d].itemsize for d in dtypes)
-        return max(1, per_thread_bytes // (spec.vec * size))
+        return max(1, per_thread_elems // spec.vec)
 
     base.widest_vector = widest_vector
     contiguous.widest_vector = widest_vector
     contiguous.unroll_of = unroll_of
+    kernel_source.render_source = streaming_source if streaming else ORIGINAL_RENDER
 
 
-def cases() -> list:
+def set_tiled(tile: int, rows: int, prefetch: bool) -> None:
+    tiled.TILE, tiled.TILE_ROWS, tiled.PREFETCH = tile, rows, prefetch
+    tiled.Tiled.block = (tiled.WARP, rows, 1)
+
+
+def set_rows(unroll: int) -> None:
+    rows.unroll_of = lambda spec: unroll
+
+
+def rows_cases() -> list:
+    s = 16384
+    found = [("outer product (16384,1)+(1,16384) f32, GB/s of output", AXPY,
+              [torch.rand(s, 1, device="cuda"), torch.rand(1, s, device="cuda")], 4 * s * s)]
+    found.append(("outer product f16, GB/s of output", AXPY,
+                  [torch.rand(s, 1, device="cuda").half(), torch.rand(1, s, device="cuda").half()], 2 * s * s))
+    m, n = 16384, 8192
+    found.append(("bias (N,) over (M,N) f32", AXPY,
+                  [torch.rand(m, n, device="cuda"), torch.rand(n, device="cuda")], 8 * m * n + 4 * n))
+    found.append(("bias (N,) over (M,N) f16", AXPY,
+                  [torch.rand(m, n, device="cuda").half(), torch.rand(n, device="cuda").half()], 4 * m * n + 2 * n))
+    return found
+
+
+def contiguous_cases() -> list:
     found = []
     n = 1 << 28
     x, y = torch.rand(n + 1, device="cuda"), torch.rand(n + 1, device="cuda")
     found.append(("f32 contiguous", AXPY, [x[:n], y[:n]], 12 * n))
     found.append(("f32 misaligned x[1:]", AXPY, [x[1:], y[1:]], 12 * n))
-    for dtype in (torch.int8, torch.float16):
+    for dtype in (torch.int8, torch.float16, torch.bfloat16, torch.float64):
         m = (1 << 30) // torch.empty((), dtype=dtype).element_size()
         xs = [(torch.rand(m, device="cuda") * 10).to(dtype) for _ in range(2)]
         found.append((f"{str(dtype)[6:]} contiguous", AXPY, xs, 3 * m * xs[0].element_size()))
@@ -61,25 +122,65 @@ def cases() -> list:
     return found
 
 
-def main() -> None:
-    quick = "--quick" in sys.argv
-    variants = [(8, None), (16, None), (8, 32), (16, 32), (8, 64), (16, 64)] if not quick else [(8, None), (16, 32)]
-    all_cases = cases()
-    refs = {}
-    for name, code, xs, _ in all_cases:
-        refs[name] = torch.cuda.jiterator._create_jit_fn(code, **({"alpha": 2} if "alpha" in code else {}))
-    for round_ in range(2):
-        for widest, per_thread in variants:
-            set_policy(widest, per_thread)
+def tiled_cases() -> list:
+    s = 16384
+    t, u = torch.rand(s, s, device="cuda").T, torch.rand(s, s, device="cuda")
+    found = [("transposed 16384^2 f32", AXPY, [t, u], 12 * s * s)]
+    th, uh = t.half(), u.half()  # .half() keeps the transposed strides
+    found.append(("transposed 16384^2 f16", AXPY, [th, uh], 6 * s * s))
+    nchw = torch.rand(64, 256, 64, 64, device="cuda")
+    found.append(("NCHW as NHWC + NHWC f32", AXPY,
+                  [nchw.permute(0, 2, 3, 1), torch.rand(64, 64, 64, 256, device="cuda")], 12 * nchw.numel()))
+    cube = torch.rand(1024, 512, 512, device="cuda")
+    found.append(("3-d permute (2,0,1) + dense f32", AXPY,
+                  [cube.permute(2, 0, 1), torch.rand(512, 1024, 512, device="cuda")], 12 * cube.numel()))
+    return found
+
+
+def sweep(label: str, variants: list, apply, all_cases: list, rounds: int) -> None:
+    refs = {name: torch.cuda.jiterator._create_jit_fn(code, **({"alpha": 2} if "alpha" in code else {}))
+            for name, code, _, _ in all_cases}
+    for round_ in range(rounds):
+        for variant in variants:
+            apply(*variant)
             for name, code, xs, moved in all_cases:
                 kwargs = {"alpha": 2} if "alpha" in code else {}
-                fn = jiter_magic.create_jit_fn(code + f"\n// {widest} {per_thread}", **kwargs)
+                fn = jiter_magic.create_jit_fn(code + f"\n// {label} {variant}", **kwargs)
                 ours = timed(lambda: fn(*xs, **kwargs), reps=20)
                 ref = timed(lambda: refs[name](*xs, **kwargs), reps=20)
-                vec = fn.specializations[-1].spec.vec
-                print(f"round {round_} widest {widest:2d} thread_bytes {per_thread!s:4s} {name:22s} vec{vec:<2d} "
-                      f"{moved / ours / 1e9:6.0f} GB/s  torch {moved / ref / 1e9:6.0f}  ratio {ref / ours:5.3f}",
-                      flush=True)
+                native = timed(lambda: torch.add(xs[1], xs[0], alpha=2), reps=20) if len(xs) == 2 else None
+                shape = fn.specializations[-1].spec.describe()
+                line = (f"round {round_} {label} {variant!s:22s} {name:32s} {moved / ours / 1e9:6.0f} GB/s  "
+                        f"torch jit {moved / ref / 1e9:6.0f}  ratio {ref / ours:5.3f}")
+                if native is not None:
+                    line += f"  native {moved / native / 1e9:6.0f}  ratio {native / ours:5.3f}"
+                print(line + f"  [{shape}]", flush=True)
+
+
+def copy_ceiling() -> str:
+    src = torch.empty(1 << 28, device="cuda").uniform_()
+    dst = torch.empty_like(src)
+    copy = 2 * src.numel() * 4 / timed(lambda: dst.copy_(src), reps=30) / 1e9
+    fill = src.numel() * 4 / timed(lambda: dst.fill_(1.5), reps=30) / 1e9
+    return f"{copy:.0f} GB/s, write-only {fill:.0f}"
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    both = not ("--contiguous" in sys.argv or "--tiled" in sys.argv or "--rows" in sys.argv)
+    print(f"copy ceiling {copy_ceiling()}", flush=True)
+    if both or "--contiguous" in sys.argv:
+        variants = [(16, None, False), (16, None, True), (4, None, False), (16, 8, False), (16, 8, True)]
+        sweep("contiguous", variants[:2] if quick else variants, set_contiguous, contiguous_cases(), 2)
+        set_contiguous(16, None, False)
+    if both or "--tiled" in sys.argv:
+        variants = [(32, 8, False), (32, 8, True), (32, 16, True), (32, 4, True), (32, 2, True)]
+        if "--tiles-64" in sys.argv:  # 2-3x slower on the H200 (bench/results/2026-12-01-h200-speed)
+            variants += [(64, 8, False), (64, 8, True), (64, 16, True)]
+        sweep("tiled", variants[:2] if quick else variants, set_tiled, tiled_cases(), 2)
+    if both or "--rows" in sys.argv:
+        sweep("rows", [(1,), (2,), (4,), (8,)], set_rows, rows_cases(), 2)
+    print(f"copy ceiling {copy_ceiling()}", flush=True)
 
 
 if __name__ == "__main__":

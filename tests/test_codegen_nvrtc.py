@@ -7,6 +7,7 @@ down: every dtype x both paths x both index widths x both arches, plus targeted 
 from __future__ import annotations
 
 import os
+import re
 import struct
 
 import pytest
@@ -20,7 +21,7 @@ from jiter_magic.dtypes import DTYPES, TORCH_DTYPES, UNSIGNED_WIDE, compute_dtyp
 from jiter_magic.errors import CompileError, JiterError
 from jiter_magic.kernels.args import args_layout
 from jiter_magic.kernels.base import BLOCK
-from jiter_magic.kernels.tiled import TILE, TILE_ROWS
+from jiter_magic.kernels.tiled import PREFETCH, TILE, TILE_ROWS, WARP
 from jiter_magic.parse import parse_functor
 from jiter_magic.spec import CONTIGUOUS, STRIDED, TILED, KernelSpec
 
@@ -63,7 +64,7 @@ def check_source(b: Binding, spec: KernelSpec, source: str, user_start: int) -> 
     assert lines[user_start - 2] == f'#line 1 "{USER_FILE}"'
     assert "\n".join(lines[user_start - 1:user_start - 1 + b.functor.code.count("\n") + 1]) == b.functor.code
     assert f"typedef {DTYPES[spec.compute].ctype} jm_compute_t;" in source
-    threads = TILE * TILE_ROWS if spec.path == TILED else BLOCK
+    threads = WARP * TILE_ROWS if spec.path == TILED else BLOCK
     assert f"void __launch_bounds__({threads}) {KERNEL_NAME}(const jm_Args jm_a)" in source
     assert ("typedef long long jm_index_t;" if spec.index64 else "typedef int jm_index_t;") in source
     for name in ("jm_n",) + tuple(f"jm_extra{k}" for k in range(len(spec.extras))):
@@ -166,6 +167,10 @@ def test_tiled_path(dtype, ndim, tiled, index64, arch):
     for i in tiled:
         assert f"__shared__ {DTYPES[dtype].ctype} jm_tile{i}[{TILE}][{TILE + 1}];" in source
     assert source.count("__syncthreads();") == 2
+    direct = [i for i in (0, 1) if i not in tiled]  # read in the outputs' order: loaded before the wait
+    for i in direct:
+        assert f"{DTYPES[dtype].ctype} jm_p{i}[{TILE // WARP}][{TILE // TILE_ROWS}];" in source
+    assert len(re.findall(r"jm_p\d+\[", source)) == (3 * len(direct) if PREFETCH else 0)
     assert "div_mul" not in source
     assert f"int64_t jm_sizes[{ndim}];" in source
 

@@ -2,7 +2,9 @@
 
 An outer product or a bias add: one block a chunk of a row, 16-byte vectors where the
 row is aligned (checked in the kernel, a row at a time), inputs constant along the row
-loaded once, and one index division a block instead of one an element.
+loaded once, and one index division a block instead of one an element. Where an input is constant
+along the row, a thread moves two vectors (each warp's accesses stay contiguous), so that a
+block is not gone after one store.
 """
 from __future__ import annotations
 
@@ -16,6 +18,16 @@ from ..layout import INT32_MAX, Layout
 from ..spec import ROWS, KernelSpec
 from .args import FieldSpec
 from .base import BLOCK, CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry, vector_width
+
+# Vectors a thread: 2 where an input is constant along the row (an outer product: little to load,
+# a block is gone after one store), else 1. On the H200 (bench/sweep_gpu.py --rows; results in
+# bench/results/2026-12-01-h200-speed): a float32 outer product 2926-3029 -> 3768-4131 GB/s of
+# output (write-only: 4403-4545), float16 2531-2571 -> 3272-3816; a bias add 3-4% slower with 2.
+ROW_CONSTANT_UNROLL = 2
+
+
+def unroll_of(spec: KernelSpec) -> int:
+    return ROW_CONSTANT_UNROLL if spec.row_broadcast else 1
 
 
 class Rows(CudaPath):
@@ -45,20 +57,20 @@ class Rows(CudaPath):
 
     def grid(self, spec: KernelSpec, layout: Layout) -> Grid:
         inner = layout.sizes[0]
-        return layout.numel // inner * ceil_div(inner, BLOCK * spec.vec), 1, 1
+        return layout.numel // inner * ceil_div(inner, BLOCK * spec.vec * unroll_of(spec)), 1, 1
 
     def shape_text(self, spec: KernelSpec) -> str:
         broadcast = f", inputs {list(spec.row_broadcast)} broadcast along rows" if spec.row_broadcast else ""
         return f"{spec.ndim}-d rows of vec{spec.vec}{broadcast}"
 
     def body(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
-        v, nout, ins, chunk = spec.vec, len(spec.outputs), spec.array_inputs, BLOCK * spec.vec
+        v, nout, ins, unroll = spec.vec, len(spec.outputs), spec.array_inputs, unroll_of(spec)
+        chunk = BLOCK * v * unroll
         code = CodeBlock(
             f"const jm_index_t jm_inner = (jm_index_t){ARGS}.jm_sizes[0];",
             f"const jm_index_t jm_chunks = (jm_inner + {chunk - 1}) / {chunk};",
             "const jm_index_t jm_row = (jm_index_t)jm_block_x() / jm_chunks;",
-            f"const jm_index_t jm_i0 = ((jm_index_t)jm_block_x() - jm_row * jm_chunks) * {chunk} "
-            f"+ (jm_index_t)jm_thread_x() * {v};",
+            f"const jm_index_t jm_base = ((jm_index_t)jm_block_x() - jm_row * jm_chunks) * {chunk};",
         )
         code.extend(operand_offsets(spec, "jm_row", MODULO, first_dim=1))
         offset = {i: f"jm_o{nout + pos}" for pos, i in enumerate(ins)}
@@ -66,29 +78,43 @@ class Rows(CudaPath):
         dense += [(f"{ARGS}.jm_in{i}", spec.inputs[i], offset[i]) for i in ins if i not in spec.row_broadcast]
         aligned = " && ".join(f"(((unsigned long long)({ptr} + {off})) % {v * DTYPES[d].itemsize} == 0)"
                               for ptr, d, off in dense) or "true"
-        with code.block(f"if (jm_i0 + {v} <= jm_inner && {aligned})", close="} else {"):
-            loaded = {}
-            for i in ins:
-                if i in spec.row_broadcast:
-                    code.line(f"const {ctype(spec.inputs[i])} jm_x{i} = {ARGS}.jm_in{i}[{offset[i]}];")
-                    loaded[i] = f"jm_x{i}"
-                else:
-                    vec_t = f"jm_vec<{ctype(spec.inputs[i])}, {v}>"
-                    code.line(f"const {vec_t} jm_x{i} = *reinterpret_cast<const {vec_t}*>"
-                              f"({ARGS}.jm_in{i} + {offset[i]} + jm_i0);")
-                    loaded[i] = f"jm_x{i}.jm_v[jm_k]"
-            for j, d in enumerate(spec.outputs):
-                code.line(f"jm_vec<{ctype(d)}, {v}> jm_y{j};")
+        code.line(f"const bool jm_aligned = {aligned};")
+        loaded = {}
+        for i in ins:
+            if i in spec.row_broadcast:  # constant along the row: loaded once
+                code.line(f"const {ctype(spec.inputs[i])} jm_x{i} = {ARGS}.jm_in{i}[{offset[i]}];")
+        vectors = [i for i in ins if i not in spec.row_broadcast]
+        full = f"jm_aligned && jm_i0 + {v} <= jm_inner"
+        index = f"const jm_index_t jm_i0 = jm_base + (jm_u * {BLOCK} + (jm_index_t)jm_thread_x()) * {v};"
+        if vectors:  # every load of the thread first, so that they are in flight together
+            for i in vectors:
+                code.line(f"jm_vec<{ctype(spec.inputs[i])}, {v}> jm_d{i}[{unroll}];")
             code.line("#pragma unroll")
-            with code.block(f"for (int jm_k = 0; jm_k < {v}; ++jm_k)"):
-                code.extend(element_body(binding, spec, loaded, [f"jm_y{j}.jm_v[jm_k]" for j in range(nout)]))
-            for j, d in enumerate(spec.outputs):
-                code.line(f"*reinterpret_cast<jm_vec<{ctype(d)}, {v}>*>({ARGS}.jm_out{j} + jm_o{j} + jm_i0) "
-                          f"= jm_y{j};")
-        with code.block(None):
-            with code.block(f"for (jm_index_t jm_j = jm_i0; jm_j < jm_inner && jm_j < jm_i0 + {v}; ++jm_j)"):
-                loaded = {i: f"{ARGS}.jm_in{i}[{offset[i]}]" if i in spec.row_broadcast
-                          else f"{ARGS}.jm_in{i}[{offset[i]} + jm_j]" for i in ins}
-                stores = [f"{ARGS}.jm_out{j}[jm_o{j} + jm_j]" for j in range(nout)]
-                code.extend(element_body(binding, spec, loaded, stores))
+            with code.block(f"for (int jm_u = 0; jm_u < {unroll}; ++jm_u)"):
+                code.line(index)
+                with code.block(f"if ({full})"):
+                    for i in vectors:
+                        vec_t = f"jm_vec<{ctype(spec.inputs[i])}, {v}>"
+                        code.line(f"jm_d{i}[jm_u] = *reinterpret_cast<const {vec_t}*>"
+                                  f"({ARGS}.jm_in{i} + {offset[i]} + jm_i0);")
+        for i in ins:
+            loaded[i] = f"jm_x{i}" if i in spec.row_broadcast else f"jm_d{i}[jm_u].jm_v[jm_k]"
+        code.line("#pragma unroll")
+        with code.block(f"for (int jm_u = 0; jm_u < {unroll}; ++jm_u)"):
+            code.line(index)
+            with code.block(f"if ({full})", close="} else {"):
+                for j, d in enumerate(spec.outputs):
+                    code.line(f"jm_vec<{ctype(d)}, {v}> jm_y{j};")
+                code.line("#pragma unroll")
+                with code.block(f"for (int jm_k = 0; jm_k < {v}; ++jm_k)"):
+                    code.extend(element_body(binding, spec, loaded, [f"jm_y{j}.jm_v[jm_k]" for j in range(nout)]))
+                for j, d in enumerate(spec.outputs):
+                    code.line(f"*reinterpret_cast<jm_vec<{ctype(d)}, {v}>*>({ARGS}.jm_out{j} + jm_o{j} + jm_i0) "
+                              f"= jm_y{j};")
+            with code.block(None):
+                with code.block(f"for (jm_index_t jm_j = jm_i0; jm_j < jm_inner && jm_j < jm_i0 + {v}; ++jm_j)"):
+                    scalar = {i: f"jm_x{i}" if i in spec.row_broadcast else f"{ARGS}.jm_in{i}[{offset[i]} + jm_j]"
+                              for i in ins}
+                    stores = [f"{ARGS}.jm_out{j}[jm_o{j} + jm_j]" for j in range(nout)]
+                    code.extend(element_body(binding, spec, scalar, stores))
         return code

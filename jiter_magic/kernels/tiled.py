@@ -1,8 +1,10 @@
-"""The tiled path: 32x32 tiles of the two innermost loop dimensions, through shared memory.
+"""The tiled path: square tiles of the two innermost loop dimensions, through shared memory.
 
 For inputs that walk the second loop dimension contiguously while the outputs walk the
 first (a transpose, NCHW read as NHWC): such inputs are read along their rows into a
 padded shared tile and read back transposed, so every global access is coalesced.
+With `PREFETCH`, the other inputs are loaded into registers before the block waits on its
+tile, so that all of a thread's loads are in flight at once.
 """
 from __future__ import annotations
 
@@ -17,7 +19,15 @@ from ..spec import TILED, KernelSpec
 from .args import FieldSpec
 from .base import CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry
 
-TILE, TILE_ROWS = 32, 8  # 32x32 tiles, 32x8 threads, 4 rows a thread
+WARP = 32
+# TILE x TILE tiles, 32 x TILE_ROWS threads: TILE/32 columns and TILE/TILE_ROWS rows a thread. On the
+# H200 (bench/sweep_gpu.py --tiled; bench/results/2026-12-01-h200-speed), PREFETCH with 32x32 tiles
+# and 32x4 threads is the best balance: float32 transposed 16384^2 3166-3251 GB/s, NCHW read as
+# NHWC 3295-3312, a 3-d rotation 3302-3326 (copy: 4070-4094), against 2504-2682 before. 32x8
+# threads are faster for 2-byte transposes (1970 against 1655) but slower for NCHW (2700); 32x16
+# faster for 2-d float32 (3200-3413) but slower for NCHW (2460-2750); 64x64 tiles 2-3x slower.
+TILE, TILE_ROWS = 32, 4
+PREFETCH = True
 MAX_GRID_Y = MAX_GRID_Z = 65535
 
 
@@ -27,7 +37,7 @@ def _offset(k: int) -> str:
 
 class Tiled(CudaPath):
     name = TILED
-    block = (TILE, TILE_ROWS, 1)
+    block = (WARP, TILE_ROWS, 1)
 
     def match(self, call: CallShape) -> PathChoice | None:
         layout, nout = call.layout, len(call.output_dtypes)
@@ -61,36 +71,59 @@ class Tiled(CudaPath):
         return f"{spec.ndim}-d, inputs {list(spec.tiled_inputs)} through shared memory"
 
     def body(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
-        nout, ins, rows = len(spec.outputs), spec.array_inputs, TILE // TILE_ROWS
+        nout, ins = len(spec.outputs), spec.array_inputs
+        tile, rows, cols = TILE, TILE // TILE_ROWS, TILE // WARP
+        direct = [i for i in ins if i not in spec.tiled_inputs]  # read in the outputs' order
+        prefetch = PREFETCH and bool(spec.tiled_inputs) and bool(direct)
         code = CodeBlock()
         for i in spec.tiled_inputs:
-            code.line(f"__shared__ {ctype(spec.inputs[i])} jm_tile{i}[{TILE}][{TILE + 1}];")
-        code.line(f"const jm_index_t jm_i0_base = (jm_index_t)jm_block_x() * {TILE}, "
-                  f"jm_i1_base = (jm_index_t)jm_block_y() * {TILE};")
+            code.line(f"__shared__ {ctype(spec.inputs[i])} jm_tile{i}[{tile}][{tile + 1}];")
+        code.line(f"const jm_index_t jm_i0_base = (jm_index_t)jm_block_x() * {tile}, "
+                  f"jm_i1_base = (jm_index_t)jm_block_y() * {tile};")
         code.line(f"const jm_index_t jm_s0 = (jm_index_t){ARGS}.jm_sizes[0], jm_s1 = (jm_index_t){ARGS}.jm_sizes[1];")
         code.line("jm_index_t jm_batches = 1;")
         for d in range(2, spec.ndim):
             code.line(f"jm_batches *= (jm_index_t){ARGS}.jm_sizes[{d}];")
+        # (row, column) of a thread's element in the tile: staged reads walk the second dimension
+        # with the thread's x; the outputs' reads and writes walk the first.
+        staged = (f"jm_thread_y() + jm_r * {TILE_ROWS}", f"jm_thread_x() + jm_c * {WARP}")
+        each = (f"for (int jm_c = 0; jm_c < {cols}; ++jm_c)\n#pragma unroll\n"
+                f"for (int jm_r = 0; jm_r < {rows}; ++jm_r)")
+        out_at = (f"const jm_index_t jm_i0 = jm_i0_base + jm_thread_x() + jm_c * {WARP}, "
+                  f"jm_i1 = jm_i1_base + jm_thread_y() + jm_r * {TILE_ROWS};")
         with code.block("for (jm_index_t jm_batch = jm_block_z(); jm_batch < jm_batches; jm_batch += jm_grid_z())"):
             code.extend(operand_offsets(spec, "jm_batch", MODULO, first_dim=2))
             if spec.tiled_inputs:
                 code.line("#pragma unroll")
-                with code.block(f"for (int jm_r = 0; jm_r < {rows}; ++jm_r)"):
-                    code.line(f"const jm_index_t jm_i0 = jm_i0_base + jm_thread_y() + jm_r * {TILE_ROWS}, "
-                              "jm_i1 = jm_i1_base + jm_thread_x();")
+                with code.block(each):
+                    code.line(f"const jm_index_t jm_i0 = jm_i0_base + {staged[0]}, jm_i1 = jm_i1_base + {staged[1]};")
                     with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
                         for i in spec.tiled_inputs:
-                            code.line(f"jm_tile{i}[jm_thread_y() + jm_r * {TILE_ROWS}][jm_thread_x()] = "
+                            code.line(f"jm_tile{i}[{staged[0]}][{staged[1]}] = "
                                       f"{ARGS}.jm_in{i}[{_offset(nout + ins.index(i))}];")
+            if prefetch:
+                for i in direct:
+                    code.line(f"{ctype(spec.inputs[i])} jm_p{i}[{cols}][{rows}];")
+                code.line("#pragma unroll")
+                with code.block(each):
+                    code.line(out_at)
+                    with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
+                        for i in direct:
+                            code.line(f"jm_p{i}[jm_c][jm_r] = {ARGS}.jm_in{i}[{_offset(nout + ins.index(i))}];")
+            if spec.tiled_inputs:
                 code.line("__syncthreads();")
             code.line("#pragma unroll")
-            with code.block(f"for (int jm_r = 0; jm_r < {rows}; ++jm_r)"):
-                code.line("const jm_index_t jm_i0 = jm_i0_base + jm_thread_x(), "
-                          f"jm_i1 = jm_i1_base + jm_thread_y() + jm_r * {TILE_ROWS};")
+            with code.block(each):
+                code.line(out_at)
                 with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
-                    loaded = {i: (f"jm_tile{i}[jm_thread_x()][jm_thread_y() + jm_r * {TILE_ROWS}]"
-                                  if i in spec.tiled_inputs else f"{ARGS}.jm_in{i}[{_offset(nout + pos)}]")
-                              for pos, i in enumerate(ins)}
+                    loaded = {}
+                    for pos, i in enumerate(ins):
+                        if i in spec.tiled_inputs:
+                            loaded[i] = f"jm_tile{i}[{staged[1]}][{staged[0]}]"
+                        elif prefetch:
+                            loaded[i] = f"jm_p{i}[jm_c][jm_r]"
+                        else:
+                            loaded[i] = f"{ARGS}.jm_in{i}[{_offset(nout + pos)}]"
                     code.extend(element_body(binding, spec, loaded,
                                              [f"{ARGS}.jm_out{j}[{_offset(j)}]" for j in range(nout)]))
             if spec.tiled_inputs:

@@ -67,9 +67,9 @@ static_assert(sizeof(((jm_Args*)0)->jm_strides2) == 16, "jm_Args layout: does a 
 extern "C" __global__ void __launch_bounds__(128) jm_kernel(const jm_Args jm_a) {
   typedef int jm_index_t;
   const jm_index_t jm_inner = (jm_index_t)jm_a.jm_sizes[0];
-  const jm_index_t jm_chunks = (jm_inner + 511) / 512;
+  const jm_index_t jm_chunks = (jm_inner + 1023) / 1024;
   const jm_index_t jm_row = (jm_index_t)jm_block_x() / jm_chunks;
-  const jm_index_t jm_i0 = ((jm_index_t)jm_block_x() - jm_row * jm_chunks) * 512 + (jm_index_t)jm_thread_x() * 4;
+  const jm_index_t jm_base = ((jm_index_t)jm_block_x() - jm_row * jm_chunks) * 1024;
   jm_index_t jm_rem = jm_row;
   jm_index_t jm_o0 = 0, jm_o1 = 0, jm_o2 = 0;
   { const jm_index_t jm_idx = jm_rem % (jm_index_t)jm_a.jm_sizes[1]; jm_rem /= (jm_index_t)jm_a.jm_sizes[1];
@@ -77,26 +77,38 @@ extern "C" __global__ void __launch_bounds__(128) jm_kernel(const jm_Args jm_a) 
     jm_o1 += jm_idx * (jm_index_t)jm_a.jm_strides1[1];
     jm_o2 += jm_idx * (jm_index_t)jm_a.jm_strides2[1];
   }
-  if (jm_i0 + 4 <= jm_inner && (((unsigned long long)(jm_a.jm_out0 + jm_o0)) % 16 == 0) && (((unsigned long long)(jm_a.jm_in0 + jm_o1)) % 16 == 0)) {
-    const jm_vec<float, 4> jm_x0 = *reinterpret_cast<const jm_vec<float, 4>*>(jm_a.jm_in0 + jm_o1 + jm_i0);
-    const float jm_x1 = jm_a.jm_in1[jm_o2];
-    jm_vec<float, 4> jm_y0;
-    #pragma unroll
-    for (int jm_k = 0; jm_k < 4; ++jm_k) {
-      const jm_compute_t jm_v0 = jm_x0.jm_v[jm_k];
-      const jm_compute_t jm_v1 = jm_x1;
-      jm_compute_t jm_r0;
-      jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
-      jm_y0.jm_v[jm_k] = jm_r0;
+  const bool jm_aligned = (((unsigned long long)(jm_a.jm_out0 + jm_o0)) % 16 == 0) && (((unsigned long long)(jm_a.jm_in0 + jm_o1)) % 16 == 0);
+  const float jm_x1 = jm_a.jm_in1[jm_o2];
+  jm_vec<float, 4> jm_d0[2];
+  #pragma unroll
+  for (int jm_u = 0; jm_u < 2; ++jm_u) {
+    const jm_index_t jm_i0 = jm_base + (jm_u * 128 + (jm_index_t)jm_thread_x()) * 4;
+    if (jm_aligned && jm_i0 + 4 <= jm_inner) {
+      jm_d0[jm_u] = *reinterpret_cast<const jm_vec<float, 4>*>(jm_a.jm_in0 + jm_o1 + jm_i0);
     }
-    *reinterpret_cast<jm_vec<float, 4>*>(jm_a.jm_out0 + jm_o0 + jm_i0) = jm_y0;
-  } else {
-    for (jm_index_t jm_j = jm_i0; jm_j < jm_inner && jm_j < jm_i0 + 4; ++jm_j) {
-      const jm_compute_t jm_v0 = jm_a.jm_in0[jm_o1 + jm_j];
-      const jm_compute_t jm_v1 = jm_a.jm_in1[jm_o2];
-      jm_compute_t jm_r0;
-      jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
-      jm_a.jm_out0[jm_o0 + jm_j] = jm_r0;
+  }
+  #pragma unroll
+  for (int jm_u = 0; jm_u < 2; ++jm_u) {
+    const jm_index_t jm_i0 = jm_base + (jm_u * 128 + (jm_index_t)jm_thread_x()) * 4;
+    if (jm_aligned && jm_i0 + 4 <= jm_inner) {
+      jm_vec<float, 4> jm_y0;
+      #pragma unroll
+      for (int jm_k = 0; jm_k < 4; ++jm_k) {
+        const jm_compute_t jm_v0 = jm_d0[jm_u].jm_v[jm_k];
+        const jm_compute_t jm_v1 = jm_x1;
+        jm_compute_t jm_r0;
+        jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
+        jm_y0.jm_v[jm_k] = jm_r0;
+      }
+      *reinterpret_cast<jm_vec<float, 4>*>(jm_a.jm_out0 + jm_o0 + jm_i0) = jm_y0;
+    } else {
+      for (jm_index_t jm_j = jm_i0; jm_j < jm_inner && jm_j < jm_i0 + 4; ++jm_j) {
+        const jm_compute_t jm_v0 = jm_a.jm_in0[jm_o1 + jm_j];
+        const jm_compute_t jm_v1 = jm_x1;
+        jm_compute_t jm_r0;
+        jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
+        jm_a.jm_out0[jm_o0 + jm_j] = jm_r0;
+      }
     }
   }
 }

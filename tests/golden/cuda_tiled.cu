@@ -64,7 +64,7 @@ static_assert(sizeof(((jm_Args*)0)->jm_sizes) == 24, "jm_Args layout: does a mac
 static_assert(sizeof(((jm_Args*)0)->jm_strides0) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
 static_assert(sizeof(((jm_Args*)0)->jm_strides1) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
 static_assert(sizeof(((jm_Args*)0)->jm_strides2) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
-extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) {
+extern "C" __global__ void __launch_bounds__(128) jm_kernel(const jm_Args jm_a) {
   typedef int jm_index_t;
   __shared__ float jm_tile0[32][33];
   const jm_index_t jm_i0_base = (jm_index_t)jm_block_x() * 32, jm_i1_base = (jm_index_t)jm_block_y() * 32;
@@ -80,19 +80,33 @@ extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) 
       jm_o2 += jm_idx * (jm_index_t)jm_a.jm_strides2[2];
     }
     #pragma unroll
-    for (int jm_r = 0; jm_r < 4; ++jm_r) {
-      const jm_index_t jm_i0 = jm_i0_base + jm_thread_y() + jm_r * 8, jm_i1 = jm_i1_base + jm_thread_x();
+    for (int jm_c = 0; jm_c < 1; ++jm_c)
+    #pragma unroll
+    for (int jm_r = 0; jm_r < 8; ++jm_r) {
+      const jm_index_t jm_i0 = jm_i0_base + jm_thread_y() + jm_r * 4, jm_i1 = jm_i1_base + jm_thread_x() + jm_c * 32;
       if (jm_i0 < jm_s0 && jm_i1 < jm_s1) {
-        jm_tile0[jm_thread_y() + jm_r * 8][jm_thread_x()] = jm_a.jm_in0[jm_o1 + jm_i0 * (jm_index_t)jm_a.jm_strides1[0] + jm_i1 * (jm_index_t)jm_a.jm_strides1[1]];
+        jm_tile0[jm_thread_y() + jm_r * 4][jm_thread_x() + jm_c * 32] = jm_a.jm_in0[jm_o1 + jm_i0 * (jm_index_t)jm_a.jm_strides1[0] + jm_i1 * (jm_index_t)jm_a.jm_strides1[1]];
+      }
+    }
+    jm_half jm_p1[1][8];
+    #pragma unroll
+    for (int jm_c = 0; jm_c < 1; ++jm_c)
+    #pragma unroll
+    for (int jm_r = 0; jm_r < 8; ++jm_r) {
+      const jm_index_t jm_i0 = jm_i0_base + jm_thread_x() + jm_c * 32, jm_i1 = jm_i1_base + jm_thread_y() + jm_r * 4;
+      if (jm_i0 < jm_s0 && jm_i1 < jm_s1) {
+        jm_p1[jm_c][jm_r] = jm_a.jm_in1[jm_o2 + jm_i0 * (jm_index_t)jm_a.jm_strides2[0] + jm_i1 * (jm_index_t)jm_a.jm_strides2[1]];
       }
     }
     __syncthreads();
     #pragma unroll
-    for (int jm_r = 0; jm_r < 4; ++jm_r) {
-      const jm_index_t jm_i0 = jm_i0_base + jm_thread_x(), jm_i1 = jm_i1_base + jm_thread_y() + jm_r * 8;
+    for (int jm_c = 0; jm_c < 1; ++jm_c)
+    #pragma unroll
+    for (int jm_r = 0; jm_r < 8; ++jm_r) {
+      const jm_index_t jm_i0 = jm_i0_base + jm_thread_x() + jm_c * 32, jm_i1 = jm_i1_base + jm_thread_y() + jm_r * 4;
       if (jm_i0 < jm_s0 && jm_i1 < jm_s1) {
-        const jm_compute_t jm_v0 = jm_tile0[jm_thread_x()][jm_thread_y() + jm_r * 8];
-        const jm_compute_t jm_v1 = jm_to_float(jm_a.jm_in1[jm_o2 + jm_i0 * (jm_index_t)jm_a.jm_strides2[0] + jm_i1 * (jm_index_t)jm_a.jm_strides2[1]]);
+        const jm_compute_t jm_v0 = jm_tile0[jm_thread_x() + jm_c * 32][jm_thread_y() + jm_r * 4];
+        const jm_compute_t jm_v1 = jm_to_float(jm_p1[jm_c][jm_r]);
         jm_compute_t jm_r0;
         jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
         jm_a.jm_out0[jm_o0 + jm_i0 * (jm_index_t)jm_a.jm_strides0[0] + jm_i1 * (jm_index_t)jm_a.jm_strides0[1]] = jm_r0;
