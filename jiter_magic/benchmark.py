@@ -19,10 +19,8 @@ function (use `from jiter_magic.benchmark import ...` to reach the module).
 from __future__ import annotations
 
 import functools
-import html
 import math
 import numbers
-import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -76,6 +74,8 @@ class BenchmarkResult:
         return line
 
     def _repr_html_(self) -> str:
+        from html import escape  # here: the module's import stays light for a new process's first call
+
         rows = [
             ("device", self.device),
             ("median", f"{format_seconds(self.median_seconds)} ({self.repeat} runs"
@@ -90,9 +90,9 @@ class BenchmarkResult:
             rows.append(("reference", f"{format_seconds(self.reference_seconds)} "
                                       f"({format_gbps(_rate(self.bytes, self.reference_seconds))} GB/s)"))
             rows.append(("speedup", f"{self.speedup:.2f}x"))
-        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
+        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td style='text-align:left'>{escape(v)}</td></tr>"
                        for k, v in rows)
-        return f"<table><caption><b>{html.escape(self.name)}</b></caption>{body}</table>"
+        return f"<table><caption><b>{escape(self.name)}</b></caption>{body}</table>"
 
 
 @dataclass(frozen=True, repr=False)
@@ -132,6 +132,8 @@ class SweepResult:
         return ax
 
     def _repr_html_(self) -> str:
+        from html import escape  # here: the module's import stays light for a new process's first call
+
         with_reference = bool(self.results) and self.results[0].speedup is not None
         head = ["elements", "moved", "median", "GB/s", "copy GB/s", "of copy"] + (["speedup"] if with_reference else [])
         rows = []
@@ -140,10 +142,10 @@ class SweepResult:
                      format_gbps(r.copy_gbps), format_fraction(r.fraction)]
             if with_reference:
                 cells.append(f"{r.speedup:.2f}x")
-            rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+            rows.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
         header = "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
         device = self.results[0].device if self.results else ""
-        return (f"<table><caption><b>{html.escape(self.name)}</b> on {html.escape(device)}</caption>"
+        return (f"<table><caption><b>{escape(self.name)}</b> on {escape(device)}</caption>"
                 f"{header}{''.join(rows)}</table>")
 
 
@@ -167,13 +169,13 @@ def benchmark(fn: Callable[..., Any], *inputs: Any, reference: Callable[..., Any
     copy_gbps = math.nan
     if moved >= 2:
         copy_call, copied = _copy_call(place, moved // 2)
-        copy_gbps = _rate(copied, statistics.median(_time(place, copy_call, warmup, repeat)[0]))
-    median = statistics.median(samples)
+        copy_gbps = _rate(copied, _median(_time(place, copy_call, warmup, repeat)[0]))
+    median = _median(samples)
     gbps = _rate(moved, median)
     reference_seconds = speedup = None
     if reference is not None:
         compared = reference
-        reference_seconds = statistics.median(_time(place, lambda: compared(*inputs), warmup, repeat)[0])
+        reference_seconds = _median(_time(place, lambda: compared(*inputs), warmup, repeat)[0])
         speedup = reference_seconds / median if median > 0 else math.nan
     return BenchmarkResult(
         name=_name_of(fn), device=_device_name(place), median_seconds=median, min_seconds=min(samples),
@@ -226,6 +228,13 @@ def format_gbps(gbps: float) -> str:
 
 def format_fraction(fraction: float) -> str:
     return "n/a" if not math.isfinite(fraction) else f"{fraction:.0%}"
+
+
+def _median(samples: Sequence[float]) -> float:
+    """The median (statistics.median, without importing statistics on every `import jiter_magic`)."""
+    ordered = sorted(samples)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _rate(count: int, seconds: float) -> float:

@@ -90,6 +90,8 @@ def _setting(name: str, text: str) -> float:
 
 def _pack(namespace: str, key: str, payload: bytes) -> bytes:
     """MAGIC, then a SHA-256 of everything after it: the namespace, the full key, the length, the payload."""
+    if len(namespace.encode()) > _NAMESPACE_BYTES or len(key.encode()) > _KEY_BYTES:
+        raise ValueError(f"cache namespace {namespace!r} or key {key[:16]!r}... is longer than an entry holds")
     body = (namespace.encode().ljust(_NAMESPACE_BYTES, b"\0") + key.encode().ljust(_KEY_BYTES, b"\0")
             + len(payload).to_bytes(8, "little") + payload)
     return MAGIC + hashlib.sha256(body).digest() + body

@@ -412,7 +412,10 @@ def test_host_identity_holds_the_compilers_real_features(monkeypatch):
     assert identity == cxx_module.host_identity(cxx_module._version(compiler.cxx), platform.machine(),
                                                 cxx_module._cpu_model(), macros)
     assert identity.endswith(cxx_module.feature_identity(macros)) and "isa:unknown" not in identity
-    monkeypatch.setattr(cxx_module, "_target_macros", lambda cxx, flags: macros + "#define __AVX512FP16__ 1\n")
+    facts = cxx_module.toolchain_facts(compiler.cxx)
+    assert facts["macros"] == macros and facts["version"] == cxx_module._version(compiler.cxx)
+    monkeypatch.setattr(cxx_module, "toolchain_facts",
+                        lambda cxx: {**facts, "macros": macros + "#define __AVX512FP16__ 1\n"})
     assert compiler.identity != identity  # another feature set, another key
 
 

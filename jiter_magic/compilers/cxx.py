@@ -6,6 +6,8 @@ lets the contiguous loop vectorize for this CPU, so the key holds the CPU model 
 instruction-set features `-march=native` enables, as the compiler itself reports them (its
 predefined feature macros: __AVX2__, __AVX512F__, __ARM_FEATURE_SVE, ...): two hosts with one
 model name but different features (a VM that masks AVX-512) never share a binary.
+Finding these starts the compiler several times (about 0.1 s), so they are remembered between
+processes (`toolchain_facts`), per compiler and CPU, while the compiler's file is unchanged.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 
+from .. import toolchain_memo
 from ..errors import CompileError, ToolchainError
 from .base import CompileResult, map_log
 
@@ -61,16 +64,22 @@ def _accepts(cxx: str, flag: str) -> bool:
     return result.returncode == 0
 
 
-@functools.lru_cache(maxsize=1)
-def _cpu_model() -> str:
+def _cpuinfo(*names: str) -> str | None:
+    """The value of the first /proc/cpuinfo line starting with one of `names` (None: no such line)."""
     try:
         with open("/proc/cpuinfo") as handle:
             for line in handle:
-                if line.startswith(("model name", "flags")):
-                    return line.split(":", 1)[1].strip()[:200]
+                if line.startswith(names):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_model() -> str:
+    found = _cpuinfo("model name", "flags")
+    return found[:200] if found is not None else platform.processor() or platform.machine()
 
 
 @functools.lru_cache(maxsize=8)
@@ -82,6 +91,30 @@ def _target_macros(cxx: str, flags: tuple[str, ...]) -> str:
     except (OSError, subprocess.SubprocessError):
         return ""
     return result.stdout if result.returncode == 0 else ""
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_flags() -> str:
+    """The first CPU's feature flags as the kernel lists them ('' where there is no /proc/cpuinfo)."""
+    return _cpuinfo("flags", "Features") or ""
+
+
+PROBED_FLAGS = ("-fopenmp", "-march=native")
+
+
+@functools.lru_cache(maxsize=8)
+def toolchain_facts(cxx: str) -> dict:
+    """The compiler's version, which of PROBED_FLAGS it accepts, and its predefined macros for
+    -march=native: remembered between processes for this compiler on this CPU."""
+    context = [cxx, platform.node(), platform.machine(), _cpu_model(), _cpu_flags()]
+    return toolchain_memo.remembered("cxx", context, lambda: _find_facts(cxx))
+
+
+def _find_facts(cxx: str) -> tuple[dict, list[str]]:
+    accepts = {flag: _accepts(cxx, flag) for flag in PROBED_FLAGS}
+    native = ("-march=native",) if accepts["-march=native"] else ()
+    facts = {"version": _version(cxx), "accepts": accepts, "macros": _target_macros(cxx, native)}
+    return facts, [os.path.realpath(cxx)]
 
 
 def feature_identity(macros: str) -> str:
@@ -108,15 +141,12 @@ class CxxCompiler:
 
     @property
     def identity(self) -> str:
-        native = ("-march=native",) if _accepts(self.cxx, "-march=native") else ()
-        return host_identity(_version(self.cxx), platform.machine(), _cpu_model(), _target_macros(self.cxx, native))
+        facts = toolchain_facts(self.cxx)
+        return host_identity(facts["version"], platform.machine(), _cpu_model(), facts["macros"])
 
     def options(self) -> tuple[str, ...]:
-        options = list(BASE_OPTIONS)
-        for flag in ("-fopenmp", "-march=native"):
-            if _accepts(self.cxx, flag):
-                options.append(flag)
-        return tuple(options)
+        accepts = toolchain_facts(self.cxx)["accepts"]
+        return BASE_OPTIONS + tuple(flag for flag in PROBED_FLAGS if accepts[flag])
 
     def compile(self, source: str, name: str, options: tuple[str, ...] | None = None,
                 running: set[subprocess.Popen] | None = None) -> CompileResult:

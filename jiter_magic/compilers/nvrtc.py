@@ -11,6 +11,7 @@ import ctypes
 import functools
 import os
 
+from .. import toolchain_memo
 from ..errors import CompileError, ToolchainError
 from .base import CompileResult, map_log
 
@@ -27,8 +28,42 @@ def _nvrtc():
 
 
 @functools.lru_cache(maxsize=1)
+def _toolchain() -> dict:
+    """NVRTC's version and the CUDA include folder, remembered between processes (finding them
+    imports cuda.pathfinder, about 50 ms: more than a disk hit's whole first call)."""
+    context = [os.environ.get(name, "") for name in ("CUDA_PATH", "CUDA_HOME", "LD_LIBRARY_PATH", "PYTHONPATH")]
+    return toolchain_memo.remembered("nvrtc", context, _find_toolchain)
+
+
+def _find_toolchain() -> tuple[dict, list[str]]:
+    include = _find_include_dir()
+    library = _nvrtc_library()
+    found = _version_of(library) if library else None
+    witnesses: list[str] = []
+    if library is None or found is None:  # CuPy finds its library its own way: asked, not remembered
+        found = _nvrtc().getVersion()
+    else:
+        witnesses = [library, *toolchain_memo.site_folders()]
+        if include:
+            witnesses.append(os.path.join(include, "cuda_fp16.h"))
+    major, minor = found
+    return {"version": f"{major}.{minor}", "include": include}, witnesses
+
+
 def cuda_include_dir() -> str | None:
     """Folder with cuda_fp16.h etc.: the pip headers wheel, then CUDA_PATH / CUDA_HOME, then /usr/local/cuda."""
+    return _toolchain()["include"]
+
+
+def nvrtc_version() -> str:
+    """NVRTC's version, part of every CUDA cache key and so needed on every first call: from the
+    library CuPy compiles with, found as CuPy 14 finds it (cuda.pathfinder) and asked through
+    ctypes, because CuPy's own binding imports all of CuPy to load it (about 0.1 s); CuPy's answer
+    where that does not work."""
+    return _toolchain()["version"]
+
+
+def _find_include_dir() -> str | None:
     try:
         from cuda.pathfinder import find_nvidia_header_directory
 
@@ -43,26 +78,23 @@ def cuda_include_dir() -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=1)
-def nvrtc_version() -> str:
-    """NVRTC's version, part of every CUDA cache key and so asked on every first call: from the
-    library CuPy compiles with, found as CuPy 14 finds it (cuda.pathfinder) and asked through
-    ctypes, because CuPy's own binding imports all of CuPy to load it (about 0.1 s); CuPy's answer
-    where that does not work."""
-    found = _version_through_pathfinder()
-    major, minor = found if found is not None else _nvrtc().getVersion()
-    return f"{major}.{minor}"
-
-
-def _version_through_pathfinder() -> tuple[int, int] | None:
+def _nvrtc_library() -> str | None:
+    """The NVRTC library CuPy 14 would load, as cuda.pathfinder finds it."""
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib
 
-        library = ctypes.CDLL(load_nvidia_dynamic_lib("nvrtc").abs_path)
-        major, minor = ctypes.c_int(), ctypes.c_int()
-        if library.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) != 0:
-            return None
+        return str(load_nvidia_dynamic_lib("nvrtc").abs_path)
     except Exception:  # noqa: BLE001 - no pathfinder or no library there: CuPy finds it its own way
+        return None
+
+
+def _version_of(library: str) -> tuple[int, int] | None:
+    try:
+        handle = ctypes.CDLL(library)
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        if handle.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) != 0:
+            return None
+    except OSError:
         return None
     return major.value, minor.value
 
