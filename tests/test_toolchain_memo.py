@@ -151,3 +151,15 @@ def test_a_namespace_longer_than_an_entry_holds_is_refused():
     with pytest.raises(ValueError, match="longer than an entry holds"):
         _pack("toolchain", "0" * 64, b"facts")  # 9 bytes: the entry's namespace field holds 8
     assert _pack(toolchain_memo.NAMESPACE, "0" * 64, b"facts").endswith(b"facts")
+
+
+def test_a_library_that_is_no_nvrtc_gives_no_version(tmp_path):
+    """What cuda.pathfinder names might not load or might lack nvrtcVersion: then CuPy is asked."""
+    not_a_library = tmp_path / "libnvrtc.so"
+    not_a_library.write_bytes(b"not an ELF file")
+    assert nvrtc_module._version_of(str(not_a_library)) is None
+    import ctypes.util
+
+    libc = ctypes.util.find_library("c")
+    if libc:  # loads, but has no nvrtcVersion
+        assert nvrtc_module._version_of(libc) is None

@@ -89,12 +89,13 @@ def _nvrtc_library() -> str | None:
 
 
 def _version_of(library: str) -> tuple[int, int] | None:
+    """NVRTC's (major, minor) as the library at `library` reports it; None when it cannot say."""
     try:
         handle = ctypes.CDLL(library)
         major, minor = ctypes.c_int(), ctypes.c_int()
         if handle.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) != 0:
             return None
-    except OSError:
+    except (OSError, AttributeError):  # not loadable, or no nvrtcVersion in it: CuPy is asked instead
         return None
     return major.value, minor.value
 
