@@ -7,16 +7,15 @@ and non-const reference parameters are the outputs of the multi-output form.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .errors import BindError
 from .parse import Functor
+from .records import record
 
 INPUT, EXTRA, OUTPUT = "input", "extra", "output"
 RESERVED = frozenset({"out"})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Binding:
     functor: Functor
     roles: tuple[tuple[str, int], ...]  # for each parameter in order: (role, index within role)

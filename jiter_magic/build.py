@@ -14,7 +14,6 @@ import hashlib
 import os
 import tempfile
 import time
-from dataclasses import dataclass
 
 from ._version import __version__
 from .bind import Binding
@@ -22,12 +21,13 @@ from .cache import COUNTERS, DiskCache, NullDiskCache, disk_cache
 from .codegen.kernel import render
 from .compilers.base import Compiler, with_source_lines
 from .errors import CompileError
+from .records import record
 from .spec import KernelSpec
 
 DEBUG_VARIABLE = "JITER_MAGIC_DEBUG"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Specialization:
     """A built specialization, as the notebook panel and `fn.specializations` show it."""
 
@@ -70,7 +70,7 @@ def save_failed_source(source: str, name: str, backend: str, key: str) -> str:
     return path
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Job:
     """One build: what names its entry, and what its Specialization reports."""
 

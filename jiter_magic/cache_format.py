@@ -13,7 +13,8 @@ import os
 import re
 import threading
 import warnings
-from dataclasses import dataclass, field
+
+from .records import field, record
 
 MAGIC = b"JITERMAGIC2\n"
 NAMESPACES = ("cuda", "cpu")
@@ -21,14 +22,14 @@ _NAMESPACE_BYTES, _KEY_BYTES = 8, 64
 HEADER = len(MAGIC) + 32 + 8 + _NAMESPACE_BYTES + _KEY_BYTES
 DEFAULT_MAX_BYTES = 1 << 30
 DEFAULT_LOCK_TIMEOUT = 60.0
-_NUMBER = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
+_NUMBER = r"(?i)(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?"  # compiled by `re` at first use, not at import
 
 
 class CacheWarning(UserWarning):
     """A cache entry was discarded, or the cache directory cannot be used."""
 
 
-@dataclass
+@record
 class Counters:
     """Process-wide counters, read through `jiter_magic.cache_stats()`."""
 
@@ -77,7 +78,7 @@ def _setting(name: str, text: str) -> float:
     """A number from the environment (sizes may end in K, M, G or T, powers of 1024); the default
     when unset, and with one warning when it is not a number (or not positive, for the size)."""
     default = DEFAULT_MAX_BYTES if name.endswith("BYTES") else DEFAULT_LOCK_TIMEOUT
-    match = _NUMBER.fullmatch(text.strip())
+    match = re.fullmatch(_NUMBER, text.strip())
     if match:
         value = float(match[1]) * 1024 ** " kmgt".index(match[2].lower() or " ")
         if value > 0 or (value == 0 and default is DEFAULT_LOCK_TIMEOUT):

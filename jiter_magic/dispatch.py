@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, cast
 
 from .arrays import BY_TYPE, adapter_for, coerce
@@ -22,6 +21,7 @@ from .kernels.args import args_layout
 from .kernels.base import Grid
 from .loader import KernelLoader, Launcher
 from .memcache import MemoryCache
+from .records import record
 from .resolve import (
     OverlapPair,
     byte_span,
@@ -38,7 +38,7 @@ PLAN_LIMIT = 4096  # plans kept a function (each key of a call: dtypes, shapes, 
 BACKENDS = ("auto", "cuda", "cpu")
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class CallPlan:
     """Everything a call with a known key needs besides its pointers and scalar values; `hot` is
     its hot path run from C (`heat`), once the C call path is loaded."""

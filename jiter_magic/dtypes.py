@@ -8,13 +8,13 @@ scalars) for torch inputs, and NumPy's (NEP 50 weak Python scalars) for NumPy/Cu
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
 from functools import cache, lru_cache
 
 from .errors import DTypeError
+from .records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DType:
     name: str
     kind: str  # 'b' bool, 'u' unsigned, 'i' signed, 'f' floating, 'c' complex

@@ -18,7 +18,7 @@ from .dispatch import Dispatcher
 from .errors import BindError, InvalidArgumentError
 from .loader import KernelLoader
 from .parse import parse_functor
-from .signature import docstring_of, signature_of
+from .signature import LazySignature, docstring_of
 from .spec import CONTIGUOUS, KernelSpec
 from .values import scalar_value
 
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 class JitFunction:
     """A jitted elementwise function; call it like a Python function on arrays."""
+
+    __signature__ = LazySignature()
 
     def __init__(self, code_string: str, num_outputs: int | None, kwargs: dict[str, object]):
         self._made_from = (code_string, num_outputs, dict(kwargs))  # what pickling rebuilds it from
@@ -42,7 +44,6 @@ class JitFunction:
         self.num_outputs = self.binding.num_outputs
         self.multi_output = num_outputs is not None
         self.__name__ = self.__qualname__ = self.functor.name
-        self.__signature__ = signature_of(self.binding, self.kwargs)
         self.__doc__ = docstring_of(self.binding, self.kwargs)
         self._loader = KernelLoader(self.binding)
         # One output comes back as the array itself, from the multi-output form too (as torch's does).

@@ -7,15 +7,14 @@ are merged, so most calls end on a single contiguous dimension.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .errors import ShapeError
+from .records import record
 
 INT32_MAX = 2**31 - 1
 INDEX_HEADROOM = 1 << 20  # kernels step past n by up to a block's work before their bound check
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Layout:
     """How one call iterates: the user-visible shape and the coalesced loop nest."""
 

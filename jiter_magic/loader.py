@@ -13,7 +13,6 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from . import compile_notice
@@ -22,6 +21,7 @@ from .bind import Binding
 from .build import Specialization, build, discard
 from .errors import LaunchError
 from .memcache import MemoryCache
+from .records import replace
 from .spec import KernelSpec
 
 Launcher = Callable[[list, tuple, tuple[int, int, int], int], None]

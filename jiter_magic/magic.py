@@ -15,7 +15,6 @@ import ast
 import keyword
 import math
 import warnings
-from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -33,6 +32,8 @@ from jiter_magic.magic_bench import run_bench_line
 from jiter_magic.magic_completion import jiterator_matcher
 from jiter_magic.magic_report import format_cache_stats, summary
 from jiter_magic.panel_html import human_size
+
+from .records import record
 
 # Names a value may use besides Python literals: floats that have no literal spelling.
 _SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "+inf": math.inf, "nan": math.nan}
@@ -57,7 +58,7 @@ def parse_literal(token: str) -> tuple[str, bool | int | float | complex]:
     return key, value
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CellOptions:
     """The `%%jiterator` line, parsed."""
 

@@ -7,7 +7,6 @@ expected, while errors of the call itself stay the user's own.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, replace
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -15,6 +14,8 @@ from IPython.utils.process import arg_split
 
 from jiter_magic import JitFunction
 from jiter_magic.benchmark import BenchmarkResult, benchmark
+
+from .records import record, replace
 
 
 def run_bench_line(line: str, parser: Any, namespace: dict[str, Any]) -> BenchmarkResult:
@@ -33,7 +34,7 @@ def run_bench_line(line: str, parser: Any, namespace: dict[str, Any]) -> Benchma
     return result
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BenchOptions:
     """The `%jiterator_bench` line, parsed."""
 

@@ -9,18 +9,17 @@ declarator is read and checked in parse_decl.py: a return type that names two ty
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .errors import ArgumentTypeError, ParseError
 from .parse_decl import Definition, describe, read_definition
 from .parse_tokens import Token, defined_macros, join, match_bracket, split_commas, tokenize
+from .records import record
 
 __all__ = ["Functor", "Parameter", "Token", "parse_functor", "tokenize"]
 
 EXAMPLE = "`template <typename T> T my_kernel(T x, T y) { return x + y; }`"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Parameter:
     """One parameter of the entry function, as declared."""
 
@@ -32,7 +31,7 @@ class Parameter:
         return f"{self.type} {self.name}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Functor:
     """What the kernel generator needs to know about the user's code string."""
 

@@ -9,10 +9,9 @@ types (`T`, `my`): that is a typo in the name, refused here rather than left to 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .errors import ParseError
 from .parse_tokens import Token, join, match_angle, match_bracket, split_commas
+from .records import record
 
 EXPECTED = "expected `<return type> <name>(<parameters>)`"
 # Words before the return type that are not part of it.
@@ -28,7 +27,7 @@ _SUFFIX_CALLS = frozenset({"noexcept", "throw"})
 _NOT_FUNCTION = frozenset({"namespace", "struct", "class", "union", "enum", "typedef", "using", "=", ";"})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Definition:
     name: str
     template: tuple[str, ...] | None

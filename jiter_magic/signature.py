@@ -6,14 +6,26 @@ keyword with its default, then `out=`.
 """
 from __future__ import annotations
 
-import inspect
 import keyword
+from typing import TYPE_CHECKING, Any
 
 from .bind import Binding
 
-_GENERIC = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
-                              inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None),
-                              inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)])
+if TYPE_CHECKING:
+    import inspect
+
+
+class LazySignature:
+    """`__signature__` made on first use (`inspect` costs a new process 10 ms to import, and
+    only help and completion ask). The owner holds `binding` and `kwargs`; on the class itself it
+    is None, so that `inspect.signature(JitFunction)` reads the class's own."""
+
+    def __get__(self, owner: Any, owner_type: type | None = None) -> inspect.Signature | None:
+        if owner is None:
+            return None
+        found = signature_of(owner.binding, owner.kwargs)
+        owner.__dict__["__signature__"] = found  # later reads find it there, before this descriptor
+        return found
 
 
 def _python_name(name: str) -> bool:
@@ -23,13 +35,17 @@ def _python_name(name: str) -> bool:
 def signature_of(binding: Binding, kwargs: dict[str, object]) -> inspect.Signature:
     """`(x, y, /, *, alpha=1.0, out=None)`; the generic `(*args, out=None, **kwargs)` when a C++
     parameter name is no Python name (`in`, `from`, ...)."""
+    import inspect
+
+    Parameter = inspect.Parameter
     names = (*binding.input_names, *binding.extra_names)
     if not all(_python_name(name) for name in names):
-        return _GENERIC
-    parameters = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_ONLY) for name in binding.input_names]
-    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=kwargs[name])
-                   for name in binding.extra_names]
-    parameters.append(inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None))
+        return inspect.Signature([Parameter("args", Parameter.VAR_POSITIONAL),
+                                  Parameter("out", Parameter.KEYWORD_ONLY, default=None),
+                                  Parameter("kwargs", Parameter.VAR_KEYWORD)])
+    parameters = [Parameter(name, Parameter.POSITIONAL_ONLY) for name in binding.input_names]
+    parameters += [Parameter(name, Parameter.KEYWORD_ONLY, default=kwargs[name]) for name in binding.extra_names]
+    parameters.append(Parameter("out", Parameter.KEYWORD_ONLY, default=None))
     return inspect.Signature(parameters)
 
 

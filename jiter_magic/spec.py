@@ -5,14 +5,13 @@ shape); rendering, the `Args` struct and launching read it, and never the arrays
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .dtypes import DTYPES
+from .records import record
 
 CONTIGUOUS, ROWS, TILED, STRIDED = "contiguous", "rows", "tiled", "strided"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelSpec:
     """One specialization of a jitted function: dtypes, argument kinds and the loop shape."""
 

@@ -228,9 +228,11 @@ def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
     stored = sorted((tmp_path / fast_call.NAMESPACE).rglob("*.bin"), key=lambda p: p.stat().st_size)
     assert len(stored) == 2  # the C module and the torch one
     assert first["stats"]["entries"] == 2  # the kernel and the host fault guard, not the modules
-    # A second process loads it from the disk cache: with the compiler made to fail, it still loads.
+    # A second process loads it from the disk cache: with the compiler made to fail, and no Python
+    # headers to be found (only a build asks for them), it still loads.
     no_compiler = "cxx.CxxCompiler.compile = lambda *a, **k: (_ for _ in ()).throw(RuntimeError('compiled'))\n"
-    second = _run(CHILD.replace("fast_call.wait(120)\n", no_compiler + "fast_call.wait(120)\n"), env)
+    no_headers = "fast_call._python_headers = lambda: (_ for _ in ()).throw(OSError('no Python.h here'))\n"
+    second = _run(CHILD.replace("fast_call.wait(120)\n", no_compiler + no_headers + "fast_call.wait(120)\n"), env)
     assert second["status"] == second["torch_status"] == "loaded" and second["hot"] == "HotPlan"
     # Cleared caches keep it (it is no kernel); a corrupt entry is discarded and rebuilt.
     stored[0].write_bytes(stored[0].read_bytes()[:-10])
@@ -240,10 +242,13 @@ def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
 
 
 def test_a_build_that_cannot_happen_leaves_the_python_path(tmp_path):
+    """No Python.h, and the modules not in the cache: the build (here in-process, so that the failing
+    header lookup reaches it) fails, and calls take the Python path. Only a build asks for the headers."""
     script = CHILD.replace("fast_call.wait(120)\n",
                            "fast_call._python_headers = lambda: (_ for _ in ()).throw(OSError('no Python.h here'))\n"
+                           "fast_call._building_here = True\n"
                            "fast_call.wait(120)\n")
-    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path)})
+    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: str(tmp_path / "modules")})
     assert found["status"] == "unavailable: no Python.h here" and found["hot"] == "NoneType"
     assert found["torch_status"] == "not started"  # it needs the core module
     assert found["values"] == [v * v + 1.0 for v in range(6)]

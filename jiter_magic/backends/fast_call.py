@@ -28,7 +28,6 @@ import os
 import platform
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import threading
 import weakref
@@ -162,6 +161,9 @@ def _load(name: str, build: Callable[[bool], bytes | None], compile: bool) -> Mo
 
 
 def _python_headers() -> str:
+    """Python.h's folder, for a build (sysconfig costs a new process 2 ms, so a load never asks)."""
+    import sysconfig
+
     include = sysconfig.get_paths().get("include") or ""
     if not os.path.exists(os.path.join(include, "Python.h")):
         raise LaunchError(f"Python's headers are not installed (no Python.h in {include!r}; "
@@ -170,9 +172,8 @@ def _python_headers() -> str:
 
 
 def _build_core(compile: bool) -> bytes | None:
-    include = _python_headers()
-    return _binary("jm_fast_call", "fast_call.cpp", include,
-                   lambda: ("-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", f"-I{include}"), compile)
+    return _binary("jm_fast_call", "fast_call.cpp", "",
+                   lambda: ("-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", f"-I{_python_headers()}"), compile)
 
 
 def _build_torch(compile: bool) -> bytes | None:
@@ -181,16 +182,15 @@ def _build_torch(compile: bool) -> bytes | None:
     root = os.path.dirname(os.path.abspath(torch.__file__))
     library = os.path.join(root, "lib")
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    include = _python_headers()
 
     def options() -> tuple[str, ...]:
-        headers = os.path.join(root, "include")
+        headers, include = os.path.join(root, "include"), _python_headers()
         return ("-O2", _cxx_standard(), "-shared", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
                 f"-I{headers}", f"-I{os.path.join(headers, 'torch', 'csrc', 'api', 'include')}", f"-I{include}",
                 "-Wl,--no-as-needed", f"-L{library}", f"-Wl,-rpath,{library}",
                 "-lc10", "-ltorch_cpu", "-ltorch_python")
 
-    identity = f"{include}|torch {torch.__version__} {torch.version.git_version} abi {abi} at {root}"
+    identity = f"torch {torch.__version__} {torch.version.git_version} abi {abi} at {root}"
     return _binary("jm_torch_call", "torch_fast_call.cpp", identity, options, compile)
 
 
@@ -216,7 +216,8 @@ def _binary(name: str, source_file: str, identity: str, options: Callable[[], tu
 
     with open(os.path.join(HERE, source_file)) as handle:
         source = handle.read()
-    python = f"{sys.version}|{sysconfig.get_config_var('EXT_SUFFIX')}|{platform.machine()}"
+    # The Python build, by what names it without sysconfig: version, extension suffix, installation.
+    python = f"{sys.version}|{importlib.machinery.EXTENSION_SUFFIXES[0]}|{platform.machine()}|{sys.base_prefix}"
     key = cache_key(source, (), f"{python}|{identity}")
     disk = disk_cache(os.environ.get(DIR_VARIABLE) or None)
     binary = disk.get(NAMESPACE, key)

@@ -2,17 +2,18 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Protocol
 
 from ..codegen.kernel import KERNEL_FILE, USER_FILE
+from ..records import record
 
-_USER_LOCATION = re.compile(rf"^{USER_FILE}(?:\((\d+)\)|:(\d+)(?::(\d+))?):\s*")
-_USER_CONTEXT = re.compile(rf"^{USER_FILE}: ")  # g++: "jiterator: In instantiation of ...":
-_KERNEL_LOCATION = re.compile(rf"^(?:{KERNEL_FILE}|\S*jm_\w+\.(?:cu|cpp))(?:\((\d+)\)|:(\d+)(?::\d+)?):\s*")
+# Patterns as text, compiled (and kept) by `re` the first time a log is mapped, not at import.
+_USER_LOCATION = rf"^{USER_FILE}(?:\((\d+)\)|:(\d+)(?::(\d+))?):\s*"
+_USER_CONTEXT = rf"^{USER_FILE}: "  # g++: "jiterator: In instantiation of ...":
+_KERNEL_LOCATION = rf"^(?:{KERNEL_FILE}|\S*jm_\w+\.(?:cu|cpp))(?:\((\d+)\)|:(\d+)(?::\d+)?):\s*"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CompileResult:
     binary: bytes
     log: str  # the compiler's own output (warnings on success), already mapped to user lines
@@ -39,22 +40,22 @@ def map_log(log: str) -> str:
     """Rewrite compiler locations: the user's lines as 'line N', generated code as 'generated kernel'."""
     out = []
     for line in log.splitlines():
-        match = _USER_LOCATION.match(line)
+        match = re.match(_USER_LOCATION, line)
         if match:
             number = match.group(1) or match.group(2)
             column = f", column {match.group(3)}" if match.group(3) else ""
             line = f"line {number}{column}: " + line[match.end():]
-        elif _USER_CONTEXT.match(line):
+        elif re.match(_USER_CONTEXT, line):
             line = line[len(USER_FILE) + 2:]
         else:
-            match = _KERNEL_LOCATION.match(line)
+            match = re.match(_KERNEL_LOCATION, line)
             if match:
                 line = "in the generated kernel: " + line[match.end():]
         out.append(line)
     return "\n".join(out).strip()
 
 
-_MAPPED = re.compile(r"^line (\d+)(?:, column (\d+))?: .*\b(?:error|warning)\b")
+_MAPPED = r"^line (\d+)(?:, column (\d+))?: .*\b(?:error|warning)\b"
 
 
 def with_source_lines(log: str, code: str) -> str:
@@ -66,7 +67,7 @@ def with_source_lines(log: str, code: str) -> str:
     out = []
     for index, row in enumerate(rows):
         out.append(row)
-        match = _MAPPED.match(row)
+        match = re.match(_MAPPED, row)
         if not match:
             continue
         number = int(match.group(1))

@@ -7,10 +7,10 @@ C layout against the packer.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from functools import lru_cache
 
 from ..dtypes import DTYPES, ctype
+from ..records import record
 from ..spec import KernelSpec
 
 # name, C type, struct format (no padding), size in bytes, array length (0 for a plain field)
@@ -23,7 +23,7 @@ _SCALAR_FORMAT = {
 }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArgsField:
     name: str
     ctype: str
@@ -34,7 +34,7 @@ class ArgsField:
     pointee: int = 0  # bytes of the element a pointer field points to; 0 for other fields
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArgsLayout:
     fields: tuple[ArgsField, ...]
     packer: struct.Struct

@@ -1,0 +1,209 @@
+"""Record classes (`@record`, `@record(frozen=True)`): dataclasses that cost a new process less to make.
+
+`dataclasses.dataclass` compiles each generated method from source, about a millisecond a class:
+with the package's twenty records that was half of `import jiter_magic`, which a new process pays
+before its first result. `record` compiles only `__init__` (its signature names the fields); the
+same `__repr__`, `__eq__`, `__hash__` and, for frozen records, the refusal to assign, are closures
+over the field names, comparing and hashing through `operator.attrgetter`'s tuples. It covers
+what this package uses: defaults, `field(default_factory=..., repr=..., compare=...)`, `eq=False`,
+`repr=False`, `__post_init__`, and records built on records. Type checkers see a dataclass
+(PEP 681). `replace` and `as_dict` stand in for their `dataclasses` namesakes.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:
+    def dataclass_transform(**_: object) -> Callable[[Any], Any]:
+        return lambda decorator: decorator
+
+T = TypeVar("T")
+FIELDS = "__record_fields__"
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+class FrozenRecordError(AttributeError):
+    """An assignment to (or deletion of) a field of a frozen record."""
+
+
+class Field:
+    """One field: its name, default or default factory, and whether repr and == include it."""
+
+    __slots__ = ("name", "default", "default_factory", "repr", "compare")
+
+    def __init__(self, default: Any = MISSING, default_factory: Any = MISSING, repr: bool = True,
+                 compare: bool = True) -> None:
+        if default is not MISSING and default_factory is not MISSING:
+            raise ValueError("a field takes a default or a default_factory, not both")
+        self.name = ""
+        self.default, self.default_factory, self.repr, self.compare = default, default_factory, repr, compare
+
+    def __repr__(self) -> str:
+        return f"Field({self.name!r})"
+
+
+def field(*, default: Any = MISSING, default_factory: Callable[[], Any] | Any = MISSING, repr: bool = True,
+          compare: bool = True) -> Any:
+    """A field's options, as `dataclasses.field` takes them (the subset records support)."""
+    return Field(default, default_factory, repr, compare)
+
+
+@overload
+def record(cls: type[T], /) -> type[T]: ...
+@overload
+def record(*, frozen: bool = ..., eq: bool = ..., repr: bool = ...) -> Callable[[type[T]], type[T]]: ...
+
+
+@dataclass_transform(field_specifiers=(field, Field))
+def record(cls: type[T] | None = None, /, *, frozen: bool = False, eq: bool = True,
+           repr: bool = True) -> Any:
+    """Make `cls` a record: like `@dataclass(frozen=..., eq=..., repr=...)`."""
+    def make(target: type[T]) -> type[T]:
+        return _make(target, frozen, eq, repr)
+
+    return make if cls is None else make(cls)
+
+
+def fields_of(obj: object) -> tuple[Field, ...]:
+    """A record's (or record class's) fields, in order."""
+    found = getattr(obj, FIELDS, None)
+    if found is None:
+        raise TypeError(f"{type(obj).__name__} is not a record")
+    return found
+
+
+def replace(obj: T, /, **changes: Any) -> T:
+    """A copy of the record `obj` with `changes` made, through its `__init__`."""
+    names = [f.name for f in fields_of(obj)]
+    unknown = sorted(set(changes) - set(names))
+    if unknown:
+        raise TypeError(f"{type(obj).__name__} has no field(s) {', '.join(map(str, unknown))}")
+    values = {name: changes[name] if name in changes else getattr(obj, name) for name in names}
+    return type(obj)(**values)
+
+
+def as_dict(obj: object) -> dict[str, Any]:
+    """The record's fields as a dict (values as they are; records here hold no nested records)."""
+    return {f.name: getattr(obj, f.name) for f in fields_of(obj)}
+
+
+def _is_class_var(annotation: object) -> bool:
+    text = annotation if isinstance(annotation, str) else repr(annotation)
+    return text.startswith(("ClassVar", "typing.ClassVar"))
+
+
+def _collect(cls: type) -> tuple[Field, ...]:
+    inherited: dict[str, Field] = {}
+    for base in reversed(cls.__mro__[1:]):
+        for f in getattr(base, FIELDS, ()):
+            inherited[f.name] = f
+    for name, annotation in cls.__dict__.get("__annotations__", {}).items():
+        if _is_class_var(annotation):
+            continue
+        value = cls.__dict__.get(name, MISSING)
+        f = value if isinstance(value, Field) else Field(default=value)
+        if isinstance(f.default, (list, dict, set)):
+            raise ValueError(f"{cls.__name__}.{name}: a mutable default; use field(default_factory=...)")
+        f.name = name
+        if f.default is MISSING and name in cls.__dict__:
+            delattr(cls, name)  # a Field with no default leaves no class attribute
+        elif f.default is not MISSING:
+            setattr(cls, name, f.default)
+        inherited[name] = f
+    result = tuple(inherited.values())
+    seen_default = False
+    for f in result:
+        has_default = f.default is not MISSING or f.default_factory is not MISSING
+        if seen_default and not has_default:
+            raise TypeError(f"{cls.__name__}: field {f.name!r} without a default follows one with a default")
+        seen_default = seen_default or has_default
+    return result
+
+
+def _init_of(cls: type, fields: tuple[Field, ...], frozen: bool) -> Callable[..., None]:
+    """`__init__`, the one method compiled: its signature names the fields, for callers and help."""
+    env: dict[str, Any] = {"MISSING": MISSING, "object_setattr": object.__setattr__}
+    params, body = [], []
+    for i, f in enumerate(fields):
+        if f.default_factory is not MISSING:
+            env[f"factory{i}"] = f.default_factory
+            params.append(f"{f.name}=MISSING")
+            body.append(f"    if {f.name} is MISSING: {f.name} = factory{i}()")
+        elif f.default is not MISSING:
+            env[f"default{i}"] = f.default
+            params.append(f"{f.name}=default{i}")
+        else:
+            params.append(f.name)
+        body.append(f"    object_setattr(self, {f.name!r}, {f.name})" if frozen else f"    self.{f.name} = {f.name}")
+    if "__post_init__" in dir(cls):
+        body.append("    self.__post_init__()")
+    source = "\n".join([f"def __init__({', '.join(['self', *params])}):", *(body or ["    pass"])])
+    exec(source, env)  # noqa: S102 - source built above from the class's own field names
+    return env["__init__"]
+
+
+def _values_of(names: tuple[str, ...]) -> Callable[[object], tuple]:
+    """The named attributes of an object as a tuple (attrgetter's C loop; it gives a bare value for one name)."""
+    if not names:
+        return lambda _: ()
+    get = attrgetter(*names)
+    return get if len(names) > 1 else lambda obj: (get(obj),)
+
+
+def _methods(cls: type, fields: tuple[Field, ...], frozen: bool, eq: bool, repr: bool) -> dict[str, Any]:
+    own = cls.__dict__
+    made: dict[str, Any] = {"__init__": _init_of(cls, fields, frozen)}
+    if repr and "__repr__" not in own:
+        shown = tuple(f.name for f in fields if f.repr)
+
+        def __repr__(self: object) -> str:
+            return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in shown)})"
+        made["__repr__"] = __repr__
+    compared = _values_of(tuple(f.name for f in fields if f.compare))
+    if eq and "__eq__" not in own:
+        def __eq__(self: object, other: object) -> Any:
+            if other.__class__ is not self.__class__:
+                return NotImplemented
+            return compared(self) == compared(other)
+        made["__eq__"] = __eq__
+    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
+    if eq and not explicit_hash:
+        if frozen:
+            def __hash__(self: object) -> int:
+                return hash(compared(self))
+            made["__hash__"] = __hash__
+        else:
+            made["__hash__"] = None  # mutable and compared by value: unhashable, as a dataclass
+    if frozen:
+        kind = cls.__name__
+
+        def __setattr__(self: object, name: str, value: object) -> None:
+            raise FrozenRecordError(f"cannot assign to field {name!r} of a frozen {kind}")
+
+        def __delattr__(self: object, name: str) -> None:
+            raise FrozenRecordError(f"cannot delete field {name!r} of a frozen {kind}")
+        made["__setattr__"], made["__delattr__"] = __setattr__, __delattr__
+    return made
+
+
+def _make(cls: type[T], frozen: bool, eq: bool, repr: bool) -> type[T]:
+    fields = _collect(cls)
+    for name, method in _methods(cls, fields, frozen, eq, repr).items():
+        if method is not None:
+            method.__qualname__ = f"{cls.__qualname__}.{name}"
+            method.__module__ = cls.__module__
+        setattr(cls, name, method)
+    setattr(cls, FIELDS, fields)
+    cls.__match_args__ = tuple(f.name for f in fields)  # type: ignore[misc,attr-defined]
+    return cls

@@ -1,0 +1,138 @@
+"""records: `@record` classes behave as the dataclasses they replace (init, repr, ==, hash, frozen)."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+import subprocess
+import sys
+import threading
+from typing import ClassVar
+
+import pytest
+
+from jiter_magic.records import FrozenRecordError, as_dict, field, fields_of, record, replace
+
+
+@record(frozen=True)
+class Point:
+    x: int
+    y: int = 2
+    tags: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    kind: ClassVar[str] = "point"
+
+
+@record
+class Tally:
+    count: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+@record(eq=False)
+class Plan:
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PointDC:
+    x: int
+    y: int = 2
+    tags: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
+
+
+def test_init_defaults_repr_and_equality_match_a_dataclass():
+    p, d = Point(1), PointDC(1)
+    assert (p.x, p.y, p.tags) == (d.x, d.y, d.tags) == (1, 2, ())
+    assert repr(p) == "Point(x=1, y=2)" and repr(d) == "PointDC(x=1, y=2)"
+    assert Point(1, 3, ("a",)) == Point(1, 3, ("b",))  # tags is not compared
+    assert Point(1, 3) != Point(1, 4) and Point(1) != PointDC(1)
+    assert hash(Point(1, 3, ("a",))) == hash(Point(1, 3))
+    assert {Point(1): "a"}[Point(1, 2)] == "a"
+    assert Point.kind == "point" and [f.name for f in fields_of(Point)] == ["x", "y", "tags"]
+    assert Point.__match_args__ == ("x", "y", "tags")
+    with pytest.raises(TypeError):
+        Point()  # x has no default
+    with pytest.raises(TypeError):
+        Point(1, z=3)
+
+
+def test_frozen_records_refuse_assignment_and_deletion():
+    p = Point(1)
+    with pytest.raises(FrozenRecordError, match="cannot assign to field 'x'"):
+        p.x = 5  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del p.y  # type: ignore[misc]
+    assert p.x == 1 and p.y == 2
+
+
+def test_mutable_records_take_factories_and_are_unhashable():
+    a, b = Tally(), Tally()
+    assert a.lock is not b.lock and isinstance(a.lock, type(threading.Lock()))
+    a.count += 1
+    assert a.count == 1 and a != b and Tally(1, a.lock) == Tally(1, a.lock) != Tally(1, b.lock)
+    assert repr(a) == "Tally(count=1)"
+    with pytest.raises(TypeError):
+        hash(a)
+
+
+def test_eq_false_keeps_identity():
+    a, b = Plan(1), Plan(1)
+    assert a != b and a == a  # noqa: PLR0124
+    assert len({a, b}) == 2
+
+
+def test_replace_and_as_dict():
+    p = Point(1, 3, ("t",))
+    q = replace(p, y=7)
+    assert (q.x, q.y, q.tags) == (1, 7, ("t",)) and p.y == 3
+    assert as_dict(q) == {"x": 1, "y": 7, "tags": ("t",)}
+    with pytest.raises(TypeError, match="no field"):
+        replace(p, z=1)
+    with pytest.raises(TypeError, match="not a record"):
+        as_dict(object())
+
+
+def test_records_pickle_and_copy():
+    p = Point(4, 5, ("a",))
+    for clone in (pickle.loads(pickle.dumps(p)), copy.copy(p), copy.deepcopy(p)):
+        assert clone == p and clone.tags == ("a",) and type(clone) is Point
+
+
+def test_bad_definitions_are_refused():
+    with pytest.raises(ValueError, match="mutable default"):
+        @record
+        class Bad:
+            items: list = []  # noqa: RUF012
+
+    with pytest.raises(TypeError, match="without a default follows"):
+        @record
+        class Order:
+            a: int = 1
+            b: int
+
+    with pytest.raises(ValueError, match="not both"):
+        field(default=1, default_factory=list)
+
+
+def test_post_init_runs_and_subclass_fields_follow_the_base():
+    @record
+    class Base:
+        a: int
+
+        def __post_init__(self) -> None:
+            self.a *= 2
+
+    @record
+    class Child(Base):
+        b: int = 0
+
+    c = Child(3, 4)
+    assert (c.a, c.b) == (6, 4) and repr(c).endswith("Child(a=6, b=4)")
+
+
+def test_importing_the_package_does_not_import_dataclasses():
+    """The point of records: `import jiter_magic` compiles no dataclass (nor imports the module,
+    which pulls in `inspect`)."""
+    done = subprocess.run([sys.executable, "-c", "import sys, jiter_magic; print('dataclasses' in sys.modules)"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
