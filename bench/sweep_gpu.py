@@ -9,8 +9,9 @@ jiterator and torch's native op on the same tensors, so each line reads "ours / 
 variant. The defaults in kernels/contiguous.py and kernels/tiled.py come from these sweeps.
 
 `--rows`: patches how many vectors a thread of the rows path moves (outer products, bias adds).
+`--blocks`: patches the contiguous path's threads a block (128 shipped; 256 and 512).
 
-Usage on the GPU machine: python3 bench/sweep_gpu.py [--contiguous] [--tiled] [--rows] [--quick]
+Usage on the GPU machine: python3 bench/sweep_gpu.py [--contiguous] [--tiled] [--rows] [--blocks] [--quick]
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from bench_gpu import timed  # noqa: E402
 AXPY = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
 CODE8 = "template <typename T> T f(T a, T b, T c, T d, T e, T g, T h, T i) { return a + b + c + d + e + g + h + i; }"
 ORIGINAL_UNROLL = contiguous.unroll_of
+THREAD_ROWS = tiled.thread_rows
 ORIGINAL_RENDER = kernel_source.render_source
 
 STREAMING = r"""
@@ -84,9 +86,16 @@ def set_contiguous(widest: int, per_thread_elems: int | None, streaming: bool) -
     kernel_source.render_source = streaming_source if streaming else ORIGINAL_RENDER
 
 
-def set_tiled(tile: int, rows: int, prefetch: bool) -> None:
-    tiled.TILE, tiled.TILE_ROWS, tiled.PREFETCH = tile, rows, prefetch
-    tiled.Tiled.block = (tiled.WARP, rows, 1)
+def set_tiled(tile: int, rows: int | None, prefetch: bool) -> None:
+    """rows None: the shipped choice by spec (`tiled.thread_rows`)."""
+    tiled.TILE, tiled.PREFETCH = tile, prefetch
+    tiled.thread_rows = THREAD_ROWS if rows is None else (lambda spec: rows)
+
+
+def set_block(threads: int) -> None:
+    """Threads a block of the contiguous path (the shipped policy picks vectors and unrolling)."""
+    contiguous.BLOCK = threads
+    contiguous.Contiguous.block = (threads, 1, 1)
 
 
 def set_rows(unroll: int) -> None:
@@ -167,14 +176,17 @@ def copy_ceiling() -> str:
 
 def main() -> None:
     quick = "--quick" in sys.argv
-    both = not ("--contiguous" in sys.argv or "--tiled" in sys.argv or "--rows" in sys.argv)
+    both = not any(flag in sys.argv for flag in ("--contiguous", "--tiled", "--rows", "--blocks"))
     print(f"copy ceiling {copy_ceiling()}", flush=True)
     if both or "--contiguous" in sys.argv:
         variants = [(16, None, False), (16, None, True), (4, None, False), (16, 8, False), (16, 8, True)]
         sweep("contiguous", variants[:2] if quick else variants, set_contiguous, contiguous_cases(), 2)
         set_contiguous(16, None, False)
+    if "--blocks" in sys.argv:
+        sweep("block", [(128,), (256,), (512,)], set_block, contiguous_cases(), 2)
+        set_block(base.BLOCK)
     if both or "--tiled" in sys.argv:
-        variants = [(32, 8, False), (32, 8, True), (32, 16, True), (32, 4, True), (32, 2, True)]
+        variants = [(32, None, True), (32, 4, True), (32, 8, True), (32, 16, True)]
         if "--tiles-64" in sys.argv:  # 2-3x slower on the H200 (bench/results/2026-12-01-h200-speed)
             variants += [(64, 8, False), (64, 8, True), (64, 16, True)]
         sweep("tiled", variants[:2] if quick else variants, set_tiled, tiled_cases(), 2)

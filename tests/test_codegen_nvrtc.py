@@ -19,9 +19,10 @@ from jiter_magic.compilers.base import CompileResult
 from jiter_magic.compilers.nvrtc import NvrtcCompiler  # noqa: E402
 from jiter_magic.dtypes import DTYPES, TORCH_DTYPES, UNSIGNED_WIDE, compute_dtype, promote_types
 from jiter_magic.errors import CompileError, JiterError
+from jiter_magic.kernels import path_of
 from jiter_magic.kernels.args import args_layout
 from jiter_magic.kernels.base import BLOCK
-from jiter_magic.kernels.tiled import PREFETCH, TILE, TILE_ROWS, WARP
+from jiter_magic.kernels.tiled import PREFETCH, TILE, WARP, thread_rows
 from jiter_magic.parse import parse_functor
 from jiter_magic.spec import CONTIGUOUS, STRIDED, TILED, KernelSpec
 
@@ -64,7 +65,7 @@ def check_source(b: Binding, spec: KernelSpec, source: str, user_start: int) -> 
     assert lines[user_start - 2] == f'#line 1 "{USER_FILE}"'
     assert "\n".join(lines[user_start - 1:user_start - 1 + b.functor.code.count("\n") + 1]) == b.functor.code
     assert f"typedef {DTYPES[spec.compute].ctype} jm_compute_t;" in source
-    threads = WARP * TILE_ROWS if spec.path == TILED else BLOCK
+    threads = WARP * thread_rows(spec) if spec.path == TILED else BLOCK
     assert f"void __launch_bounds__({threads}) {KERNEL_NAME}(const jm_Args jm_a)" in source
     assert ("typedef long long jm_index_t;" if spec.index64 else "typedef int jm_index_t;") in source
     for name in ("jm_n",) + tuple(f"jm_extra{k}" for k in range(len(spec.extras))):
@@ -169,10 +170,27 @@ def test_tiled_path(dtype, ndim, tiled, index64, arch):
     assert source.count("__syncthreads();") == 2
     direct = [i for i in (0, 1) if i not in tiled]  # read in the outputs' order: loaded before the wait
     for i in direct:
-        assert f"{DTYPES[dtype].ctype} jm_p{i}[{TILE // WARP}][{TILE // TILE_ROWS}];" in source
+        assert f"{DTYPES[dtype].ctype} jm_p{i}[{TILE // WARP}][{TILE // thread_rows(spec)}];" in source
     assert len(re.findall(r"jm_p\d+\[", source)) == (3 * len(direct) if PREFETCH else 0)
     assert "div_mul" not in source
     assert f"int64_t jm_sizes[{ndim}];" in source
+
+
+@pytest.mark.parametrize("dtypes, ndim, rows", [
+    (("float32", "float32"), 2, 16), (("float16", "float16"), 2, 8), (("int8", "int8"), 2, 8),
+    (("float16", "float32"), 2, 16), (("float64", "float64"), 2, 16), (("float32", "float32"), 3, 4),
+    (("float16", "float16"), 4, 4),
+])
+def test_tiled_block_rows_follow_the_loop_dims_and_element_size(dtypes, ndim, rows):
+    """Two loop dimensions: 32x16 threads for 4-byte elements and wider, 32x8 for 2-byte and narrower
+    (the widest of the outputs and the tiled inputs); batches on grid.z: 32x4. The launch bounds and
+    the launcher's block follow (bench/sweep_gpu.py --tiled)."""
+    spec = KernelSpec(dtypes, (False, False), (dtypes[1],), "float32", ("float64",), TILED, ndim, 1, False, (0,))
+    assert thread_rows(spec) == rows
+    assert path_of(spec, "cuda").block_of(spec) == (WARP, rows, 1)
+    source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, ARCHES[0])
+    assert f"void __launch_bounds__({WARP * rows}) {KERNEL_NAME}(const jm_Args jm_a)" in source
+    assert f"jm_thread_y() + jm_r * {rows}" in source
 
 
 def test_tiled_path_mixed_dtypes_scalar_and_two_outputs():

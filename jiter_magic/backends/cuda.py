@@ -61,7 +61,7 @@ class CudaLauncher:
         except LaunchError as exc:
             raise LaunchError(f"could not load the compiled kernel on CUDA device {device}: {exc}") from exc
         self.device = device
-        self.block = path_of(spec, "cuda").block
+        self.block = path_of(spec, "cuda").block_of(spec)
         packer = args_layout(spec, "cuda").packer
         self.pack_into = packer.pack_into
         self.pack = packer.pack

@@ -57,6 +57,10 @@ class KernelPath:
         """The loop shape if this path fits the call, else None."""
         raise NotImplementedError
 
+    def block_of(self, spec: KernelSpec) -> Grid:
+        """Threads of a block for this kernel (CUDA paths): the class's `block` unless a path picks by spec."""
+        return self.block
+
     def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
         """`Args` fields after the operands and scalars: the loop geometry."""
         return []
@@ -85,7 +89,8 @@ class CudaPath(KernelPath):
         raise NotImplementedError
 
     def render(self, binding: Binding, spec: KernelSpec) -> str:
-        threads = self.block[0] * self.block[1] * self.block[2]
+        block = self.block_of(spec)
+        threads = block[0] * block[1] * block[2]
         code = CodeBlock()
         with code.block(f'extern "C" __global__ void __launch_bounds__({threads}) jm_kernel(const jm_Args jm_a)'):
             code.line(f"typedef {'long long' if spec.index64 else 'int'} jm_index_t;")

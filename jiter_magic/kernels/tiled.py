@@ -13,21 +13,30 @@ from ..bind import Binding
 from ..codegen.block import CodeBlock
 from ..codegen.element import ARGS, element_body
 from ..codegen.offsets import MODULO, operand_offsets
-from ..dtypes import ctype
+from ..dtypes import DTYPES, ctype
 from ..layout import Layout
 from ..spec import TILED, KernelSpec
 from .args import FieldSpec
 from .base import CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry
 
 WARP = 32
-# TILE x TILE tiles, 32 x TILE_ROWS threads: TILE/32 columns and TILE/TILE_ROWS rows a thread. On the
-# H200 (bench/sweep_gpu.py --tiled; bench/results/2026-12-01-h200-speed), PREFETCH with 32x32 tiles
-# and 32x4 threads is the best balance: float32 transposed 16384^2 3166-3251 GB/s, NCHW read as
-# NHWC 3295-3312, a 3-d rotation 3302-3326 (copy: 4070-4094), against 2504-2682 before. 32x8
-# threads are faster for 2-byte transposes (1970 against 1655) but slower for NCHW (2700); 32x16
-# faster for 2-d float32 (3200-3413) but slower for NCHW (2460-2750); 64x64 tiles 2-3x slower.
-TILE, TILE_ROWS = 32, 4
+# TILE x TILE tiles, 32 x `thread_rows(spec)` threads: TILE/32 columns and TILE/rows rows a thread.
+# On the H200 (bench/sweep_gpu.py --tiled; bench/results/2026-12-01-h200-speed, sweeps 1-3), with
+# PREFETCH and 32x32 tiles: 32x4 threads are best where batches run on grid.z (NCHW read as NHWC:
+# 3097-3312 GB/s against 2460-2750 with 32x16); two loop dimensions are faster with more rows, 32x16
+# for 4-byte elements (transposed 16384^2 3317-3324 against 3108-3202; a 3-d rotation 3400-3407
+# against 3090-3213) and 32x8 for 2-byte ones (2024-2105 against 1554-1650). 64x64 tiles: 2-3x slower.
+TILE = 32
 PREFETCH = True
+BATCHED_ROWS, WIDE_ROWS, NARROW_ROWS = 4, 16, 8
+
+
+def thread_rows(spec: KernelSpec) -> int:
+    """Rows of threads in a block: its y extent, from the sweeps above."""
+    if spec.ndim > 2:
+        return BATCHED_ROWS
+    widest = max(DTYPES[name].itemsize for name in (*spec.outputs, *(spec.inputs[i] for i in spec.tiled_inputs)))
+    return NARROW_ROWS if widest <= 2 else WIDE_ROWS
 MAX_GRID_Y = MAX_GRID_Z = 65535
 
 
@@ -37,7 +46,10 @@ def _offset(k: int) -> str:
 
 class Tiled(CudaPath):
     name = TILED
-    block = (WARP, TILE_ROWS, 1)
+    block = (WARP, BATCHED_ROWS, 1)
+
+    def block_of(self, spec: KernelSpec) -> Grid:
+        return WARP, thread_rows(spec), 1
 
     def match(self, call: CallShape) -> PathChoice | None:
         layout, nout = call.layout, len(call.output_dtypes)
@@ -72,7 +84,8 @@ class Tiled(CudaPath):
 
     def body(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
         nout, ins = len(spec.outputs), spec.array_inputs
-        tile, rows, cols = TILE, TILE // TILE_ROWS, TILE // WARP
+        threads_y = thread_rows(spec)
+        tile, rows, cols = TILE, TILE // threads_y, TILE // WARP
         direct = [i for i in ins if i not in spec.tiled_inputs]  # read in the outputs' order
         prefetch = PREFETCH and bool(spec.tiled_inputs) and bool(direct)
         code = CodeBlock()
@@ -86,11 +99,11 @@ class Tiled(CudaPath):
             code.line(f"jm_batches *= (jm_index_t){ARGS}.jm_sizes[{d}];")
         # (row, column) of a thread's element in the tile: staged reads walk the second dimension
         # with the thread's x; the outputs' reads and writes walk the first.
-        staged = (f"jm_thread_y() + jm_r * {TILE_ROWS}", f"jm_thread_x() + jm_c * {WARP}")
+        staged = (f"jm_thread_y() + jm_r * {threads_y}", f"jm_thread_x() + jm_c * {WARP}")
         each = (f"for (int jm_c = 0; jm_c < {cols}; ++jm_c)\n#pragma unroll\n"
                 f"for (int jm_r = 0; jm_r < {rows}; ++jm_r)")
         out_at = (f"const jm_index_t jm_i0 = jm_i0_base + jm_thread_x() + jm_c * {WARP}, "
-                  f"jm_i1 = jm_i1_base + jm_thread_y() + jm_r * {TILE_ROWS};")
+                  f"jm_i1 = jm_i1_base + jm_thread_y() + jm_r * {threads_y};")
         with code.block("for (jm_index_t jm_batch = jm_block_z(); jm_batch < jm_batches; jm_batch += jm_grid_z())"):
             code.extend(operand_offsets(spec, "jm_batch", MODULO, first_dim=2))
             if spec.tiled_inputs:
