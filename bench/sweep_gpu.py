@@ -10,8 +10,10 @@ variant. The defaults in kernels/contiguous.py and kernels/tiled.py come from th
 
 `--rows`: patches how many vectors a thread of the rows path moves (outer products, bias adds).
 `--blocks`: patches the contiguous path's threads a block (128 shipped; 256 and 512).
+`--per-thread`: the contiguous path with 16 and 32 elements a thread against the shipped choice.
 
-Usage on the GPU machine: python3 bench/sweep_gpu.py [--contiguous] [--tiled] [--rows] [--blocks] [--quick]
+Usage on the GPU machine: python3 bench/sweep_gpu.py [--contiguous] [--tiled] [--rows] [--blocks] [--per-thread]
+       [--quick]
 """
 from __future__ import annotations
 
@@ -176,11 +178,15 @@ def copy_ceiling() -> str:
 
 def main() -> None:
     quick = "--quick" in sys.argv
-    both = not any(flag in sys.argv for flag in ("--contiguous", "--tiled", "--rows", "--blocks"))
+    both = not any(flag in sys.argv for flag in ("--contiguous", "--tiled", "--rows", "--blocks", "--per-thread"))
     print(f"copy ceiling {copy_ceiling()}", flush=True)
     if both or "--contiguous" in sys.argv:
         variants = [(16, None, False), (16, None, True), (4, None, False), (16, 8, False), (16, 8, True)]
         sweep("contiguous", variants[:2] if quick else variants, set_contiguous, contiguous_cases(), 2)
+        set_contiguous(16, None, False)
+    if "--per-thread" in sys.argv:  # more elements a thread: 16 and 32 (2 and 4 vectors of 2-byte dtypes)
+        sweep("contiguous", [(16, None, False), (16, 16, False), (16, 32, False)], set_contiguous,
+              contiguous_cases(), 2)
         set_contiguous(16, None, False)
     if "--blocks" in sys.argv:
         sweep("block", [(128,), (256,), (512,)], set_block, contiguous_cases(), 2)
