@@ -242,16 +242,28 @@ def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
 
 
 def test_a_build_that_cannot_happen_leaves_the_python_path(tmp_path):
-    """No Python.h, and the modules not in the cache: the build (here in-process, so that the failing
-    header lookup reaches it) fails, and calls take the Python path. Only a build asks for the headers."""
+    """No Python.h, and the modules not in the cache: no builder process starts, and calls take the
+    Python path (only a build asks for the headers: a load from the cache does not)."""
     script = CHILD.replace("fast_call.wait(120)\n",
                            "fast_call._python_headers = lambda: (_ for _ in ()).throw(OSError('no Python.h here'))\n"
-                           "fast_call._building_here = True\n"
+                           "fast_call._build_in_own_process = lambda name: (_ for _ in ()).throw(AssertionError('started'))\n"
                            "fast_call.wait(120)\n")
     found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: str(tmp_path / "modules")})
     assert found["status"] == "unavailable: no Python.h here" and found["hot"] == "NoneType"
     assert found["torch_status"] == "not started"  # it needs the core module
     assert found["values"] == [v * v + 1.0 for v in range(6)]
+
+
+def test_a_failed_build_reports_its_reason_in_one_line(tmp_path):
+    """The builder process prints why it failed, not a traceback: the asking process shows that
+    line as the C call path's status."""
+    env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), fast_call.DIR_VARIABLE: str(tmp_path / "modules"),
+           "JITER_MAGIC_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "jiter_magic.backends.fast_call_build", "jm_fast_call"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()] and "Traceback" not in done.stderr
+    assert "needs a C++ compiler" in done.stderr and "no-such-compiler" in done.stderr
 
 
 def test_the_modules_can_live_in_a_cache_directory_of_their_own(tmp_path):

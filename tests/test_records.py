@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import pytest
 
-from jiter_magic.records import FrozenRecordError, as_dict, field, fields_of, record, replace
+from jiter_magic.records import as_dict, field, fields_of, record, replace
 
 
 @record(frozen=True)
@@ -58,7 +58,7 @@ def test_init_defaults_repr_and_equality_match_a_dataclass():
 
 def test_frozen_records_refuse_assignment_and_deletion():
     p = Point(1)
-    with pytest.raises(FrozenRecordError, match="cannot assign to field 'x'"):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'x'"):
         p.x = 5  # type: ignore[misc]
     with pytest.raises(AttributeError):
         del p.y  # type: ignore[misc]
@@ -96,6 +96,27 @@ def test_records_pickle_and_copy():
     p = Point(4, 5, ("a",))
     for clone in (pickle.loads(pickle.dumps(p)), copy.copy(p), copy.deepcopy(p)):
         assert clone == p and clone.tags == ("a",) and type(clone) is Point
+
+
+def test_dataclasses_take_records_for_dataclasses():
+    """Code written for the dataclasses these were keeps working: is_dataclass, fields, asdict,
+    replace (and copy.replace on Python 3.13+), on the package's exported results too."""
+    from jiter_magic import BenchmarkResult
+
+    p = Point(1, 3, ("t",))
+    assert dataclasses.is_dataclass(p) and dataclasses.is_dataclass(Point) and dataclasses.is_dataclass(Tally)
+    assert [(f.name, f.type, f.repr, f.compare) for f in dataclasses.fields(p)] == [
+        ("x", "int", True, True), ("y", "int", True, True), ("tags", "tuple[str, ...]", False, False)]
+    assert dataclasses.fields(Point)[1].default == 2 and dataclasses.fields(Tally)[1].default_factory is threading.Lock
+    assert dataclasses.asdict(p) == {"x": 1, "y": 3, "tags": ("t",)}
+    q = dataclasses.replace(p, y=9)
+    assert type(q) is Point and (q.x, q.y, q.tags) == (1, 9, ("t",))
+    if hasattr(copy, "replace"):
+        assert copy.replace(p, x=5) == Point(5, 3)
+    r = BenchmarkResult("f", "CPU", 1e-3, 1e-3, 5, 1000, 1.0, 2.0, 0.5)
+    assert dataclasses.asdict(r)["name"] == "f" and dataclasses.replace(r, name="g").name == "g"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.name = "x"  # type: ignore[misc]
 
 
 def test_bad_definitions_are_refused():

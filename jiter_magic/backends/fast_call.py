@@ -223,6 +223,7 @@ def _binary(name: str, source_file: str, identity: str, options: Callable[[], tu
     binary = disk.get(NAMESPACE, key)
     if binary is not None or not compile:
         return binary
+    _python_headers()  # before any builder starts: without them no build can succeed
     if disk.usable and not _building_here:
         _build_in_own_process(name)
         binary = disk.get(NAMESPACE, key)
@@ -262,7 +263,11 @@ def build_here(name: str) -> int:
     if name == "jm_torch_call":
         import torch  # noqa: F401 - _build_torch reads its paths and ABI
     build = {"jm_fast_call": _build_core, "jm_torch_call": _build_torch}[name]
-    return 0 if build(True) is not None else 1
+    try:
+        return 0 if build(True) is not None else 1
+    except Exception as exc:  # noqa: BLE001 - the asking process shows this line as the reason
+        print(exc, file=sys.stderr)
+        return 1
 
 
 def _import(name: str, binary: bytes) -> ModuleType:
