@@ -11,9 +11,11 @@ variant. The defaults in kernels/contiguous.py and kernels/tiled.py come from th
 `--rows`: patches how many vectors a thread of the rows path moves (outer products, bias adds).
 `--blocks`: patches the contiguous path's threads a block (128 shipped; 256 and 512).
 `--per-thread`: the contiguous path with 16 and 32 elements a thread against the shipped choice.
+`--grid-order`: the tiled path with its grid's x and y swapped (tiles of the second loop dimension
+along x), against the shipped order.
 
 Usage on the GPU machine: python3 bench/sweep_gpu.py [--contiguous] [--tiled] [--rows] [--blocks] [--per-thread]
-       [--quick]
+       [--grid-order] [--quick]
 """
 from __future__ import annotations
 
@@ -92,6 +94,30 @@ def set_tiled(tile: int, rows: int | None, prefetch: bool) -> None:
     """rows None: the shipped choice by spec (`tiled.thread_rows`)."""
     tiled.TILE, tiled.PREFETCH = tile, prefetch
     tiled.thread_rows = THREAD_ROWS if rows is None else (lambda spec: rows)
+
+
+ORIGINAL_GRID = tiled.Tiled.grid
+
+
+def swapped_source(binding, spec, backend):
+    """The tiled kernel with its grid's x and y swapped: blocks in a row of the grid walk the second
+    loop dimension's tiles (the tiled input's rows) instead of the first's (the output's)."""
+    text, start = ORIGINAL_RENDER(binding, spec, backend)
+    if spec.path != "tiled" or backend != "cuda":
+        return text, start
+    text = text.replace("jm_i0_base = (jm_index_t)jm_block_x()", "jm_i0_base = (jm_index_t)jm_block_SWAP()")
+    text = text.replace("jm_i1_base = (jm_index_t)jm_block_y()", "jm_i1_base = (jm_index_t)jm_block_x()")
+    return text.replace("jm_block_SWAP()", "jm_block_y()"), start
+
+
+def set_tiled_order(rows: int | None, swap: bool) -> None:
+    set_tiled(32, rows, True)
+    if swap:
+        tiled.Tiled.grid = lambda self, spec, layout: (lambda g: (g[1], g[0], g[2]))(ORIGINAL_GRID(self, spec, layout))
+        kernel_source.render_source = swapped_source
+    else:
+        tiled.Tiled.grid = ORIGINAL_GRID
+        kernel_source.render_source = ORIGINAL_RENDER
 
 
 def set_block(threads: int) -> None:
@@ -178,7 +204,8 @@ def copy_ceiling() -> str:
 
 def main() -> None:
     quick = "--quick" in sys.argv
-    both = not any(flag in sys.argv for flag in ("--contiguous", "--tiled", "--rows", "--blocks", "--per-thread"))
+    both = not any(flag in sys.argv for flag in ("--contiguous", "--tiled", "--rows", "--blocks", "--per-thread",
+                                                 "--grid-order"))
     print(f"copy ceiling {copy_ceiling()}", flush=True)
     if both or "--contiguous" in sys.argv:
         variants = [(16, None, False), (16, None, True), (4, None, False), (16, 8, False), (16, 8, True)]
@@ -188,6 +215,9 @@ def main() -> None:
         sweep("contiguous", [(16, None, False), (16, 16, False), (16, 32, False)], set_contiguous,
               contiguous_cases(), 2)
         set_contiguous(16, None, False)
+    if "--grid-order" in sys.argv:  # the tiled grid's x and y swapped, with the shipped and fixed rows
+        sweep("tiled order", [(None, False), (None, True), (4, True), (16, True)], set_tiled_order, tiled_cases(), 2)
+        set_tiled_order(None, False)
     if "--blocks" in sys.argv:
         sweep("block", [(128,), (256,), (512,)], set_block, contiguous_cases(), 2)
         set_block(base.BLOCK)
