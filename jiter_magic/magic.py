@@ -32,8 +32,7 @@ from jiter_magic.magic_bench import run_bench_line
 from jiter_magic.magic_completion import jiterator_matcher
 from jiter_magic.magic_report import format_cache_stats, summary
 from jiter_magic.panel_html import human_size
-
-from .records import record
+from jiter_magic.records import record
 
 # Names a value may use besides Python literals: floats that have no literal spelling.
 _SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "+inf": math.inf, "nan": math.nan}

@@ -14,8 +14,7 @@ from IPython.utils.process import arg_split
 
 from jiter_magic import JitFunction
 from jiter_magic.benchmark import BenchmarkResult, benchmark
-
-from .records import record, replace
+from jiter_magic.records import record, replace
 
 
 def run_bench_line(line: str, parser: Any, namespace: dict[str, Any]) -> BenchmarkResult:

@@ -21,7 +21,8 @@ from .base import CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, 
 
 WARP = 32
 # TILE x TILE tiles, 32 x `thread_rows(spec)` threads: TILE/32 columns and TILE/rows rows a thread.
-# On the H200 (bench/sweep_gpu.py --tiled; bench/results/2026-12-01-h200-speed, sweeps 1-3), with
+# On the H200 (bench/sweep_gpu.py --tiled; bench/results/2026-12-01-h200-speed, sweeps 1-3, and
+# sweep 5 in bench/results/2026-12-01-h200-speed-2, which confirms the choice below), with
 # PREFETCH and 32x32 tiles: 32x4 threads are best where batches run on grid.z (NCHW read as NHWC:
 # 3097-3312 GB/s against 2460-2750 with 32x16); two loop dimensions are faster with more rows, 32x16
 # for 4-byte elements (transposed 16384^2 3317-3324 against 3108-3202; a 3-d rotation 3400-3407
@@ -29,6 +30,7 @@ WARP = 32
 TILE = 32
 PREFETCH = True
 BATCHED_ROWS, WIDE_ROWS, NARROW_ROWS = 4, 16, 8
+MAX_GRID_Y = MAX_GRID_Z = 65535
 
 
 def thread_rows(spec: KernelSpec) -> int:
@@ -37,7 +39,6 @@ def thread_rows(spec: KernelSpec) -> int:
         return BATCHED_ROWS
     widest = max(DTYPES[name].itemsize for name in (*spec.outputs, *(spec.inputs[i] for i in spec.tiled_inputs)))
     return NARROW_ROWS if widest <= 2 else WIDE_ROWS
-MAX_GRID_Y = MAX_GRID_Z = 65535
 
 
 def _offset(k: int) -> str:
@@ -46,7 +47,6 @@ def _offset(k: int) -> str:
 
 class Tiled(CudaPath):
     name = TILED
-    block = (WARP, BATCHED_ROWS, 1)
 
     def block_of(self, spec: KernelSpec) -> Grid:
         return WARP, thread_rows(spec), 1
