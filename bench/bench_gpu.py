@@ -193,6 +193,12 @@ def latency_cases() -> dict:
             "torch_jiterator": host_cost(lambda: ref(x, y)),
             "torch_native": host_cost(lambda: torch.add(y, x, alpha=1.0)),
         }
+        # The same with the extra given at the call, as torch's jiterator documentation calls it.
+        result[f"host_us_{n}_alpha_kwarg"] = {
+            "jiter_magic": host_cost(lambda: ours(x, y, alpha=2.0)),
+            "torch_jiterator": host_cost(lambda: ref(x, y, alpha=2.0)),
+            "torch_native": host_cost(lambda: torch.add(y, x, alpha=2.0)),
+        }
     tag = str(time.time_ns())
     fresh = f"template <typename T> T cold_{tag}(T x, T y, T alpha) {{ return -x + alpha * y; }}"
     os.environ["JITER_MAGIC_DISK_CACHE"] = "0"

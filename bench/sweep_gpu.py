@@ -13,9 +13,14 @@ variant. The defaults in kernels/contiguous.py and kernels/tiled.py come from th
 `--per-thread`: the contiguous path with 16 and 32 elements a thread against the shipped choice.
 `--grid-order`: the tiled path with its grid's x and y swapped (tiles of the second loop dimension
 along x), against the shipped order.
+`--batched`: the shipped contiguous path and torch's jiterator timed two ways, by events around each
+call (as the benchmark does: the host's time up to the launch counts) and over 50 calls queued back
+to back (only the kernels count), to tell host-side from device-side gaps.
+`--narrow`: the contiguous path's 1- and 2-byte rows with torch's jiterator's shape of work (8
+elements a thread, as one 8- or 16-byte vector or as two 4- or 8-byte ones) against the shipped one.
 
 Usage on the GPU machine: python3 bench/sweep_gpu.py [--contiguous] [--tiled] [--rows] [--blocks] [--per-thread]
-       [--grid-order] [--quick]
+       [--grid-order] [--narrow] [--batched] [--quick]
 """
 from __future__ import annotations
 
@@ -150,7 +155,7 @@ def contiguous_cases() -> list:
     x, y = torch.rand(n + 1, device="cuda"), torch.rand(n + 1, device="cuda")
     found.append(("f32 contiguous", AXPY, [x[:n], y[:n]], 12 * n))
     found.append(("f32 misaligned x[1:]", AXPY, [x[1:], y[1:]], 12 * n))
-    for dtype in (torch.int8, torch.float16, torch.bfloat16, torch.float64):
+    for dtype in (torch.int8, torch.uint8, torch.float16, torch.bfloat16, torch.float64):
         m = (1 << 30) // torch.empty((), dtype=dtype).element_size()
         xs = [(torch.rand(m, device="cuda") * 10).to(dtype) for _ in range(2)]
         found.append((f"{str(dtype)[6:]} contiguous", AXPY, xs, 3 * m * xs[0].element_size()))
@@ -194,6 +199,35 @@ def sweep(label: str, variants: list, apply, all_cases: list, rounds: int) -> No
                 print(line + f"  [{shape}]", flush=True)
 
 
+def batched(fn, calls: int = 50) -> float:
+    """Seconds a call over `calls` calls queued back to back: host costs hide behind the kernels."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / calls
+
+
+def sweep_batched(all_cases: list, rounds: int) -> None:
+    for round_ in range(rounds):
+        for name, code, xs, moved in all_cases:
+            kwargs = {"alpha": 2} if "alpha" in code else {}
+            fn = jiter_magic.create_jit_fn(code, **kwargs)
+            ref = torch.cuda.jiterator._create_jit_fn(code, **kwargs)
+            ours, theirs = (lambda: fn(*xs, **kwargs)), (lambda: ref(*xs, **kwargs))
+            each = timed(ours, reps=20), timed(theirs, reps=20)
+            queued = batched(ours), batched(theirs)
+            print(f"round {round_} {name:32s} each call: ours {moved / each[0] / 1e9:6.0f} GB/s torch jit "
+                  f"{moved / each[1] / 1e9:6.0f} ratio {each[1] / each[0]:5.3f} | queued: ours "
+                  f"{moved / queued[0] / 1e9:6.0f} torch jit {moved / queued[1] / 1e9:6.0f} "
+                  f"ratio {queued[1] / queued[0]:5.3f}", flush=True)
+
+
 def copy_ceiling() -> str:
     src = torch.empty(1 << 28, device="cuda").uniform_()
     dst = torch.empty_like(src)
@@ -205,7 +239,7 @@ def copy_ceiling() -> str:
 def main() -> None:
     quick = "--quick" in sys.argv
     both = not any(flag in sys.argv for flag in ("--contiguous", "--tiled", "--rows", "--blocks", "--per-thread",
-                                                 "--grid-order"))
+                                                 "--grid-order", "--narrow", "--batched"))
     print(f"copy ceiling {copy_ceiling()}", flush=True)
     if both or "--contiguous" in sys.argv:
         variants = [(16, None, False), (16, None, True), (4, None, False), (16, 8, False), (16, 8, True)]
@@ -214,6 +248,13 @@ def main() -> None:
     if "--per-thread" in sys.argv:  # more elements a thread: 16 and 32 (2 and 4 vectors of 2-byte dtypes)
         sweep("contiguous", [(16, None, False), (16, 16, False), (16, 32, False)], set_contiguous,
               contiguous_cases(), 2)
+        set_contiguous(16, None, False)
+    if "--batched" in sys.argv:
+        sweep_batched(contiguous_cases(), 3)
+    if "--narrow" in sys.argv:  # torch's jiterator moves 8 elements a thread
+        cases = [case for case in contiguous_cases() if "8 inputs" not in case[0] and "float64" not in case[0]]
+        sweep("contiguous", [(16, None, False), (8, 8, False), (4, 8, False), (8, 16, False)], set_contiguous,
+              cases, 3)
         set_contiguous(16, None, False)
     if "--grid-order" in sys.argv:  # the tiled grid's x and y swapped, with the shipped and fixed rows
         sweep("tiled order", [(None, False), (None, True), (4, True), (16, True)], set_tiled_order, tiled_cases(), 2)

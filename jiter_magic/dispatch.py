@@ -1,7 +1,10 @@
 """Dispatch a call: describe its arguments into a key, find or make the plan, launch.
 
-The hot path (plain arrays of one library, no `out=`, no kwargs) asks the adapter for a
-fast key and finds a `CallPlan` with one dictionary lookup; then only pointers are packed.
+The hot path (plain arrays of one library, no `out=`) asks the adapter for a fast key and
+finds a `CallPlan` with one dictionary lookup; then only pointers are packed. Keyword extras
+(`fn(x, y, alpha=2.0)`, as torch's jiterator is called) take it too where they are Python
+numbers (plans of other scalar kinds than the defaults' are kept under the kinds too); values
+seen twice get a hot path of their own, packed with them.
 Any other call describes each argument (arrays of any library, Python numbers), checks
 devices and `out=`, and plans once per key: resolve dtypes, layout and kernel path, load
 the kernel, bind the output allocators and the launch geometry.
@@ -32,9 +35,11 @@ from .resolve import (
     resolve_call,
 )
 from .spec import KernelSpec
-from .values import flattener, scalar_kind, scalar_value
+from .values import PY_SCALAR_KIND, flattener, scalar_kind, scalar_value
 
 PLAN_LIMIT = 4096  # plans kept a function (each key of a call: dtypes, shapes, strides, alignment)
+KWARGS_LIMIT = 64  # keyword values a plan keeps hot paths for
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 BACKENDS = ("auto", "cuda", "cpu")
 
 
@@ -60,25 +65,44 @@ class CallPlan:
     room: Callable[[Any, tuple], None] | None = None  # the adapter's storage check, where storages shrink
     hot: Callable[[list], Any] | None = None  # input pointers -> the call's result(s), from C
     heatable: bool = True  # whether `heat` is still to be tried
+    hot_with: dict[tuple, Callable[[list], Any] | None] | None = None  # keyword values -> their hot path
+    seen_with: set | None = None  # keyword values seen once (`heat_with`)
 
     def heat(self, inputs: int, extras: list, returns_one: bool) -> None:
         """Give the plan its hot path in C (backends/fast_call.py) where the kernel has a C launcher:
         the Args struct is packed here once with the default extras, leaving only the pointers
         (the struct's first fields, 8 bytes each) to write on each call."""
         self.heatable = False
+        self.hot = self._hot_path(inputs, extras, returns_one)
+
+    def heat_with(self, key: tuple, inputs: int, extras: list, returns_one: bool) -> None:
+        """The same for calls with these keyword values, on their second sight (a sweep over
+        values builds none); a plan keeps at most KWARGS_LIMIT of them (None where there is none)."""
+        table = self.hot_with
+        if table is None:
+            table = self.hot_with = {}
+        seen = self.seen_with
+        if seen is None:
+            seen = self.seen_with = set()
+        if key in seen:
+            table[key] = self._hot_path(inputs, extras, returns_one)
+        elif len(seen) < KWARGS_LIMIT:
+            seen.add(key)
+
+    def _hot_path(self, inputs: int, extras: list, returns_one: bool) -> Callable[[list], Any] | None:
         native = getattr(self.launcher, "native", None)  # both launchers have one; `Launcher` types the call
         kernel = native() if native is not None else None
         if kernel is None or fast_call.module is None:
-            return
+            return None
         layout = args_layout(self.spec, "cpu" if self.device < 0 else "cuda")
         pointers = len(self.allocators) + inputs
         if any(f.offset != 8 * k or f.format != "Q" for k, f in enumerate(layout.fields[:pointers])):
-            return
+            return None
         tail = [self.numel, *extras] if self.flatten is None else list(self.flatten(self.numel, extras, ()))
         packed = layout.packer.pack(*([0] * pointers), *tail, *self.geometry)
-        self.hot = fast_call.module.HotPlan(kernel, self.launcher, packed, self.grid, inputs, self.allocators,
-                                           self.pointer, None if self.device < 0 else self.stream, self.device,
-                                           returns_one)
+        return fast_call.module.HotPlan(kernel, self.launcher, packed, self.grid, inputs, self.allocators,
+                                        self.pointer, None if self.device < 0 else self.stream, self.device,
+                                        returns_one)
 
     def launch(self, pointers: list, input_pointers: list, extras: list, items: list | tuple) -> None:
         """Pack pointers, element count, extras and scalar inputs; launch on the current stream."""
@@ -112,6 +136,10 @@ class Dispatcher:
         self.returns_one = returns_one
         self.default_extras = [kwargs[n] for n in binding.extra_names]
         self.default_kinds = tuple(scalar_kind(v) for v in self.default_extras)
+        # Where a keyword's value goes among the extras, and the Python type its value must have
+        # for the hot path (None: a default that is no plain Python number).
+        self._extra_position = {name: at for at, name in enumerate(binding.extra_names)}
+        self._default_types = [type(v) if type(v) in PY_SCALAR_KIND else None for v in self.default_extras]
         self.plans: MemoryCache[CallPlan] = MemoryCache(PLAN_LIMIT)
         self.backend = "auto"
         self.backward: Any = None  # the jitted gradient (fn.def_backward), called by autograd
@@ -144,29 +172,44 @@ class Dispatcher:
         if len(args) != self.num_inputs:
             raise BindError(f"{self.name} takes {len(self.input_names)} input(s) {list(self.input_names)}, "
                             f"got {len(args)}")
-        fast = None
-        if out is None and not kwargs:
+        fast, kinds = None, None
+        if out is None:
+            extras, named = self.default_extras, None
+            if kwargs:
+                keyword = self._keyword_extras(kwargs)
+                if keyword is None:
+                    return self._call(args, out, kwargs, None)
+                extras, kinds, named = keyword
             key_of = self._fast_keys.get(type(args[0])) or self._fast_key_function(type(args[0]))
             if key_of is not None:
                 fast = key_of(args)
                 if fast is not None:
-                    plan = self.plans.get(fast[0])
+                    plan = self.plans.get(fast[0] if kinds is None else (fast[0], kinds))
                     if plan is not None:
-                        if plan.hot is not None:
-                            return plan.hot(fast[1])
+                        hot = plan.hot if not kwargs else None if named is None or plan.hot_with is None \
+                            else plan.hot_with.get(named)
+                        if hot is not None:
+                            return hot(fast[1])
                         if plan.room is not None:  # the C key checks this itself; here it is read in Python
                             plan.room(args, plan.reach)
                         results = [allocate() for allocate in plan.allocators]
                         if plan.launcher is not None:
                             pointer = plan.pointer
-                            plan.launch([pointer(r) for r in results], fast[1], self.default_extras, ())
-                            if plan.heatable and fast_call.module is not None and fast_call.settled():
-                                plan.heat(self.num_inputs, self.default_extras, self.returns_one)
+                            plan.launch([pointer(r) for r in results], fast[1], extras, ())
+                            if fast_call.module is not None and fast_call.settled():
+                                if not kwargs:
+                                    if plan.heatable:
+                                        plan.heat(self.num_inputs, extras, self.returns_one)
+                                elif named is not None and (plan.hot_with is None or named not in plan.hot_with):
+                                    plan.heat_with(named, self.num_inputs, extras, self.returns_one)
                         return results[0] if self.returns_one else tuple(results)
-        return self._call(args, out, kwargs, fast)
+        return self._call(args, out, kwargs, fast, kinds)
 
-    def _call(self, args: tuple, out: object, kwargs: dict, fast: FastKey | None) -> Any:
-        """The general path: any library, scalars, out= and kwargs; plans on a miss."""
+    def _call(self, args: tuple, out: object, kwargs: dict, fast: FastKey | None,
+              fast_kinds: tuple[str, ...] | None = None) -> Any:
+        """The general path: any library, scalars, out= and kwargs; plans on a miss. With `fast`
+        the plan is kept under its key too (and `fast_kinds`: extras of other kinds than the
+        defaults'), for the hot path."""
         extras, kinds = self.extras(kwargs) if kwargs else (self.default_extras, self.default_kinds)
         try:
             items, parts, adapter, device = self.describe(args)
@@ -185,7 +228,7 @@ class Dispatcher:
             adapter.check_room([o.array for o in outs], plan.out_reach)
         needing_grad = adapter.gradient_inputs(items, outs)
         if fast is not None and adapter.reusable(fast[0]):
-            self.plans.put(fast[0], plan, plan.spec, miss=False)
+            self.plans.put(fast[0] if fast_kinds is None else (fast[0], fast_kinds), plan, plan.spec, miss=False)
         if outs is None:
             results = [allocate() for allocate in plan.allocators]
             pointers = [plan.pointer(r) for r in results]
@@ -205,6 +248,36 @@ class Dispatcher:
             results = adapter.with_gradient(self.name, needing_grad, results, self.backward, args,
                                             {**self.kwargs, **kwargs})
         return results[0] if self.returns_one else tuple(results)
+
+    def _keyword_extras(self, kwargs: dict) -> tuple[list, tuple[str, ...] | None, tuple | None] | None:
+        """For a call whose keyword values are Python numbers: its extras, their kinds where they
+        differ from the defaults' (else None: the defaults' plans serve), and the key of a hot
+        path packed with these values (None for float zeros, whose sign == cannot tell). None for
+        any other call: the general path checks, converts and plans it."""
+        extras = self.default_extras.copy()
+        position, types = self._extra_position, self._default_types
+        kinds: list[str] | None = None
+        keyed = True
+        for name, value in kwargs.items():
+            at = position.get(name)
+            kind = type(value)
+            if at is None or kind not in PY_SCALAR_KIND:
+                return None
+            if kind is not types[at]:
+                if types[at] is None:  # a default of another type (a NumPy scalar): planned in general
+                    return None
+                if kinds is None:
+                    kinds = list(self.default_kinds)
+                kinds[at] = PY_SCALAR_KIND[kind]
+            if kind is int:
+                if not _INT64[0] <= cast(int, value) <= _INT64[1]:
+                    return None
+            elif kind is float:
+                keyed = keyed and value != 0
+            elif kind is complex:
+                keyed = keyed and cast(complex, value).real != 0 and cast(complex, value).imag != 0
+            extras[at] = value
+        return extras, None if kinds is None else tuple(kinds), tuple(kwargs.items()) if keyed else None
 
     def extras(self, kwargs: dict) -> tuple[list, tuple[str, ...]]:
         """The extra arguments of a call with keyword overrides, and their scalar kinds."""
