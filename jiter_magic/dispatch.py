@@ -4,7 +4,8 @@ The hot path (plain arrays of one library, no `out=`) asks the adapter for a fas
 finds a `CallPlan` with one dictionary lookup; then only pointers are packed. Keyword extras
 (`fn(x, y, alpha=2.0)`, as torch's jiterator is called) take it too where they are Python
 numbers (plans of other scalar kinds than the defaults' are kept under the kinds too); values
-seen twice get a hot path of their own, packed with them.
+seen twice get a hot path of their own, packed with them. `out=` calls of a library whose key
+covers the outputs (torch) take it keyed over inputs and outputs together.
 Any other call describes each argument (arrays of any library, Python numbers), checks
 devices and `out=`, and plans once per key: resolve dtypes, layout and kernel path, load
 the kernel, bind the output allocators and the launch geometry.
@@ -145,12 +146,14 @@ class Dispatcher:
         self.backward: Any = None  # the jitted gradient (fn.def_backward), called by autograd
         self._checked_device: int | None = None
         self._fast_keys: dict[type, Callable[[tuple], FastKey | None]] = {}
+        self._out_keys: dict[ArrayAdapter, Callable[[tuple], FastKey | None]] = {}  # of inputs and out= arrays
         self.owner: Callable[[], Any] = lambda: None  # the JitFunction, weakly (a lifted call needs it)
         fast_call.when_loaded(self)
 
     def fast_call_loaded(self) -> None:
         """The C call path just loaded: bind the hot path's key functions again (torch's is read in C)."""
         self._fast_keys.clear()
+        self._out_keys.clear()
 
     def _fast_key_function(self, kind: type) -> Callable[[tuple], FastKey | None] | None:
         """The fast key of calls whose first input is a `kind` (bound once a type), or None."""
@@ -203,13 +206,53 @@ class Dispatcher:
                                 elif named is not None and (plan.hot_with is None or named not in plan.hot_with):
                                     plan.heat_with(named, self.num_inputs, extras, self.returns_one)
                         return results[0] if self.returns_one else tuple(results)
+        elif type(out) is tuple or type(out) is list or type(out) in BY_TYPE:
+            return self._call_out(args, out, kwargs)
         return self._call(args, out, kwargs, fast, kinds)
 
+    def _call_out(self, args: tuple, out: Any, kwargs: dict) -> Any:
+        """A call with `out=`: the hot path where the library's fast key covers the outputs too
+        (keyed as inputs and outputs together, under "out"); the pointer checks (partial overlap
+        with an input or another output) and torch's version counters run on every call."""
+        given = tuple(out) if type(out) is tuple or type(out) is list else (out,)
+        adapter = BY_TYPE.get(type(args[0]))
+        if adapter is None or adapter.lifts or not adapter.keys_outputs or len(given) != self.num_outputs:
+            return self._call(args, out, kwargs, None)
+        extras, kinds = self.default_extras, None
+        if kwargs:
+            keyword = self._keyword_extras(kwargs)
+            if keyword is None:
+                return self._call(args, out, kwargs, None)
+            extras, kinds, _named = keyword
+        key_of = self._out_keys.get(adapter)
+        if key_of is None:
+            key_of = self._out_keys[adapter] = adapter.fast_key_for(self.num_inputs + self.num_outputs)
+        fast = key_of(args + given)
+        if fast is None:
+            return self._call(args, out, kwargs, None)
+        plan = self.plans.get(("out", fast[0], kinds))
+        if plan is None:
+            return self._call(args, out, kwargs, (("out", fast[0], kinds), fast[1]), None, adapter)
+        pointers, inputs = fast[1], self.num_inputs
+        out_pointers, in_pointers = pointers[inputs:], pointers[:inputs]
+        if plan.room is not None:  # the C key checks this itself; here it is read in Python
+            plan.room(args, plan.reach)
+            plan.room(given, plan.out_reach)
+        if plan.overlap_pairs:
+            check_overlap(plan.overlap_pairs, out_pointers, in_pointers)
+        if plan.output_pairs:
+            check_output_overlap(plan.output_pairs, out_pointers)
+        if plan.launcher is not None:
+            plan.launch(out_pointers, in_pointers, extras, ())
+        adapter.written(list(given))
+        return given[0] if self.returns_one else given
+
     def _call(self, args: tuple, out: object, kwargs: dict, fast: FastKey | None,
-              fast_kinds: tuple[str, ...] | None = None) -> Any:
+              fast_kinds: tuple[str, ...] | None = None, out_adapter: ArrayAdapter | None = None) -> Any:
         """The general path: any library, scalars, out= and kwargs; plans on a miss. With `fast`
         the plan is kept under its key too (and `fast_kinds`: extras of other kinds than the
-        defaults'), for the hot path."""
+        defaults'), for the hot path; an `out=` call's `fast` is already the whole key, read by
+        `out_adapter` (inputs and outputs together)."""
         extras, kinds = self.extras(kwargs) if kwargs else (self.default_extras, self.default_kinds)
         try:
             items, parts, adapter, device = self.describe(args)
@@ -227,8 +270,12 @@ class Dispatcher:
         if outs is not None:
             adapter.check_room([o.array for o in outs], plan.out_reach)
         needing_grad = adapter.gradient_inputs(items, outs)
-        if fast is not None and adapter.reusable(fast[0]):
-            self.plans.put(fast[0] if fast_kinds is None else (fast[0], fast_kinds), plan, plan.spec, miss=False)
+        if fast is not None:
+            if out_adapter is not None:
+                if out_adapter is adapter and adapter.reusable(fast[0][1]):
+                    self.plans.put(fast[0], plan, plan.spec, miss=False)
+            elif adapter.reusable(fast[0]):
+                self.plans.put(fast[0] if fast_kinds is None else (fast[0], fast_kinds), plan, plan.spec, miss=False)
         if outs is None:
             results = [allocate() for allocate in plan.allocators]
             pointers = [plan.pointer(r) for r in results]

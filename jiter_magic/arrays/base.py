@@ -49,6 +49,9 @@ class ArrayAdapter(Protocol):
     library: str  # 'torch', 'numpy' or 'cupy'
     lifts: bool  # False: the kernels read these arrays (see `LiftingAdapter`)
     shrinkable: bool  # whether a storage can shrink under a view (torch): `check_room` has work to do
+    # Whether the fast key of `out=` arrays covers all `check_output` checks (torch: its key refuses
+    # lazy conj/neg views), so that `out=` calls may take the hot path; not NumPy's (read-only flag).
+    keys_outputs: bool
     rules: str  # promotion rules: 'torch' or 'numpy'
     stream: Callable[[int], int]  # the raw handle of the library's current stream on a device (0 on the host)
     pointer: Callable[[Any], int]  # an array's data pointer (called for every output of every call)

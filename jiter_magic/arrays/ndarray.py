@@ -23,6 +23,7 @@ class NdarrayAdapter:
     rules = "numpy"
     lifts = False
     shrinkable = False  # NumPy and CuPy never shrink memory a view uses
+    keys_outputs = False  # their fast keys do not read NumPy's writeable flag: out= takes the general path
     array_type: Any = object
 
     def _pointer_and_device(self, x: Any) -> tuple[int, int]:

@@ -133,6 +133,7 @@ class TorchAdapter:
     rules = "torch"
     lifts = False
     shrinkable = True  # untyped_storage().resize_() under a view (FSDP frees parameters so)
+    keys_outputs = True  # its key refuses conj/neg views and tensors requiring grad, as check_output and autograd do
 
     def __init__(self) -> None:
         # The raw current-stream accessor itself, not a wrapper: the hot path calls it every launch.
