@@ -78,17 +78,20 @@ class CallPlan:
 
     def heat_with(self, key: tuple, inputs: int, extras: list, returns_one: bool) -> None:
         """The same for calls with these keyword values, on their second sight (a sweep over
-        values builds none); a plan keeps at most KWARGS_LIMIT of them (None where there is none)."""
+        values builds none); a plan keeps at most KWARGS_LIMIT of them (None where there is none),
+        and remembers at most KWARGS_LIMIT values seen once."""
         table = self.hot_with
         if table is None:
             table = self.hot_with = {}
         seen = self.seen_with
         if seen is None:
             seen = self.seen_with = set()
-        if key in seen:
-            table[key] = self._hot_path(inputs, extras, returns_one)
-        elif len(seen) < KWARGS_LIMIT:
+        if key not in seen:
+            if len(seen) >= KWARGS_LIMIT:  # values seen once long ago give way to new ones
+                seen.clear()
             seen.add(key)
+        elif len(table) < KWARGS_LIMIT:
+            table[key] = self._hot_path(inputs, extras, returns_one)
 
     def _hot_path(self, inputs: int, extras: list, returns_one: bool) -> Callable[[list], Any] | None:
         native = getattr(self.launcher, "native", None)  # both launchers have one; `Launcher` types the call
@@ -141,6 +144,7 @@ class Dispatcher:
         # for the hot path (None: a default that is no plain Python number).
         self._extra_position = {name: at for at, name in enumerate(binding.extra_names)}
         self._default_types = [type(v) if type(v) in PY_SCALAR_KIND else None for v in self.default_extras]
+        self._no_keywords: tuple[list, None, None] = (self.default_extras, None, None)  # `_keyword_extras` of {}
         self.plans: MemoryCache[CallPlan] = MemoryCache(PLAN_LIMIT)
         self.backend = "auto"
         self.backward: Any = None  # the jitted gradient (fn.def_backward), called by autograd
@@ -177,12 +181,10 @@ class Dispatcher:
                             f"got {len(args)}")
         fast, kinds = None, None
         if out is None:
-            extras, named = self.default_extras, None
-            if kwargs:
-                keyword = self._keyword_extras(kwargs)
-                if keyword is None:
-                    return self._call(args, out, kwargs, None)
-                extras, kinds, named = keyword
+            keyword = self._keyword_extras(kwargs) if kwargs else self._no_keywords
+            if keyword is None:
+                return self._call(args, out, kwargs, None)
+            extras, kinds, named = keyword
             key_of = self._fast_keys.get(type(args[0])) or self._fast_key_function(type(args[0]))
             if key_of is not None:
                 fast = key_of(args)
@@ -193,13 +195,15 @@ class Dispatcher:
                             else plan.hot_with.get(named)
                         if hot is not None:
                             return hot(fast[1])
-                        if plan.room is not None:  # the C key checks this itself; here it is read in Python
+                        if plan.room is not None and type(fast[0]) is not bytes:  # a key read in C checked it
                             plan.room(args, plan.reach)
                         results = [allocate() for allocate in plan.allocators]
                         if plan.launcher is not None:
                             pointer = plan.pointer
                             plan.launch([pointer(r) for r in results], fast[1], extras, ())
-                            if fast_call.module is not None and fast_call.settled():
+                            # A HotPlan checks no storage room: only where the key did (C) or none is needed.
+                            if fast_call.module is not None and fast_call.settled() and \
+                                    (plan.room is None or type(fast[0]) is bytes):
                                 if not kwargs:
                                     if plan.heatable:
                                         plan.heat(self.num_inputs, extras, self.returns_one)
@@ -218,12 +222,10 @@ class Dispatcher:
         adapter = BY_TYPE.get(type(args[0]))
         if adapter is None or adapter.lifts or not adapter.keys_outputs or len(given) != self.num_outputs:
             return self._call(args, out, kwargs, None)
-        extras, kinds = self.default_extras, None
-        if kwargs:
-            keyword = self._keyword_extras(kwargs)
-            if keyword is None:
-                return self._call(args, out, kwargs, None)
-            extras, kinds, _named = keyword
+        keyword = self._keyword_extras(kwargs) if kwargs else self._no_keywords
+        if keyword is None:
+            return self._call(args, out, kwargs, None)
+        extras, kinds, _named = keyword
         key_of = self._out_keys.get(adapter)
         if key_of is None:
             key_of = self._out_keys[adapter] = adapter.fast_key_for(self.num_inputs + self.num_outputs)
@@ -235,7 +237,7 @@ class Dispatcher:
             return self._call(args, out, kwargs, (("out", fast[0], kinds), fast[1]), None, adapter)
         pointers, inputs = fast[1], self.num_inputs
         out_pointers, in_pointers = pointers[inputs:], pointers[:inputs]
-        if plan.room is not None:  # the C key checks this itself; here it is read in Python
+        if plan.room is not None and type(fast[0]) is not bytes:  # a key read in C checked the room itself
             plan.room(args, plan.reach)
             plan.room(given, plan.out_reach)
         if plan.overlap_pairs:

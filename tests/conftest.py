@@ -51,3 +51,23 @@ def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("JITER_MAGIC_CACHE_DIR", str(root))
     monkeypatch.delenv("JITER_MAGIC_DISK_CACHE", raising=False)
     return root
+
+
+@pytest.fixture
+def general_path_calls(monkeypatch):
+    """`count(fn)` -> a list that gathers the calls of `fn` reaching the general path
+    (`Dispatcher._call`): what the hot path did not take."""
+
+    def count(function) -> list:
+        dispatcher = function._dispatch
+        general = dispatcher._call
+        seen: list = []
+
+        def counted(*args, **kwargs):
+            seen.append(args)
+            return general(*args, **kwargs)
+
+        monkeypatch.setattr(dispatcher, "_call", counted)
+        return seen
+
+    return count

@@ -3,6 +3,8 @@ the same results as the general path, never a plan of other scalar kinds, signed
 bounded memory, and the errors of the general path every time."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -10,24 +12,10 @@ import torch
 import jiter_magic
 from jiter_magic.backends import fast_call
 from jiter_magic.dispatch import KWARGS_LIMIT
-from jiter_magic.errors import DTypeError, UnknownKwargError
+from jiter_magic.errors import DTypeError, UnknownKwargError, UnsupportedArrayError
 
 AXPY = "template <typename T> T kw_axpy(T x, T y, T alpha) { return -x + alpha * y; }"
 SCALE = "template <typename T> T kw_scale(T x, T a) { return x * a; }"
-
-
-def counting_general_path(function, monkeypatch) -> list:
-    """Count the calls that reach the general path (`Dispatcher._call`)."""
-    dispatcher = function._dispatch
-    general = dispatcher._call
-    seen: list = []
-
-    def counted(*args, **kwargs):
-        seen.append(args)
-        return general(*args, **kwargs)
-
-    monkeypatch.setattr(dispatcher, "_call", counted)
-    return seen
 
 
 def plan_of(function, *args):
@@ -38,10 +26,10 @@ def plan_of(function, *args):
 
 @pytest.mark.parametrize("make", [lambda v: torch.tensor(v, dtype=torch.float32),
                                   lambda v: np.asarray(v, dtype=np.float64)], ids=["torch", "numpy"])
-def test_keyword_values_reach_the_hot_path_with_their_own_values(make, monkeypatch):
+def test_keyword_values_reach_the_hot_path_with_their_own_values(make, general_path_calls):
     f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
     x, y = make([1.0, -2.0, 3.5, 0.25]), make([4.0, 5.0, -6.0, 8.0])
-    general = counting_general_path(f, monkeypatch)
+    general = general_path_calls(f)
     for _ in range(4):
         for alpha in (2.5, -3.0):
             result = f(x, y, alpha=alpha)
@@ -58,11 +46,11 @@ def test_keyword_values_reach_the_hot_path_with_their_own_values(make, monkeypat
         assert type(plan.hot_with[(("alpha", -3.0),)]).__name__ == "HotPlan"
 
 
-def test_values_of_other_kinds_keep_plans_of_their_own_beside_the_defaults(monkeypatch):
+def test_values_of_other_kinds_keep_plans_of_their_own_beside_the_defaults(general_path_calls):
     f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
     x, y = torch.tensor([1, 2, 3], dtype=torch.int32), torch.tensor([7, 8, 9], dtype=torch.int32)
     h = torch.tensor([0.5, 1.5, 2.5], dtype=torch.float16)
-    general = counting_general_path(f, monkeypatch)
+    general = general_path_calls(f)
     for _ in range(4):
         as_int = f(x, y, alpha=2)  # an int extra: another kind than the default float
         as_bool = f(x, y, alpha=True)
@@ -89,6 +77,7 @@ def test_signed_zeros_are_told_apart():
         assert torch.signbit(f(x, a=-0.0)).tolist() == [True, True, False]
     keyword_extras = f._dispatch._keyword_extras
     assert keyword_extras({"a": 0.0}) == ([0.0], None, None) and keyword_extras({"a": -0.0}) == ([-0.0], None, None)
+    assert math.copysign(1.0, keyword_extras({"a": -0.0})[0][0]) == -1.0  # the value itself keeps its sign
     assert keyword_extras({"a": 1.0}) == ([1.0], None, (("a", 1.0),))
     c = jiter_magic.create_jit_fn(SCALE, a=1j)
     assert c._dispatch._keyword_extras({"a": complex(-0.0, 1)})[2] is None
@@ -104,10 +93,10 @@ def test_signed_zeros_are_told_apart():
             assert torch.signbit(c(xc, a=value).real).tolist() == references[value.real.hex()]
 
 
-def test_a_sweep_over_many_values_stays_correct_and_bounded(monkeypatch):
+def test_a_sweep_over_many_values_stays_correct_and_bounded(general_path_calls):
     f = jiter_magic.create_jit_fn(SCALE, a=1.0)
     x = torch.arange(1, 9, dtype=torch.float64)
-    general = counting_general_path(f, monkeypatch)
+    general = general_path_calls(f)
     for round_ in range(3):
         for k in range(1, 3 * KWARGS_LIMIT):
             a = k + 0.5
@@ -115,9 +104,11 @@ def test_a_sweep_over_many_values_stays_correct_and_bounded(monkeypatch):
     assert len(general) <= 2
     plan = plan_of(f, x)
     assert len(plan.seen_with or ()) <= KWARGS_LIMIT and len(plan.hot_with or ()) <= KWARGS_LIMIT
-    if fast_call.status() == "loaded":  # values seen twice (the first KWARGS_LIMIT) got hot paths
-        assert type(plan.hot_with[(("a", 3.5),)]).__name__ == "HotPlan"
-        assert (("a", 3 * KWARGS_LIMIT - 0.5),) not in plan.hot_with
+    for _ in range(3):  # a value used again and again after the sweep still gets its hot path
+        assert torch.equal(f(x, a=7.25), x * 7.25)
+    if fast_call.status() == "loaded":
+        assert type(plan.hot_with[(("a", 7.25),)]).__name__ == "HotPlan"
+        assert len(plan.hot_with) <= 2  # the sweep's values, each seen once a window, built none
 
 
 def test_values_off_the_hot_path_still_run_and_bad_ones_still_raise():
@@ -151,3 +142,27 @@ def test_a_view_whose_storage_shrank_is_refused_with_keyword_values_too():
     with pytest.raises(UnsupportedArrayError, match="holds only 100 bytes"):
         f(view, other, alpha=2.0)
     assert torch.equal(f(other, other, alpha=2.0), other)
+
+
+def test_without_the_torch_c_module_no_hot_plan_skips_the_storage_check(monkeypatch):
+    """Where the core C module is loaded but the torch one is not (torch imported after the C path
+    settled, or its build failed), the torch key is read in Python and checks no storage: such
+    plans never get a C hot plan, and a storage shrunk under a planned view is refused every time."""
+    if fast_call.module is None:
+        pytest.skip("the C call path is not loaded here")
+    monkeypatch.setattr(fast_call, "torch_key", lambda: None)  # the Python torch key
+    f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
+    base, other, target = torch.rand(64), torch.rand(32), torch.zeros(32)
+    view = base[8:40]
+    for _ in range(4):
+        f(view, other)
+        f(view, other, alpha=2.0)
+        f(view, other, alpha=3.0, out=target)
+    plan = plan_of(f, view, other)
+    assert type(f._dispatch._fast_key_function(torch.Tensor)((view, other))[0]) is tuple
+    assert plan.hot is None and not plan.hot_with
+    base.untyped_storage().resize_(100)  # 25 floats left: the view reaches float 40
+    for call in (lambda: f(view, other), lambda: f(view, other, alpha=2.0),
+                 lambda: f(view, other, alpha=3.0, out=target)):
+        with pytest.raises(UnsupportedArrayError, match="holds only 100 bytes"):
+            call()

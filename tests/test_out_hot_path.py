@@ -20,24 +20,11 @@ def out_keys(function) -> list:
     return [key for key in (*plans._old, *plans._young) if type(key) is tuple and key[:1] == ("out",)]
 
 
-def counting_general_path(function, monkeypatch) -> list:
-    dispatcher = function._dispatch
-    general = dispatcher._call
-    seen: list = []
-
-    def counted(*args, **kwargs):
-        seen.append(args)
-        return general(*args, **kwargs)
-
-    monkeypatch.setattr(dispatcher, "_call", counted)
-    return seen
-
-
-def test_out_calls_reach_the_hot_path_and_return_the_given_tensor(monkeypatch):
+def test_out_calls_reach_the_hot_path_and_return_the_given_tensor(general_path_calls):
     f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
     x, y = torch.tensor([1.0, -2.0, 3.5]), torch.tensor([4.0, 5.0, -6.0])
     out = torch.empty(3)
-    general = counting_general_path(f, monkeypatch)
+    general = general_path_calls(f)
     for k in range(5):
         version = out._version
         result = f(x, y, out=out) if k % 2 else f(x, y, alpha=2.5, out=(out,))
@@ -50,16 +37,18 @@ def test_out_calls_reach_the_hot_path_and_return_the_given_tensor(monkeypatch):
     assert len(out_keys(f)) == 2
 
 
-def test_partial_overlap_is_refused_on_the_hot_path_and_exact_aliasing_allowed():
+def test_partial_overlap_is_refused_on_the_hot_path_and_exact_aliasing_allowed(general_path_calls):
     f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
     y = torch.ones(4)
     for _ in range(4):  # warm the plan of these layouts with separate memory
         first, second = torch.zeros(10), torch.zeros(10)
         f(first[0:4], y, out=second[2:6])
     base = torch.arange(10.0)
+    general = general_path_calls(f)
     for _ in range(2):
         with pytest.raises(ShapeError, match="partially overlaps an input"):
             f(base[0:4], y, out=base[2:6])
+    assert not general  # refused by the hot path's own check
     assert base.tolist() == [float(v) for v in range(10)]  # refused before anything was written
     x = torch.arange(4.0)
     for _ in range(3):
@@ -67,17 +56,19 @@ def test_partial_overlap_is_refused_on_the_hot_path_and_exact_aliasing_allowed()
     assert x.tolist() == [1.0, 0.0, -1.0, -2.0]  # x = 1 - x, three times over
 
 
-def test_outputs_overlapping_each_other_are_refused_on_the_hot_path():
+def test_outputs_overlapping_each_other_are_refused_on_the_hot_path(general_path_calls):
     g = jiter_magic.create_multi_output_jit_fn(TWO, 2)
     x, y = torch.arange(4.0), torch.ones(4)
     for _ in range(4):
         s, d = g(x, y, out=(torch.empty(8)[0:4], torch.empty(8)[2:6]))
         assert s.tolist() == [1.0, 2.0, 3.0, 4.0] and d.tolist() == [-1.0, 0.0, 1.0, 2.0]
     shared = torch.zeros(8)
+    general = general_path_calls(g)
     for _ in range(2):
         with pytest.raises(ShapeError, match="overlap each other"):
             g(x, y, out=(shared[0:4], shared[2:6]))
     assert shared.tolist() == [0.0] * 8
+    assert not general  # refused by the hot path's own check
 
 
 def test_a_shrunk_storage_under_an_out_view_is_refused_on_the_hot_path():
@@ -103,8 +94,22 @@ def test_out_requiring_grad_and_wrong_counts_raise_as_on_the_general_path():
             f(x, y, out=needs_grad)
         with pytest.raises(BindError, match="out= gives 2"):
             f(x, y, out=(torch.empty(3), torch.empty(3)))
+        with pytest.raises(GradientError, match="out="):  # an input requiring grad, with out=
+            f(x.clone().requires_grad_(), y, out=torch.empty(3))
     with torch.no_grad():
         assert torch.equal(f(x, y, out=needs_grad), -x + y)
+
+
+def test_keyword_values_with_out_on_several_outputs(general_path_calls):
+    g = jiter_magic.create_multi_output_jit_fn(
+        "template <typename T> void oh_scaled(T x, T y, T k, T& s, T& d) { s = x + k * y; d = x - k * y; }", 2, k=1.0)
+    x, y = torch.arange(4.0), torch.ones(4)
+    s, d = torch.empty(4), torch.empty(4)
+    general = general_path_calls(g)
+    for k in (2.0, 3.0, 2.0, 3.0, 0.5):
+        assert g(x, y, k=k, out=[s, d]) == (s, d)
+        assert s.tolist() == (x + k).tolist() and d.tolist() == (x - k).tolist()
+    assert len(general) <= 2
 
 
 def test_numpy_out_stays_on_the_general_path_and_read_only_arrays_are_refused():
