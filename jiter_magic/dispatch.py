@@ -13,7 +13,7 @@ the kernel, bind the output allocators and the launch geometry.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, cast
 
 from .arrays import BY_TYPE, adapter_for, coerce
@@ -36,11 +36,10 @@ from .resolve import (
     resolve_call,
 )
 from .spec import KernelSpec
-from .values import PY_SCALAR_KIND, flattener, scalar_kind, scalar_value
+from .values import INT64_RANGE, PY_SCALAR_KIND, flattener, scalar_kind, scalar_value
 
 PLAN_LIMIT = 4096  # plans kept a function (each key of a call: dtypes, shapes, strides, alignment)
 KWARGS_LIMIT = 64  # keyword values a plan keeps hot paths for
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 BACKENDS = ("auto", "cuda", "cpu")
 
 
@@ -179,7 +178,7 @@ class Dispatcher:
         if len(args) != self.num_inputs:
             raise BindError(f"{self.name} takes {len(self.input_names)} input(s) {list(self.input_names)}, "
                             f"got {len(args)}")
-        fast, kinds = None, None
+        fast, plan_key = None, None
         if out is None:
             keyword = self._keyword_extras(kwargs) if kwargs else self._no_keywords
             if keyword is None:
@@ -189,7 +188,8 @@ class Dispatcher:
             if key_of is not None:
                 fast = key_of(args)
                 if fast is not None:
-                    plan = self.plans.get(fast[0] if kinds is None else (fast[0], kinds))
+                    plan_key = fast[0] if kinds is None else (fast[0], kinds)
+                    plan = self.plans.get(plan_key)
                     if plan is not None:
                         hot = plan.hot if not kwargs else None if named is None or plan.hot_with is None \
                             else plan.hot_with.get(named)
@@ -212,7 +212,7 @@ class Dispatcher:
                         return results[0] if self.returns_one else tuple(results)
         elif type(out) is tuple or type(out) is list or type(out) in BY_TYPE:
             return self._call_out(args, out, kwargs)
-        return self._call(args, out, kwargs, fast, kinds)
+        return self._call(args, out, kwargs, fast, plan_key)
 
     def _call_out(self, args: tuple, out: Any, kwargs: dict) -> Any:
         """A call with `out=`: the hot path where the library's fast key covers the outputs too
@@ -232,9 +232,10 @@ class Dispatcher:
         fast = key_of(args + given)
         if fast is None:
             return self._call(args, out, kwargs, None)
-        plan = self.plans.get(("out", fast[0], kinds))
+        plan_key = ("out", fast[0], kinds)
+        plan = self.plans.get(plan_key)
         if plan is None:
-            return self._call(args, out, kwargs, (("out", fast[0], kinds), fast[1]), None, adapter)
+            return self._call(args, out, kwargs, fast, plan_key)
         pointers, inputs = fast[1], self.num_inputs
         out_pointers, in_pointers = pointers[inputs:], pointers[:inputs]
         if plan.room is not None and type(fast[0]) is not bytes:  # a key read in C checked the room itself
@@ -250,11 +251,10 @@ class Dispatcher:
         return given[0] if self.returns_one else given
 
     def _call(self, args: tuple, out: object, kwargs: dict, fast: FastKey | None,
-              fast_kinds: tuple[str, ...] | None = None, out_adapter: ArrayAdapter | None = None) -> Any:
+              plan_key: Hashable | None = None) -> Any:
         """The general path: any library, scalars, out= and kwargs; plans on a miss. With `fast`
-        the plan is kept under its key too (and `fast_kinds`: extras of other kinds than the
-        defaults'), for the hot path; an `out=` call's `fast` is already the whole key, read by
-        `out_adapter` (inputs and outputs together)."""
+        the plan is kept for the hot path too, under `plan_key` (the fast key with the extras'
+        kinds where they are not the defaults', or an `out=` call's key), else under `fast[0]`."""
         extras, kinds = self.extras(kwargs) if kwargs else (self.default_extras, self.default_kinds)
         try:
             items, parts, adapter, device = self.describe(args)
@@ -272,12 +272,8 @@ class Dispatcher:
         if outs is not None:
             adapter.check_room([o.array for o in outs], plan.out_reach)
         needing_grad = adapter.gradient_inputs(items, outs)
-        if fast is not None:
-            if out_adapter is not None:
-                if out_adapter is adapter and adapter.reusable(fast[0][1]):
-                    self.plans.put(fast[0], plan, plan.spec, miss=False)
-            elif adapter.reusable(fast[0]):
-                self.plans.put(fast[0] if fast_kinds is None else (fast[0], fast_kinds), plan, plan.spec, miss=False)
+        if fast is not None and adapter.reusable(fast[0]):
+            self.plans.put(fast[0] if plan_key is None else plan_key, plan, plan.spec, miss=False)
         if outs is None:
             results = [allocate() for allocate in plan.allocators]
             pointers = [plan.pointer(r) for r in results]
@@ -319,7 +315,7 @@ class Dispatcher:
                     kinds = list(self.default_kinds)
                 kinds[at] = PY_SCALAR_KIND[kind]
             if kind is int:
-                if not _INT64[0] <= cast(int, value) <= _INT64[1]:
+                if not INT64_RANGE[0] <= cast(int, value) <= INT64_RANGE[1]:
                     return None
             elif kind is float:
                 keyed = keyed and value != 0

@@ -80,7 +80,7 @@ def _saturate(number: float) -> float:
     return number
 
 
-_INT64 = (-(1 << 63), (1 << 63) - 1)
+INT64_RANGE = (-(1 << 63), (1 << 63) - 1)  # what an int64_t extra holds
 
 
 def scalar_value(value: Any, name: str) -> Any:
@@ -101,6 +101,6 @@ def scalar_value(value: Any, name: str) -> Any:
                              f"got {type(value).__name__}")
         value = value.item()
     kind = scalar_kind(value)
-    if kind == "int64" and not _INT64[0] <= int(value) <= _INT64[1]:
+    if kind == "int64" and not INT64_RANGE[0] <= int(value) <= INT64_RANGE[1]:
         raise ScalarOverflowError(f"argument {name!r} = {value} does not fit the int64_t it is passed as")
     return value
