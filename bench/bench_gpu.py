@@ -139,7 +139,12 @@ def bandwidth_cases() -> list[dict]:
     rows.append(case("first input transposed, 16384^2 float32", 12 * s * s,
                      lambda: ours(t, u, alpha=2.0), lambda: ref(t, u, alpha=2.0),
                      lambda: torch.add(u, t, alpha=2.0)))
+    th, uh = t.half(), u.half()  # .half() keeps the transposed strides
     del t, u
+    rows.append(case("first input transposed, 16384^2 float16", 6 * s * s,
+                     lambda: ours(th, uh, alpha=2.0), lambda: ref(th, uh, alpha=2.0),
+                     lambda: torch.add(uh, th, alpha=2.0)))
+    del th, uh
     n = 1 << 28
     h = torch.rand(n, device="cuda").half()
     f = torch.rand(n, device="cuda")
@@ -160,7 +165,12 @@ def bandwidth_cases() -> list[dict]:
     rows.append(case("NCHW tensor read as NHWC + dense NHWC", 12 * nchw.numel(),
                      lambda: ours(nhwc, dense, alpha=2.0), lambda: ref(nhwc, dense, alpha=2.0),
                      lambda: torch.add(dense, nhwc, alpha=2.0)))
+    nhwc_h, dense_h = nhwc.half(), dense.half()
     del nchw, nhwc, dense
+    rows.append(case("NCHW tensor read as NHWC + dense NHWC, float16", 6 * nhwc_h.numel(),
+                     lambda: ours(nhwc_h, dense_h, alpha=2.0), lambda: ref(nhwc_h, dense_h, alpha=2.0),
+                     lambda: torch.add(dense_h, nhwc_h, alpha=2.0)))
+    del nhwc_h, dense_h
     cube = torch.rand(1024, 512, 512, device="cuda")
     rotated = cube.permute(2, 0, 1)  # a 3-d rotation read against a dense tensor of its shape
     dense = torch.rand(512, 1024, 512, device="cuda")

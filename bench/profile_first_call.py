@@ -3,7 +3,7 @@
 Runs one process that compiles the kernel and builds the C call path into a fresh cache, then
 new processes that, after `import torch` and CUDA's start, time `import jiter_magic`, creating
 the function and its first call: once plainly (three times), once under cProfile (the functions
-that took the time), once with `-X importtime` (the modules imported, slowest first).
+that took the time; then the first call alone), once with `-X importtime` (the modules imported, slowest first).
 
 Usage on the GPU machine: python3 bench/profile_first_call.py [cpu]
 """
@@ -23,15 +23,19 @@ device = sys.argv[1]
 x = torch.rand(1024, device=device); y = torch.rand(1024, device=device)
 if device == "cuda":
     torch.cuda.synchronize()
-profile = sys.argv[2] == "profile"
+profile = sys.argv[2] in ("profile", "profile-call")
 if profile:
     import cProfile, pstats
-    profiler = cProfile.Profile(); profiler.enable()
+    profiler = cProfile.Profile()
+    if sys.argv[2] == "profile":
+        profiler.enable()
 t0 = time.perf_counter()
 import jiter_magic
 t1 = time.perf_counter()
 fn = jiter_magic.create_jit_fn(%r, alpha=1.0)
 t2 = time.perf_counter()
+if sys.argv[2] == "profile-call":
+    profiler.enable()
 fn(x, y)
 if device == "cuda":
     torch.cuda.synchronize()
@@ -64,6 +68,8 @@ def main() -> None:
         for _ in range(3):
             print("new process:", run(root, device, "plain").strip().splitlines()[-1])
         print(run(root, device, "profile"))
+        print("the first call alone, profiled:")
+        print(run(root, device, "profile-call"))
         lines = run(root, device, "plain", "-X", "importtime").splitlines()
         ours = [line for line in lines if line.startswith("import time:") and "torch" not in line
                 and line.split("|")[0].split(":")[1].strip().isdigit()]

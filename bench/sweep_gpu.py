@@ -13,6 +13,10 @@ variant. The defaults in kernels/contiguous.py and kernels/tiled.py come from th
 `--per-thread`: the contiguous path with 16 and 32 elements a thread against the shipped choice.
 `--grid-order`: the tiled path with its grid's x and y swapped (tiles of the second loop dimension
 along x), against the shipped order.
+`--tile-shapes`: the tiled path's tile edges (elements along the outputs' rows x along the tiled
+inputs' rows, or 128 bytes of the widest tiled element), rows of threads, and batches a block walks;
+with 1- and 2-byte cases and a copy of each case's bytes as its own ceiling. `--batched-tiles`: the
+shipped tiles of batched loops against the earlier 32x32 tiles, NCHW read as NHWC with 256 and 32 channels.
 `--batched`: the shipped contiguous path and torch's jiterator timed two ways, by events around each
 call (as the benchmark does: the host's time up to the launch counts) and over 50 calls queued back
 to back (only the kernels count), to tell host-side from device-side gaps.
@@ -20,7 +24,8 @@ to back (only the kernels count), to tell host-side from device-side gaps.
 elements a thread, as one 8- or 16-byte vector or as two 4- or 8-byte ones) against the shipped one.
 
 Usage on the GPU machine: python3 bench/sweep_gpu.py [--contiguous] [--tiled] [--rows] [--blocks] [--per-thread]
-       [--grid-order] [--narrow] [--batched] [--quick]
+       [--grid-order] [--narrow] [--batched] [--tile-shapes]
+       [--batched-tiles] [--quick]
 """
 from __future__ import annotations
 
@@ -125,6 +130,30 @@ def set_tiled_order(rows: int | None, swap: bool) -> None:
         kernel_source.render_source = ORIGINAL_RENDER
 
 
+TILE_EDGES = tiled.tile_edges
+
+
+def edges_by_bytes(spec) -> tuple[int, int]:
+    """Tile edges of 128 bytes of the widest tiled element (32 to 128 elements)."""
+    names = (*spec.outputs, *(spec.inputs[i] for i in spec.tiled_inputs))
+    edge = max(32, min(128, 128 // max(DTYPES[name].itemsize for name in names)))
+    return edge, edge
+
+
+def set_tile_shape(edges: str, rows: int | None, batches: int) -> None:
+    """edges: "shipped", "AxB" (fixed, elements) or "bytes" (edges_by_bytes); rows None: the shipped
+    rows; batches: batches a block walks (grid.z divided by it)."""
+    set_tiled(32, rows, True)
+    if edges == "shipped":
+        tiled.tile_edges = TILE_EDGES
+    elif edges == "bytes":
+        tiled.tile_edges = edges_by_bytes
+    else:
+        fixed = tuple(int(e) for e in edges.split("x"))
+        tiled.tile_edges = lambda spec: fixed
+    tiled.BATCHES_A_BLOCK = batches
+
+
 def set_block(threads: int) -> None:
     """Threads a block of the contiguous path (the shipped policy picks vectors and unrolling)."""
     contiguous.BLOCK = threads
@@ -179,6 +208,41 @@ def tiled_cases() -> list:
     return found
 
 
+def shape_cases() -> list:
+    """tiled_cases with 1- and 2-byte rows and NCHW with 32 channels added."""
+    found = tiled_cases()
+    s = 16384
+    t8 = (torch.rand(s, s, device="cuda") * 100).to(torch.int8).T
+    found.append(("transposed 16384^2 int8", AXPY, [t8, (torch.rand(s, s, device="cuda") * 100).to(torch.int8)],
+                  3 * s * s))
+    nchw = torch.rand(64, 256, 64, 64, device="cuda").half()
+    found.append(("NCHW as NHWC + NHWC f16", AXPY,
+                  [nchw.permute(0, 2, 3, 1), torch.rand(64, 64, 64, 256, device="cuda").half()], 6 * nchw.numel()))
+    return found + nchw_cases(channels=(32,))
+
+
+def nchw_cases(channels=(256, 32)) -> list:
+    """NCHW read as NHWC at a few channel counts, float32 and float16."""
+    found = []
+    for c in channels:
+        for dtype in (torch.float32, torch.float16):
+            nchw = torch.rand(16384 // c, c, 64, 64, device="cuda").to(dtype)
+            dense = torch.rand(nchw.shape[0], 64, 64, c, device="cuda").to(dtype)
+            found.append((f"NCHW as NHWC C={c} {str(dtype)[6:]}", AXPY, [nchw.permute(0, 2, 3, 1), dense],
+                          3 * nchw.numel() * nchw.element_size()))
+    return found
+
+
+def with_copies(found: list) -> list:
+    """The cases, after timing a copy of each case's bytes: its own ceiling."""
+    for name, _, _, moved in found:
+        src = torch.empty(moved // 8, device="cuda").uniform_()
+        dst = torch.empty_like(src)
+        seconds = timed(lambda: dst.copy_(src), reps=30)  # noqa: B023 - timed before the next case
+        print(f"copy of {name}'s bytes: {moved / seconds / 1e9:.0f} GB/s", flush=True)
+    return found
+
+
 def sweep(label: str, variants: list, apply, all_cases: list, rounds: int) -> None:
     refs = {name: torch.cuda.jiterator._create_jit_fn(code, **({"alpha": 2} if "alpha" in code else {}))
             for name, code, _, _ in all_cases}
@@ -188,6 +252,9 @@ def sweep(label: str, variants: list, apply, all_cases: list, rounds: int) -> No
             for name, code, xs, moved in all_cases:
                 kwargs = {"alpha": 2} if "alpha" in code else {}
                 fn = jiter_magic.create_jit_fn(code + f"\n// {label} {variant}", **kwargs)
+                got, expected = fn(*xs, **kwargs), refs[name](*xs, **kwargs)
+                if not torch.allclose(got.double(), expected.double(), rtol=1e-3, atol=1e-3):
+                    print(f"MISMATCH round {round_} {label} {variant} {name}", flush=True)
                 ours = timed(lambda: fn(*xs, **kwargs), reps=20)
                 ref = timed(lambda: refs[name](*xs, **kwargs), reps=20)
                 native = timed(lambda: torch.add(xs[1], xs[0], alpha=2), reps=20) if len(xs) == 2 else None
@@ -239,7 +306,8 @@ def copy_ceiling() -> str:
 def main() -> None:
     quick = "--quick" in sys.argv
     both = not any(flag in sys.argv for flag in ("--contiguous", "--tiled", "--rows", "--blocks", "--per-thread",
-                                                 "--grid-order", "--narrow", "--batched"))
+                                                 "--grid-order", "--narrow", "--batched", "--tile-shapes",
+                                                 "--batched-tiles"))
     print(f"copy ceiling {copy_ceiling()}", flush=True)
     if both or "--contiguous" in sys.argv:
         variants = [(16, None, False), (16, None, True), (4, None, False), (16, 8, False), (16, 8, True)]
@@ -259,6 +327,14 @@ def main() -> None:
     if "--grid-order" in sys.argv:  # the tiled grid's x and y swapped, with the shipped and fixed rows
         sweep("tiled order", [(None, False), (None, True), (4, True), (16, True)], set_tiled_order, tiled_cases(), 2)
         set_tiled_order(None, False)
+    if "--tile-shapes" in sys.argv:  # tile edges, rows of threads, batches a block
+        variants = [("shipped", None, 1), ("32x32", 4, 2), ("32x32", 4, 4), ("64x32", 4, 1), ("64x32", 8, 1),
+                    ("32x64", 8, 1), ("64x64", 8, 1), ("64x64", 16, 1), ("bytes", 16, 1), ("bytes", None, 1)]
+        sweep("tile shape", variants, set_tile_shape, with_copies(shape_cases()), 2)
+        set_tile_shape("shipped", None, 1)
+    if "--batched-tiles" in sys.argv:  # the shipped batched tiles against the 32x32 tiles, 32x4 threads before
+        sweep("tile shape", [("shipped", None, 1), ("32x32", 4, 1)], set_tile_shape, with_copies(nchw_cases()), 3)
+        set_tile_shape("shipped", None, 1)
     if "--blocks" in sys.argv:
         sweep("block", [(128,), (256,), (512,)], set_block, contiguous_cases(), 2)
         set_block(base.BLOCK)

@@ -7,8 +7,9 @@ Importing this package imports neither torch, CuPy nor IPython.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
-from .benchmark import BenchmarkResult, SweepResult, benchmark, sweep
 from .build import Specialization
 from .cache import CacheWarning
 from .cache import stats as cache_stats
@@ -59,6 +60,27 @@ def create_multi_output_jit_fn(code_string: str, num_outputs: int, **kwargs: obj
     if not isinstance(num_outputs, int) or isinstance(num_outputs, bool) or num_outputs < 1:
         raise BindError(f"num_outputs must be a positive int, got {num_outputs!r}")
     return JitFunction(code_string, num_outputs, kwargs)
+
+
+if TYPE_CHECKING:
+    from .benchmarking import BenchmarkResult, SweepResult, benchmark, sweep
+
+_LAZY = {"benchmark", "sweep", "BenchmarkResult", "SweepResult"}  # from .benchmarking, the first time asked
+
+
+def __getattr__(name: str) -> Any:
+    """The benchmarking names, imported when first asked for: a new process's first call needs none."""
+    if name in _LAZY:
+        from . import benchmarking
+
+        value = getattr(benchmarking, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'jiter_magic' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY)
 
 
 def cache_dir() -> str | None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 import threading
 import warnings
@@ -84,6 +83,8 @@ class DiskCache:
         if not self._private(namespace, key[:2], create=True):
             return None
         path = self.path(namespace, key)
+        import secrets  # here: a process that only reads the cache never imports it
+
         temp = os.path.join(os.path.dirname(path), f".tmp-{key}-{secrets.token_hex(8)}.bin")
         try:
             fs.write_atomic(path, _pack(namespace, key, payload), temp)

@@ -163,7 +163,10 @@ class Dispatcher:
         adapter = BY_TYPE.get(kind)
         if adapter is None or adapter.lifts:  # lifted arrays take the general path, which hands them on
             return None
+        loads = fast_call.loads
         found = self._fast_keys[kind] = adapter.fast_key_for(self.num_inputs)
+        if fast_call.loads != loads:  # a module loaded meanwhile, its announcement maybe before this binding
+            self._fast_keys.pop(kind, None)
         return found
 
     def set_backend(self, value: str) -> None:
@@ -228,7 +231,10 @@ class Dispatcher:
         extras, kinds, _named = keyword
         key_of = self._out_keys.get(adapter)
         if key_of is None:
+            loads = fast_call.loads
             key_of = self._out_keys[adapter] = adapter.fast_key_for(self.num_inputs + self.num_outputs)
+            if fast_call.loads != loads:  # as in _fast_key_function
+                self._out_keys.pop(adapter, None)
         fast = key_of(args + given)
         if fast is None:
             return self._call(args, out, kwargs, None)

@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
-from . import inspection, tracing
+from . import tracing
 from .bind import bind
 from .build import Specialization
 from .dispatch import Dispatcher
@@ -23,7 +23,7 @@ from .spec import CONTIGUOUS, KernelSpec
 from .values import scalar_value
 
 if TYPE_CHECKING:
-    from .benchmark import BenchmarkResult
+    from .benchmarking import BenchmarkResult
 
 
 class JitFunction:
@@ -160,6 +160,8 @@ class JitFunction:
         for a call (arrays of any library, Python numbers, kwargs overrides): their dtypes and
         layout then decide, exactly as a call on them would.
         """
+        from . import inspection
+
         return inspection.source(self._dispatch, dtypes_or_arrays, backend, path, ndim, kwargs)
 
     def inspect(self, *dtypes_or_arrays: object, kind: str = "ptx", backend: str | None = None,
@@ -167,6 +169,7 @@ class JitFunction:
         """The compiled code of one specialization as text (no GPU needed): kind='ptx' or 'sass'
         for CUDA, 'asm' for the CPU; arguments as `source` takes them. Lines of the code string
         the compiler's line tables point at are shown as comments before their instructions."""
+        from . import inspection
         from .compiled_code import compiled_text
         from .compilers.nvrtc import default_arch
 
@@ -185,14 +188,16 @@ class JitFunction:
         """Time a call on these inputs (CUDA events on a GPU, perf_counter on the host; median of
         `repeat` after `warmup`): its time, GB/s and fraction of a same-sized device copy measured
         alongside, and with `reference` (a callable taking the same inputs) the speedup over it.
-        `out=` and keyword extras go to the call. See `jiter_magic.benchmark.benchmark`."""
-        from .benchmark import benchmark
+        `out=` and keyword extras go to the call. See `jiter_magic.benchmark`."""
+        from .benchmarking import benchmark
 
         return benchmark(self, *inputs, reference=reference, warmup=warmup, repeat=repeat, **kwargs)
 
     def compile(self, *dtypes: str, backend: str | None = None, path: str = CONTIGUOUS,
                 ndim: int = 1) -> Specialization:
         """Build a specialization now (for the given input dtypes, default all float32), so errors show early."""
+        from . import inspection
+
         if backend is None:
             backend = self.backend if self.backend != "auto" else ("cuda" if inspection.cuda_available() else "cpu")
         if backend not in inspection.BACKEND_NAMES:

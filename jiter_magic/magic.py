@@ -25,7 +25,7 @@ from IPython.utils.process import arg_split
 
 import jiter_magic
 from jiter_magic import BindError, CompileError, DTypeError, JitFunction, ParseError, ToolchainError, compile_notice
-from jiter_magic.benchmark import BenchmarkResult
+from jiter_magic.benchmarking import BenchmarkResult
 from jiter_magic.compilers.nvrtc import default_arch
 from jiter_magic.inspection import cuda_available
 from jiter_magic.magic_bench import run_bench_line

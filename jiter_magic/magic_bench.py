@@ -13,7 +13,7 @@ from IPython.core.error import UsageError
 from IPython.utils.process import arg_split
 
 from jiter_magic import JitFunction
-from jiter_magic.benchmark import BenchmarkResult, benchmark
+from jiter_magic.benchmarking import BenchmarkResult, benchmark
 from jiter_magic.records import record, replace
 
 

@@ -22,7 +22,7 @@ class KernelSpec:
     extras: tuple[str, ...]  # dtype of each extra argument, in the entry function's order
     path: str = CONTIGUOUS  # the kernel path (kernels/): contiguous, rows, tiled or strided
     ndim: int = 1
-    vec: int = 1
+    vec: int = 1  # contiguous and rows: elements a vector; tiled: 32-element runs of a tiled row a tile holds
     index64: bool = False
     tiled_inputs: tuple[int, ...] = ()  # the tiled path: inputs read transposed through shared memory
     row_broadcast: tuple[int, ...] = ()  # the rows path: inputs constant along a row (inner stride 0)

@@ -33,7 +33,7 @@ from jiter_magic import (  # noqa: E402
     create_jit_fn,
     create_multi_output_jit_fn,
 )
-from jiter_magic.benchmark import (  # noqa: E402
+from jiter_magic.benchmarking import (  # noqa: E402
     MIN_SAMPLE_NS,
     benchmark,
     format_bytes,
@@ -248,6 +248,29 @@ def test_sweep_needs_a_size():
 def test_the_package_exports_the_helpers():
     assert jiter_magic.benchmark is benchmark and jiter_magic.sweep is sweep
     assert {"benchmark", "sweep", "BenchmarkResult", "SweepResult"} <= set(jiter_magic.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'benchmarks'"):
+        jiter_magic.benchmarks  # noqa: B018 - the attribute access is the test
+
+
+def test_a_new_process_imports_the_benchmarking_and_inspection_modules_only_when_asked():
+    """`import jiter_magic`, creating a function and its first call need neither: a new process's
+    first result does not wait for them. The names still resolve, also through `import *`."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy, jiter_magic\n"
+        "fn = jiter_magic.create_jit_fn('template <typename T> T f(T x) { return x + 1; }')\n"
+        "assert fn(numpy.arange(3.0)).tolist() == [1.0, 2.0, 3.0]\n"
+        "print(sorted(m for m in ('jiter_magic.benchmarking', 'jiter_magic.inspection') if m in sys.modules))\n"
+        "from jiter_magic import *\n"
+        "print(benchmark.__module__, BenchmarkResult.__name__, sorted(m for m in sys.modules if m.endswith('benchmarking')))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "jiter_magic.benchmarking BenchmarkResult ['jiter_magic.benchmarking']"]
 
 
 # -- %jiterator_bench ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import struct
 
 import pytest
 
+import jiter_magic  # noqa: E402
 import jiter_magic.compilers.nvrtc as nvrtc_module  # noqa: E402
 from jiter_magic.bind import Binding, bind
 from jiter_magic.codegen.kernel import KERNEL_NAME, USER_FILE, render_source
@@ -22,7 +23,7 @@ from jiter_magic.errors import CompileError, JiterError
 from jiter_magic.kernels import path_of
 from jiter_magic.kernels.args import args_layout
 from jiter_magic.kernels.base import BLOCK
-from jiter_magic.kernels.tiled import PREFETCH, TILE, WARP, thread_rows
+from jiter_magic.kernels.tiled import PREFETCH, WARP, thread_rows, tile_edges, tile_padding
 from jiter_magic.parse import parse_functor
 from jiter_magic.spec import CONTIGUOUS, STRIDED, TILED, KernelSpec
 
@@ -165,32 +166,82 @@ def test_tiled_path(dtype, ndim, tiled, index64, arch):
     spec = KernelSpec((dtype, dtype), (False, False), (dtype,), compute_dtype(dtype), ("float64",),
                       TILED, ndim, 1, index64, tiled)
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
+    edge0, edge1 = tile_edges(spec)
+    assert (edge0, edge1) == (32, 32)
     for i in tiled:
-        assert f"__shared__ {DTYPES[dtype].ctype} jm_tile{i}[{TILE}][{TILE + 1}];" in source
+        assert f"__shared__ {DTYPES[dtype].ctype} jm_tile{i}[{edge0}][{edge1 + tile_padding(dtype)}];" in source
     assert source.count("__syncthreads();") == 2
     direct = [i for i in (0, 1) if i not in tiled]  # read in the outputs' order: loaded before the wait
     for i in direct:
-        assert f"{DTYPES[dtype].ctype} jm_p{i}[{TILE // WARP}][{TILE // thread_rows(spec)}];" in source
+        assert f"{DTYPES[dtype].ctype} jm_p{i}[{edge0 // WARP}][{edge1 // thread_rows(spec)}];" in source
     assert len(re.findall(r"jm_p\d+\[", source)) == (3 * len(direct) if PREFETCH else 0)
     assert "div_mul" not in source
     assert f"int64_t jm_sizes[{ndim}];" in source
 
 
-@pytest.mark.parametrize("dtypes, ndim, rows", [
-    (("float32", "float32"), 2, 16), (("float16", "float16"), 2, 8), (("int8", "int8"), 2, 8),
-    (("float16", "float32"), 2, 16), (("float64", "float64"), 2, 16), (("float32", "float32"), 3, 4),
-    (("float16", "float16"), 4, 4),
+@pytest.mark.parametrize("dtypes, ndim, vec, rows", [
+    (("float32", "float32"), 2, 1, 16), (("float16", "float16"), 2, 1, 8), (("int8", "int8"), 2, 1, 8),
+    (("float16", "float32"), 2, 1, 16), (("float64", "float64"), 2, 1, 16), (("float32", "float32"), 3, 1, 4),
+    (("float16", "float16"), 4, 1, 4), (("float32", "float32"), 3, 2, 8), (("float16", "float16"), 4, 2, 8),
 ])
-def test_tiled_block_rows_follow_the_loop_dims_and_element_size(dtypes, ndim, rows):
+def test_tiled_block_rows_follow_the_loop_dims_and_element_size(dtypes, ndim, vec, rows):
     """Two loop dimensions: 32x16 threads for 4-byte elements and wider, 32x8 for 2-byte and narrower
-    (the widest of the outputs and the tiled inputs); batches on grid.z: 32x4. The launch bounds and
-    the launcher's block follow (bench/sweep_gpu.py --tiled)."""
-    spec = KernelSpec(dtypes, (False, False), (dtypes[1],), "float32", ("float64",), TILED, ndim, 1, False, (0,))
+    (the widest of the outputs and the tiled inputs); batches on grid.z: 32x4, and 32x8 with 32x64
+    tiles. The launch bounds and the launcher's block follow (bench/sweep_gpu.py)."""
+    spec = KernelSpec(dtypes, (False, False), (dtypes[1],), "float32", ("float64",), TILED, ndim, vec, False, (0,))
     assert thread_rows(spec) == rows
     assert path_of(spec, "cuda").block_of(spec) == (WARP, rows, 1)
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, ARCHES[0])
     assert f"void __launch_bounds__({WARP * rows}) {KERNEL_NAME}(const jm_Args jm_a)" in source
     assert f"jm_thread_y() + jm_r * {rows}" in source
+    assert f"jm_tile0[32][{32 * vec + tile_padding(dtypes[0])}];" in source
+
+
+@pytest.mark.parametrize("channels, wide", [(16, False), (32, False), (127, False), (128, True), (256, True)])
+def test_batched_tiles_are_wide_only_where_the_tiled_rows_fill_them(channels, wide):
+    """NCHW read as NHWC: 32x64 tiles where a tiled input's rows (the channels) hold at least 128
+    elements, 32x32 below (on the H200, 64-wide tiles lose a quarter of the speed at 32 channels);
+    two loop dimensions keep 32x32 tiles at any size."""
+    torch = pytest.importorskip("torch")
+    fn = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
+    nhwc = torch.rand(2, channels, 5, 7).permute(0, 2, 3, 1)
+    dense = torch.rand(2, 5, 7, channels)
+    source = fn.source(nhwc, dense, backend="cuda")
+    edge1 = 64 if wide else 32
+    assert f"jm_tile1[32][{edge1 + 1}];" in source and f"__launch_bounds__({WARP * (8 if wide else 4)})" in source
+    square = fn.source(torch.rand(channels, 40).T, torch.rand(40, channels), backend="cuda")
+    assert "[32][33];" in square
+
+
+@pytest.mark.parametrize("dtype, channels, tiled, edge1", [
+    ("float64", 128, 3, 32),  # three 32x64 tiles would take 49,920 bytes: 32x32 ones
+    ("float64", 64, 3, 32), ("float32", 128, 3, 64),
+    ("complex128", 32, 2, 32),  # three 32x32 tiles would take 50,688 bytes: the third input is read directly
+])
+def test_tiles_fit_in_the_48_kib_of_static_shared_memory(dtype, channels, tiled, edge1):
+    torch = pytest.importorskip("torch")
+    fn = jiter_magic.create_jit_fn("template <typename T> T f(T a, T b, T c, T d) { return a + b * c - d; }")
+    # The output follows `dense`, so the views' rows (16 x 16 = 256 elements, enough for wide tiles) are tiled.
+    dense = torch.zeros(2, 16, 16, channels, dtype=getattr(torch, dtype))
+    views = [torch.zeros(2, channels, 16, 16, dtype=dense.dtype).permute(0, 2, 3, 1) for _ in range(3)]
+    source = fn.source(dense, *views, backend="cuda")
+    assert len(re.findall(rf"__shared__ \S+ jm_tile\d\[32\]\[{edge1 + 1}\];", source)) == tiled
+    result = compiler(ARCHES[0]).compile(source, "jm_test")  # ptxas refuses more than 48 KiB of static shared memory
+    assert result.binary[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "float16", "bfloat16", "float32", "int64", "complex128"])
+@pytest.mark.parametrize("edge", [32, 64])
+def test_tile_rows_are_padded_so_a_warp_reading_down_a_column_hits_every_bank(dtype, edge):
+    """The outputs' pass reads a tile down a column, one row a lane: rows padded to an odd number of
+    4-byte words put the 32 lanes' elements in 32 different banks (8- and 16-byte elements, which
+    the hardware serves a half-warp at a time, need only the one element of padding)."""
+    size = DTYPES[dtype].itemsize
+    row_bytes = (edge + tile_padding(dtype)) * size
+    if size <= 4:
+        banks = {(lane * row_bytes // 4) % 32 for lane in range(WARP)}
+        assert len(banks) == WARP
+    assert tile_padding(dtype) == max(1, 4 // size)
 
 
 def test_tiled_path_mixed_dtypes_scalar_and_two_outputs():

@@ -241,6 +241,57 @@ def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
     assert len(list((tmp_path / fast_call.NAMESPACE).rglob("*.bin"))) == 2
 
 
+def test_a_new_process_loads_the_core_module_before_its_first_call_and_the_torch_one_beside_it(tmp_path):
+    """With both modules in the disk cache, the first kernel load reads the core module at once (the
+    first launch then goes from C, never through CuPy) and leaves the torch module to a thread:
+    held back here, the first call runs on the Python key; once it loads, plans heat as usual."""
+    script = CHILD.replace("fast_call.wait(120)\n", """
+import threading
+gate = threading.Event()
+original = fast_call._load_all
+fast_call._load_all = lambda: (gate.wait(120), original())
+""").replace("for _ in range(3):\n    out = f(a, a)\n", """
+out = f(a, a)
+first = [fast_call.status(), fast_call.torch_status(), fast_call.settled()]
+gate.set()
+fast_call.wait(120)
+for _ in range(3):
+    out = f(a, a)
+""").replace('print(json.dumps({', 'print(json.dumps({"first": first, ')
+    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
+    assert found["first"] == ["loaded", "not started", False]
+    assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
+    assert found["values"] == [v * v + 1.0 for v in range(6)]
+
+
+@pytest.mark.parametrize("route", ["inputs", "out="])
+def test_a_key_bound_while_a_module_loads_is_bound_again(monkeypatch, route):
+    """The loading thread announces a module while a call binds its key function (read, then
+    stored): the stored binding may predate the module, so it is dropped and read again."""
+    from jiter_magic.arrays import adapter_for
+
+    f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
+    adapter = adapter_for(torch.zeros(1))
+    original = adapter.fast_key_for
+
+    def racing(count):
+        found = original(count)
+        fast_call._announce()  # as the thread would, between the read and the store
+        return found
+
+    monkeypatch.setattr(adapter, "fast_key_for", racing)
+    a = torch.arange(4.0)
+    if route == "out=":
+        out = torch.empty(4)
+        f(a, a, out=out)
+        assert torch.equal(out, torch.zeros(4)) and adapter not in f._dispatch._out_keys
+    else:
+        assert torch.equal(f(a, a), torch.zeros(4)) and torch.Tensor not in f._dispatch._fast_keys
+    monkeypatch.setattr(adapter, "fast_key_for", original)
+    f(a, a)
+    assert torch.Tensor in f._dispatch._fast_keys  # bound for good once nothing loads meanwhile
+
+
 def test_a_build_that_cannot_happen_leaves_the_python_path(tmp_path):
     """No Python.h, and the modules not in the cache: no builder process starts, and calls take the
     Python path (only a build asks for the headers: a load from the cache does not)."""

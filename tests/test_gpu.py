@@ -85,6 +85,16 @@ def test_tiled_path_transposed_and_channels_last(dtype):
     _close(_ours_fused(dense, nhwc_view), ref(dense, nhwc_view))
     big = _rand((4, 64, 48), dtype).transpose(1, 2)  # batched transpose, scalar second input
     _close(_ours_fused(big, 2), ref(big, torch.tensor(2, device="cuda")))
+    wide = _rand((2, 130, 7, 11), dtype).permute(0, 2, 3, 1)  # channels past two 64-wide tiles, the third partial
+    dense_wide = _rand((2, 7, 11, 130), dtype)
+    _close(_ours_fused(wide, dense_wide), ref(wide, dense_wide))
+    _close(_ours_fused(dense_wide, wide), ref(dense_wide, wide))
+    many = _rand((70_000, 20, 16), dtype).transpose(1, 2)  # more batches than grid.z holds: blocks loop
+    dense_many = _rand((70_000, 16, 20), dtype)
+    _close(_ours_fused(many, dense_many), ref(many, dense_many))
+    batched = [s.spec for s in _ours_fused.specializations if s.spec.path == "tiled" and s.spec.ndim > 2]
+    assert batched, "the batched tiled path was not used"
+    assert {s.vec for s in batched} == {1, 2}, "32x32 and 32x64 tiles (130 channels) both ran"
     spec = [s.spec for s in _ours_fused.specializations if s.spec.path == "tiled"]
     assert spec, "the tiled path was not used"
 

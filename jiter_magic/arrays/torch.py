@@ -139,8 +139,8 @@ class TorchAdapter:
         # The raw current-stream accessor itself, not a wrapper: the hot path calls it every launch.
         self.stream: Callable[[int], int] = _raw_stream or _no_cuda_stream
         self.pointer: Callable[[torch.Tensor], int] = torch.Tensor.data_ptr
+        fast_call.when_loaded(self)  # first: a load between the two is then announced or read below
         self.fast_call_loaded()
-        fast_call.when_loaded(self)
 
     def fast_call_loaded(self) -> None:
         """Read output pointers through ATen once the torch module of the C call path is loaded."""

@@ -48,6 +48,8 @@ _states = {"jm_fast_call": "not started", "jm_torch_call": "not started"}
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
 _waiting: weakref.WeakSet[Any] = weakref.WeakSet()  # objects whose `fast_call_loaded()` to call after a load
+_waiting_lock = threading.Lock()  # the loading thread walks `_waiting` while callers add to it
+loads = 0  # modules loaded so far: a binding read before a load and stored after it is to be read again
 _compiling: set[subprocess.Popen] = set()  # the compiler of a background build, while it runs
 
 
@@ -83,8 +85,11 @@ def settled() -> bool:
 
 
 def start() -> None:
-    """Load the modules from the disk cache now (milliseconds), or have a daemon thread build them
-    (through a builder process) and load them: once a process, and not at all when turned off."""
+    """Load the core module from the disk cache now (about a millisecond: the call that started this
+    launches from C rather than import CuPy), and have a daemon thread load the rest, or build
+    what is missing (through a builder process) and load it: once a process, and not at all when
+    turned off. The torch module, the larger, loads beside a new process's first call rather than
+    before it."""
     global _thread
     if _thread is not None:
         return
@@ -95,11 +100,8 @@ def start() -> None:
             _states.update({name: "off" for name in _states})
             _thread = threading.Thread(target=lambda: None)  # marks the decision; never started
             return
-        if _load_all(compile=False):  # all there was to load came from the disk cache
-            _thread = threading.Thread(target=lambda: None)
-            return
-        _thread = threading.Thread(target=_load_all, kwargs={"compile": True}, name="jiter_magic fast call build",
-                                   daemon=True)
+        _load_core(cached_only=True)
+        _thread = threading.Thread(target=_load_all, name="jiter_magic fast call load", daemon=True)
         _thread.start()
 
 
@@ -115,41 +117,53 @@ def wait(timeout: float | None = None) -> ModuleType | None:
 def when_loaded(owner: Any) -> None:
     """Call `owner.fast_call_loaded()` after each module loads while a build runs (held weakly)."""
     if not settled():
-        _waiting.add(owner)
+        with _waiting_lock:
+            _waiting.add(owner)
 
 
-def _load_all(compile: bool) -> bool:
-    """Load what is not loaded yet (the torch module only once torch is imported); False when
-    something is missing from the disk cache and `compile` is False."""
-    global module, torch_module
-    if module is None and _states["jm_fast_call"] in ("not started", "building"):
-        module = _load("jm_fast_call", _build_core, compile)
-        if module is None:
-            return _states["jm_fast_call"] != "building"
-        module.configure(LaunchError, *_driver_entry_points())
+def _load_core(cached_only: bool) -> None:
+    """Load the core module (with `cached_only`, only from the disk cache) and announce it."""
+    global module
+    loaded = _load("jm_fast_call", lambda: _build_core(cached_only))
+    if loaded is not None:
+        loaded.configure(LaunchError, *_driver_entry_points())
+        module = loaded
         _announce()
+
+
+def _load_all() -> None:
+    """Load (or build, then load) what is not loaded yet: the torch module only once torch is imported."""
+    global torch_module
+    if module is None and _states["jm_fast_call"] in ("not started", "building"):
+        _load_core(cached_only=False)
+        if module is None:
+            return
     if module is not None and torch_module is None and "torch" in sys.modules \
             and _states["jm_torch_call"] in ("not started", "building"):
-        torch_module = _load("jm_torch_call", _build_torch, compile)
+        torch_module = _load("jm_torch_call", _build_torch)
         if torch_module is None:
-            return _states["jm_torch_call"] != "building"
+            return
         import torch
 
         torch_module.configure(torch.Tensor, torch.nn.Parameter)
         _announce()
-    return True
 
 
 def _announce() -> None:
-    for owner in list(_waiting):
+    global loads
+    loads += 1
+    with _waiting_lock:
+        owners = list(_waiting)
+    for owner in owners:
         owner.fast_call_loaded()
 
 
-def _load(name: str, build: Callable[[bool], bytes | None], compile: bool) -> ModuleType | None:
-    """The module, or None: not in the disk cache (state 'building') or not to be had ('unavailable')."""
+def _load(name: str, build: Callable[[], bytes | None]) -> ModuleType | None:
+    """The module, or None: not cached when only the cache was asked (state 'building'), or not to
+    be had (state 'unavailable: <why>')."""
     _states[name] = "building"
     try:
-        binary = build(compile)
+        binary = build()
         if binary is None:
             return None
         loaded = _import(name, binary)
@@ -171,12 +185,12 @@ def _python_headers() -> str:
     return include
 
 
-def _build_core(compile: bool) -> bytes | None:
+def _build_core(cached_only: bool = False) -> bytes | None:
     return _binary("jm_fast_call", "fast_call.cpp", "",
-                   lambda: ("-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", f"-I{_python_headers()}"), compile)
+                   lambda: ("-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", f"-I{_python_headers()}"), cached_only)
 
 
-def _build_torch(compile: bool) -> bytes | None:
+def _build_torch() -> bytes | None:
     import torch
 
     root = os.path.dirname(os.path.abspath(torch.__file__))
@@ -191,7 +205,7 @@ def _build_torch(compile: bool) -> bytes | None:
                 "-lc10", "-ltorch_cpu", "-ltorch_python")
 
     identity = f"torch {torch.__version__} {torch.version.git_version} abi {abi} at {root}"
-    return _binary("jm_torch_call", "torch_fast_call.cpp", identity, options, compile)
+    return _binary("jm_torch_call", "torch_fast_call.cpp", identity, options)
 
 
 def _cxx_standard() -> str:
@@ -202,11 +216,10 @@ def _cxx_standard() -> str:
 
 
 def _binary(name: str, source_file: str, identity: str, options: Callable[[], tuple[str, ...]],
-            compile: bool) -> bytes | None:
-    """A module's shared library: from the disk cache, else (when `compile`) built and stored; None
-    when it is not cached and not to be built now. The key is the source, the Python build and
-    `identity` (what the module links against), not the compiler, whose probes cost more than the
-    load itself: any compiler's build of it serves.
+            cached_only: bool = False) -> bytes | None:
+    """A module's shared library: from the disk cache, else (unless `cached_only`: None) built and
+    stored. The key is the source, the Python build and `identity` (what the module links against),
+    not the compiler, whose probes cost more than the load itself: any compiler's build of it serves.
 
     The build runs in a process of its own (`python -m jiter_magic.backends.fast_call_build NAME`), which
     stores the entry even when this process ends first: a short script's first run on a machine
@@ -221,7 +234,7 @@ def _binary(name: str, source_file: str, identity: str, options: Callable[[], tu
     key = cache_key(source, (), f"{python}|{identity}")
     disk = disk_cache(os.environ.get(DIR_VARIABLE) or None)
     binary = disk.get(NAMESPACE, key)
-    if binary is not None or not compile:
+    if binary is not None or cached_only:
         return binary
     _python_headers()  # before any builder starts: without them no build can succeed
     if disk.usable and not _building_here:
@@ -264,7 +277,8 @@ def build_here(name: str) -> int:
         import torch  # noqa: F401 - _build_torch reads its paths and ABI
     build = {"jm_fast_call": _build_core, "jm_torch_call": _build_torch}[name]
     try:
-        return 0 if build(True) is not None else 1
+        build()
+        return 0
     except Exception as exc:  # noqa: BLE001 - the asking process shows this line as the reason
         print(exc, file=sys.stderr)
         return 1

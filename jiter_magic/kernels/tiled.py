@@ -1,4 +1,4 @@
-"""The tiled path: square tiles of the two innermost loop dimensions, through shared memory.
+"""The tiled path: tiles of the two innermost loop dimensions, through shared memory.
 
 For inputs that walk the second loop dimension contiguously while the outputs walk the
 first (a transpose, NCHW read as NHWC): such inputs are read along their rows into a
@@ -20,25 +20,50 @@ from .args import FieldSpec
 from .base import CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry
 
 WARP = 32
-# TILE x TILE tiles, 32 x `thread_rows(spec)` threads: TILE/32 columns and TILE/rows rows a thread.
-# On the H200 (bench/sweep_gpu.py --tiled; bench/results/2026-12-01-h200-speed, sweeps 1-3, and
-# sweep 5 in bench/results/2026-12-01-h200-speed-2, which confirms the choice below), with
-# PREFETCH and 32x32 tiles: 32x4 threads are best where batches run on grid.z (NCHW read as NHWC:
-# 3097-3312 GB/s against 2460-2750 with 32x16); two loop dimensions are faster with more rows, 32x16
-# for 4-byte elements (transposed 16384^2 3317-3324 against 3108-3202; a 3-d rotation 3400-3407
-# against 3090-3213) and 32x8 for 2-byte ones (2024-2105 against 1554-1650). 64x64 tiles: 2-3x slower.
+# Tiles of edge0 x edge1 elements (`tile_edges`), 32 x `thread_rows(spec)` threads: a thread moves
+# edge0/32 columns of edge1/rows rows. On the H200 (bench/sweep_gpu.py; bench/results/2026-12-01-h200-speed
+# sweeps 1-3, 2026-12-01-h200-speed-2 sweep 5, and 2026-12-02-h200-layouts sweep 12), with PREFETCH:
+# - two loop dimensions: 32x32 tiles, 32x16 threads for 4-byte elements (transposed 16384^2 3317-3442 GB/s
+#   against 3108-3304 with 32x4 or 32x8; a 3-d rotation 3400-3565 against 3090-3381) and 32x8 for 2-byte
+#   ones (2024-2130 against 1554-1733). Wider tiles lose there: 64x64 1.5-3x slower, 32x64 6-20%.
+# - batches on grid.z (NCHW read as NHWC): with 256 channels, 32x64 tiles (64 along the tiled input's
+#   rows: spec.vec 2) and 32x8 threads, 3391-3768 GB/s for float32 against 3071-3413 with 32x32 tiles
+#   and 32x4 threads, 2034-2307 against 1673-1794 for float16; with 32 channels, 2577-2658 against
+#   3280-3433, and 1282-1373 against 1730-1821 (sweep 13 of 2026-12-02-h200-layouts). So the wide
+#   tiles only where the tiled input's rows fill two of them. A block walking 2 or 4 batches gained nothing.
 TILE = 32
 PREFETCH = True
-BATCHED_ROWS, WIDE_ROWS, NARROW_ROWS = 4, 16, 8
+BATCHED_ROWS, WIDE_BATCHED_ROWS, WIDE_ROWS, NARROW_ROWS = 4, 8, 16, 8
+WIDE_TILE_ROWS = 4 * TILE  # batched loops whose second dimension has at least this many elements: 32x64 tiles
+SHARED_LIMIT = 48 * 1024  # static shared memory a block: the tiles of the inputs read through it must fit
+BATCHES_A_BLOCK = 1  # batches (loop dimensions past the second) a block walks: grid.z is batches / this
 MAX_GRID_Y = MAX_GRID_Z = 65535
 
 
 def thread_rows(spec: KernelSpec) -> int:
     """Rows of threads in a block: its y extent, from the sweeps above."""
     if spec.ndim > 2:
-        return BATCHED_ROWS
+        return WIDE_BATCHED_ROWS if spec.vec > 1 else BATCHED_ROWS
     widest = max(DTYPES[name].itemsize for name in (*spec.outputs, *(spec.inputs[i] for i in spec.tiled_inputs)))
     return NARROW_ROWS if widest <= 2 else WIDE_ROWS
+
+
+def tile_edges(spec: KernelSpec) -> tuple[int, int]:
+    """A tile's edge along the first loop dimension (the outputs' rows) and along the second (the
+    tiled inputs' rows), in elements: multiples of 32 and of the block's rows. `spec.vec` counts the
+    warp-wide runs of a tiled input's row that a tile holds."""
+    return TILE, TILE * spec.vec
+
+
+def tile_padding(dtype: str) -> int:
+    """Elements past a shared tile's row, so that a warp reading down a column hits 32 banks: rows of
+    an odd number of 4-byte words for elements narrower than 4 bytes, one element otherwise."""
+    return max(1, 4 // DTYPES[dtype].itemsize)
+
+
+def tile_bytes(dtype: str, edge1: int) -> int:
+    """Shared memory one tiled input's tile takes: TILE rows of `edge1` elements and the padding."""
+    return TILE * (edge1 + tile_padding(dtype)) * DTYPES[dtype].itemsize
 
 
 def _offset(k: int) -> str:
@@ -66,7 +91,19 @@ class Tiled(CudaPath):
                 if abs(strides[1]) == 1 and strides[0] != 1 and strides[0] != 0:
                     found.append(index)
                 position += 1
-        return PathChoice(TILED, layout.ndim, tiled_inputs=tuple(found)) if found else None
+        # As many inputs through tiles as their tiles fit in shared memory (three complex128 ones do
+        # not); the others are read directly, as the inputs that walk the outputs' way are.
+        staged, used = [], 0
+        for index in found:
+            need = tile_bytes(call.arrays[index].dtype, TILE)
+            if used + need <= SHARED_LIMIT:
+                staged.append(index)
+                used += need
+        if not staged:
+            return None
+        wide = layout.ndim > 2 and layout.sizes[1] >= WIDE_TILE_ROWS and \
+            sum(tile_bytes(call.arrays[i].dtype, 2 * TILE) for i in staged) <= SHARED_LIMIT
+        return PathChoice(TILED, layout.ndim, 2 if wide else 1, tiled_inputs=tuple(staged))
 
     def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
         return loop_fields(spec)
@@ -77,22 +114,30 @@ class Tiled(CudaPath):
     def grid(self, spec: KernelSpec, layout: Layout) -> Grid:
         """Tiles along the two inner dimensions, and up to 65535 batches (the kernel loops over more)."""
         s0, s1 = layout.sizes[0], layout.sizes[1]
-        return ceil_div(s0, TILE), ceil_div(s1, TILE), min(layout.numel // (s0 * s1), MAX_GRID_Z)
+        edge0, edge1 = tile_edges(spec)
+        batches = layout.numel // (s0 * s1)
+        return ceil_div(s0, edge0), ceil_div(s1, edge1), min(ceil_div(batches, BATCHES_A_BLOCK), MAX_GRID_Z)
 
     def shape_text(self, spec: KernelSpec) -> str:
-        return f"{spec.ndim}-d, inputs {list(spec.tiled_inputs)} through shared memory"
+        edge0, edge1 = tile_edges(spec)
+        return f"{spec.ndim}-d, inputs {list(spec.tiled_inputs)} through {edge0}x{edge1} shared-memory tiles"
 
     def body(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
         nout, ins = len(spec.outputs), spec.array_inputs
         threads_y = thread_rows(spec)
-        tile, rows, cols = TILE, TILE // threads_y, TILE // WARP
+        edge0, edge1 = tile_edges(spec)
+        # A thread's share: staged reads cover edge0 rows (dimension 0) of edge1 columns (dimension 1);
+        # the outputs' pass covers edge1 rows of edge0 columns.
+        staged_rows, staged_cols = edge0 // threads_y, edge1 // WARP
+        rows, cols = edge1 // threads_y, edge0 // WARP
         direct = [i for i in ins if i not in spec.tiled_inputs]  # read in the outputs' order
         prefetch = PREFETCH and bool(spec.tiled_inputs) and bool(direct)
         code = CodeBlock()
         for i in spec.tiled_inputs:
-            code.line(f"__shared__ {ctype(spec.inputs[i])} jm_tile{i}[{tile}][{tile + 1}];")
-        code.line(f"const jm_index_t jm_i0_base = (jm_index_t)jm_block_x() * {tile}, "
-                  f"jm_i1_base = (jm_index_t)jm_block_y() * {tile};")
+            padded = edge1 + tile_padding(spec.inputs[i])
+            code.line(f"__shared__ {ctype(spec.inputs[i])} jm_tile{i}[{edge0}][{padded}];")
+        code.line(f"const jm_index_t jm_i0_base = (jm_index_t)jm_block_x() * {edge0}, "
+                  f"jm_i1_base = (jm_index_t)jm_block_y() * {edge1};")
         code.line(f"const jm_index_t jm_s0 = (jm_index_t){ARGS}.jm_sizes[0], jm_s1 = (jm_index_t){ARGS}.jm_sizes[1];")
         code.line("jm_index_t jm_batches = 1;")
         for d in range(2, spec.ndim):
@@ -102,13 +147,15 @@ class Tiled(CudaPath):
         staged = (f"jm_thread_y() + jm_r * {threads_y}", f"jm_thread_x() + jm_c * {WARP}")
         each = (f"for (int jm_c = 0; jm_c < {cols}; ++jm_c)\n#pragma unroll\n"
                 f"for (int jm_r = 0; jm_r < {rows}; ++jm_r)")
+        each_staged = (f"for (int jm_c = 0; jm_c < {staged_cols}; ++jm_c)\n#pragma unroll\n"
+                       f"for (int jm_r = 0; jm_r < {staged_rows}; ++jm_r)")
         out_at = (f"const jm_index_t jm_i0 = jm_i0_base + jm_thread_x() + jm_c * {WARP}, "
                   f"jm_i1 = jm_i1_base + jm_thread_y() + jm_r * {threads_y};")
         with code.block("for (jm_index_t jm_batch = jm_block_z(); jm_batch < jm_batches; jm_batch += jm_grid_z())"):
             code.extend(operand_offsets(spec, "jm_batch", MODULO, first_dim=2))
             if spec.tiled_inputs:
                 code.line("#pragma unroll")
-                with code.block(each):
+                with code.block(each_staged):
                     code.line(f"const jm_index_t jm_i0 = jm_i0_base + {staged[0]}, jm_i1 = jm_i1_base + {staged[1]};")
                     with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
                         for i in spec.tiled_inputs:

@@ -13,8 +13,8 @@ cost of reading it do not dominate. `warmup` calls come first (compiles, allocat
 then `repeat` samples; the median is reported, and the minimum. Each contender (the function,
 the copy, the reference) runs its samples back to back.
 
-Importing this module imports no array library; `jiter_magic.benchmark` the attribute is the
-function (use `from jiter_magic.benchmark import ...` to reach the module).
+Importing this module imports no array library. `jiter_magic` imports it the first time one of its
+names is asked for: a new process's first call does not pay for it.
 """
 from __future__ import annotations
 
