@@ -43,6 +43,16 @@ KWARGS_LIMIT = 64  # keyword values a plan keeps hot paths for
 BACKENDS = ("auto", "cuda", "cpu")
 
 
+def _bind_key(table: dict, slot: Any, adapter: ArrayAdapter, count: int) -> Callable[[tuple], FastKey | None]:
+    """`adapter`'s key function of `count` arrays, kept in `table[slot]` unless a C call path module
+    loaded while it was read: its announcement may have come before the store, so it is read again."""
+    loads = fast_call.loads
+    found = table[slot] = adapter.fast_key_for(count)
+    if fast_call.loads != loads:
+        table.pop(slot, None)
+    return found
+
+
 @record(eq=False)
 class CallPlan:
     """Everything a call with a known key needs besides its pointers and scalar values; `hot` is
@@ -163,11 +173,7 @@ class Dispatcher:
         adapter = BY_TYPE.get(kind)
         if adapter is None or adapter.lifts:  # lifted arrays take the general path, which hands them on
             return None
-        loads = fast_call.loads
-        found = self._fast_keys[kind] = adapter.fast_key_for(self.num_inputs)
-        if fast_call.loads != loads:  # a module loaded meanwhile, its announcement maybe before this binding
-            self._fast_keys.pop(kind, None)
-        return found
+        return _bind_key(self._fast_keys, kind, adapter, self.num_inputs)
 
     def set_backend(self, value: str) -> None:
         if value not in BACKENDS:
@@ -229,12 +235,8 @@ class Dispatcher:
         if keyword is None:
             return self._call(args, out, kwargs, None)
         extras, kinds, _named = keyword
-        key_of = self._out_keys.get(adapter)
-        if key_of is None:
-            loads = fast_call.loads
-            key_of = self._out_keys[adapter] = adapter.fast_key_for(self.num_inputs + self.num_outputs)
-            if fast_call.loads != loads:  # as in _fast_key_function
-                self._out_keys.pop(adapter, None)
+        key_of = self._out_keys.get(adapter) or \
+            _bind_key(self._out_keys, adapter, adapter, self.num_inputs + self.num_outputs)
         fast = key_of(args + given)
         if fast is None:
             return self._call(args, out, kwargs, None)
