@@ -17,6 +17,9 @@ along x), against the shipped order.
 inputs' rows, or 128 bytes of the widest tiled element), rows of threads, and batches a block walks;
 with 1- and 2-byte cases and a copy of each case's bytes as its own ceiling. `--batched-tiles`: the
 shipped tiles of batched loops against the earlier 32x32 tiles, NCHW read as NHWC with 256 and 32 channels.
+`--packed`: the tiled path's packed accesses (2 or 4 elements of 1- and 2-byte dtypes as one 4-byte
+access along both rows, `spec.pack`) off and on, with rows of threads for each pack; 1- and 2-byte
+transposed, NCHW, misaligned and odd-sized cases, each with a copy of its bytes as its ceiling.
 `--batched`: the shipped contiguous path and torch's jiterator timed two ways, by events around each
 call (as the benchmark does: the host's time up to the launch counts) and over 50 calls queued back
 to back (only the kernels count), to tell host-side from device-side gaps.
@@ -25,7 +28,7 @@ elements a thread, as one 8- or 16-byte vector or as two 4- or 8-byte ones) agai
 
 Usage on the GPU machine: python3 bench/sweep_gpu.py [--contiguous] [--tiled] [--rows] [--blocks] [--per-thread]
        [--grid-order] [--narrow] [--batched] [--tile-shapes]
-       [--batched-tiles] [--quick]
+       [--batched-tiles] [--packed] [--quick]
 """
 from __future__ import annotations
 
@@ -152,6 +155,40 @@ def set_tile_shape(edges: str, rows: int | None, batches: int) -> None:
         fixed = tuple(int(e) for e in edges.split("x"))
         tiled.tile_edges = lambda spec: fixed
     tiled.BATCHES_A_BLOCK = batches
+
+
+PACKS, PACKED_ROWS, PACKED_BATCHED_ROWS = tiled.PACKS, dict(tiled.PACKED_ROWS), dict(tiled.PACKED_BATCHED_ROWS)
+
+
+def set_packed(packs: str, rows2: int | None, rows4: int | None) -> None:
+    """packs: 'shipped', 'off' (scalar tiles), or the packs allowed ('2', '2,4'), with their rows of
+    threads (two loop dimensions and batched alike); None: the shipped rows."""
+    tiled.PACKS = PACKS if packs == "shipped" else () if packs == "off" else tuple(int(p) for p in packs.split(","))
+    tiled.PACKED_ROWS, tiled.PACKED_BATCHED_ROWS = dict(PACKED_ROWS), dict(PACKED_BATCHED_ROWS)
+    for table in (tiled.PACKED_ROWS, tiled.PACKED_BATCHED_ROWS):
+        table.update({p: r for p, r in ((2, rows2), (4, rows4)) if r is not None})
+
+
+def packed_cases() -> list:
+    """1- and 2-byte layouts: transposed, NCHW read as NHWC, a misaligned view, odd sizes; float32 for reference."""
+    s = 16384
+    t = torch.rand(s, s, device="cuda").T
+    u = torch.rand(s, s, device="cuda")
+    found = [("transposed 16384^2 f32", AXPY, [t, u], 12 * s * s)]
+    th, uh = t.half(), u.half()
+    found.append(("transposed 16384^2 f16", AXPY, [th, uh], 6 * s * s))
+    found.append(("transposed 16384^2 bf16", AXPY, [t.bfloat16(), u.bfloat16()], 6 * s * s))
+    del t, u
+    t8 = (torch.rand(s, s, device="cuda") * 100).to(torch.int8).T
+    found.append(("transposed 16384^2 int8", AXPY, [t8, (torch.rand(s, s, device="cuda") * 100).to(torch.int8)],
+                  3 * s * s))
+    m = s - 1  # a view starting one element in: the scalar branch of the packed kernel
+    found.append(("transposed f16 view [1:,1:]", AXPY, [th[1:, 1:], uh[1:, 1:]], 6 * m * m))
+    odd = 16383
+    found.append(("transposed 16383^2 f16", AXPY, [torch.rand(odd, odd, device="cuda").half().T,
+                                                    torch.rand(odd, odd, device="cuda").half()], 6 * odd * odd))
+    found += [case for case in nchw_cases(channels=(256, 64, 32)) if "float16" in case[0]]
+    return found
 
 
 def set_block(threads: int) -> None:
@@ -307,7 +344,7 @@ def main() -> None:
     quick = "--quick" in sys.argv
     both = not any(flag in sys.argv for flag in ("--contiguous", "--tiled", "--rows", "--blocks", "--per-thread",
                                                  "--grid-order", "--narrow", "--batched", "--tile-shapes",
-                                                 "--batched-tiles"))
+                                                 "--batched-tiles", "--packed"))
     print(f"copy ceiling {copy_ceiling()}", flush=True)
     if both or "--contiguous" in sys.argv:
         variants = [(16, None, False), (16, None, True), (4, None, False), (16, 8, False), (16, 8, True)]
@@ -335,6 +372,10 @@ def main() -> None:
     if "--batched-tiles" in sys.argv:  # the shipped batched tiles against the 32x32 tiles, 32x4 threads before
         sweep("tile shape", [("shipped", None, 1), ("32x32", 4, 1)], set_tile_shape, with_copies(nchw_cases()), 3)
         set_tile_shape("shipped", None, 1)
+    if "--packed" in sys.argv:  # packed accesses for 1- and 2-byte tiles, and rows of threads for each pack
+        variants = [("off", None, None), ("shipped", None, None), ("2,4", 16, 32)]
+        sweep("packed", variants, set_packed, with_copies(packed_cases()), 2)
+        set_packed("shipped", None, None)
     if "--blocks" in sys.argv:
         sweep("block", [(128,), (256,), (512,)], set_block, contiguous_cases(), 2)
         set_block(base.BLOCK)

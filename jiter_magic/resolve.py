@@ -59,6 +59,7 @@ def resolve_call(arrays: list[Argument], rules: str, backend: str, outs: list[Ar
         tuple(not isinstance(a, ArrayDesc) for a in arrays),
         output_dtypes, compute, extras, choice.path, choice.ndim, choice.vec,
         backend != "cuda" or layout.needs_int64, choice.tiled_inputs, choice.row_broadcast,
+        choice.pack,
     )
     return spec, layout
 

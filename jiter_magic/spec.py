@@ -26,6 +26,7 @@ class KernelSpec:
     index64: bool = False
     tiled_inputs: tuple[int, ...] = ()  # the tiled path: inputs read transposed through shared memory
     row_broadcast: tuple[int, ...] = ()  # the rows path: inputs constant along a row (inner stride 0)
+    pack: int = 1  # the tiled path: elements a thread moves as one 4-byte access along a row (1, 2 or 4)
 
     @property
     def array_inputs(self) -> tuple[int, ...]:

@@ -14,6 +14,7 @@ import pytest
 
 import jiter_magic  # noqa: E402
 import jiter_magic.compilers.nvrtc as nvrtc_module  # noqa: E402
+from jiter_magic.arrays.base import ArrayDesc
 from jiter_magic.bind import Binding, bind
 from jiter_magic.codegen.kernel import KERNEL_NAME, USER_FILE, render_source
 from jiter_magic.compilers.base import CompileResult
@@ -23,8 +24,19 @@ from jiter_magic.errors import CompileError, JiterError
 from jiter_magic.kernels import path_of
 from jiter_magic.kernels.args import args_layout
 from jiter_magic.kernels.base import BLOCK
-from jiter_magic.kernels.tiled import PREFETCH, WARP, thread_rows, tile_edges, tile_padding
+from jiter_magic.kernels.tiled import (
+    PACKED_ROWS,
+    PREFETCH,
+    TILE,
+    WARP,
+    packed_tile_elements,
+    packed_tile_index,
+    thread_rows,
+    tile_edges,
+    tile_padding,
+)
 from jiter_magic.parse import parse_functor
+from jiter_magic.resolve import resolve_call
 from jiter_magic.spec import CONTIGUOUS, STRIDED, TILED, KernelSpec
 
 try:
@@ -242,6 +254,85 @@ def test_tile_rows_are_padded_so_a_warp_reading_down_a_column_hits_every_bank(dt
         banks = {(lane * row_bytes // 4) % 32 for lane in range(WARP)}
         assert len(banks) == WARP
     assert tile_padding(dtype) == max(1, 4 // size)
+
+
+PACK_OF = {"bool": 4, "int8": 4, "uint8": 4, "int16": 2, "float16": 2, "bfloat16": 2, "float32": 1, "float64": 1}
+
+
+@pytest.mark.parametrize("dtype", list(PACK_OF))
+def test_narrow_transposes_move_a_4_byte_word_an_access(dtype):
+    """1- and 2-byte tiled inputs and outputs move 4 and 2 elements as one 4-byte access, over
+    square tiles of 32 * pack elements (a whole tile's branch), and an element at a time at the
+    loop's edges; 4-byte dtypes and wider keep 32x32 tiles. The kernel compiles with NVRTC."""
+    torch = pytest.importorskip("torch")
+    fn = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
+    t = torch.zeros(300, 260, dtype=getattr(torch, dtype)).T
+    u = torch.zeros(260, 300, dtype=t.dtype)
+    pack = PACK_OF[dtype]
+    source = fn.source(t, u, backend="cuda")
+    if pack == 1:
+        assert "jm_whole" not in source and re.search(r"jm_tile\d\[32\]\[\d+\];", source)
+        return
+    rows = PACKED_ROWS[pack]
+    assert f"__shared__ alignas(16) {DTYPES[dtype].ctype} jm_tile1[{packed_tile_elements(pack)}];" in source
+    assert f"__launch_bounds__({WARP * rows})" in source
+    assert f"jm_vec<{DTYPES[dtype].ctype}, {pack}>" in source and "if (jm_whole)" in source
+    assert source.count("__syncthreads();") == 4  # two a branch
+    result = compiler(ARCHES[0]).compile(source, "jm_test")
+    assert result.binary[:4] == b"\x7fELF"
+
+
+def _pack(arrays: list, outs: list | None = None) -> int:
+    """The pack of the tiled kernel a CUDA call on these arrays (ArrayDesc) runs; 0 off the tiled path."""
+    spec, _layout = resolve_call(arrays, "torch", "cuda", outs, ("float64",), 1)
+    return spec.pack if spec.path == TILED else 0
+
+
+def test_packed_tiles_only_where_every_access_can_be_a_word():
+    """Views starting inside a word, odd strides (batch strides too), rows that run backwards,
+    mixed widths, loops smaller than a tile, out= inside a word, and tiles that would not fit in
+    shared memory keep the unpacked tiles."""
+    def half(shape, strides, pointer=1 << 20, dtype="float16"):
+        return ArrayDesc(dtype, shape, strides, pointer)
+
+    dense = half((260, 300), (300, 1), 1 << 24)
+    assert _pack([dense, half((260, 300), (1, 260))]) == 2
+    assert _pack([dense, half((260, 300), (1, 260), (1 << 20) + 2)]) == 1  # starts mid-word
+    assert _pack([dense, half((260, 300), (1, 260), (1 << 20) + 4)]) == 2
+    assert _pack([dense, half((260, 300), (1, 261))]) == 1  # an odd row stride
+    assert _pack([dense, half((260, 300), (-1, 260), (1 << 20) + 518)]) == 1  # the tiled rows run backwards
+    assert _pack([half((260, 300), (300, 1), dtype="float32"), half((260, 300), (1, 260))]) == 1  # float32 out
+    assert _pack([half((40, 300), (300, 1)), half((40, 300), (1, 40))]) == 1  # 40 rows: less than a 64x64 tile
+    assert _pack([dense, half((260, 300), (1, 260))], [half((260, 300), (300, 1), (1 << 22) + 2)]) == 1
+    assert _pack([dense, half((260, 300), (1, 260))], [half((260, 300), (300, 1), (1 << 22) + 4)]) == 2
+    batched = half((3, 260, 300), (300 * 260, 300, 1), 1 << 24)
+    assert _pack([batched, half((3, 260, 300), (300 * 260, 1, 260))]) == 2
+    assert _pack([batched, half((3, 260, 300), (300 * 260 + 1, 1, 260))]) == 1  # odd batch stride
+    byte = [half((260, 300), (1, 260), dtype="int8") for _ in range(3)]
+    dense_byte = half((260, 300), (300, 1), 1 << 24, "int8")
+    # three 128x128 byte tiles take 53,808 bytes, past the 48 KiB of static shared memory; two fit
+    spec, _layout = resolve_call([dense_byte, *byte], "torch", "cuda", None, (), 1)
+    assert spec.path == TILED and spec.pack == 1
+    spec, _layout = resolve_call([dense_byte, *byte[:2], dense_byte], "torch", "cuda", None, (), 1)
+    assert spec.path == TILED and spec.pack == 4
+
+
+@pytest.mark.parametrize("pack", [2, 4])
+def test_packed_tile_accesses_hit_every_bank(pack):
+    """The whole-tile branch: a warp staging one tile row writes 32 consecutive words, and a warp
+    reading `pack` rows down a column (lane l reads rows pack*l .. pack*l + pack - 1, one a step)
+    finds its 32 lanes' elements in 32 different banks: rows are an odd number of words, with one
+    word more after every 32 rows."""
+    size = 4 // pack
+    index = eval("lambda row, column: " + packed_tile_index(pack, "row", "column").replace(">>", ">>"))
+    for row in range(TILE * pack):
+        words = [index(row, lane * pack) * size // 4 for lane in range(WARP)]
+        assert words == list(range(words[0], words[0] + WARP))
+    for column in range(TILE * pack):
+        for k in range(pack):
+            banks = {(index(lane * pack + k, column) * size // 4) % 32 for lane in range(WARP)}
+            assert len(banks) == WARP, (column, k)
+    assert index(TILE * pack - 1, TILE * pack - 1) < packed_tile_elements(pack)
 
 
 def test_tiled_path_mixed_dtypes_scalar_and_two_outputs():

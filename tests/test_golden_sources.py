@@ -35,6 +35,9 @@ CASES = {
     "cuda_tiled": (AXPY, ["alpha"], None, "cuda", KernelSpec(
         ("float32", "float16"), (False, False), ("float32",), "float32", ("float64",), "tiled", 3, 1,
         tiled_inputs=(0,))),
+    "cuda_tiled_packed": (AXPY, ["alpha"], None, "cuda", KernelSpec(
+        ("float16", "float16"), (False, False), ("float16",), "float32", ("float64",), "tiled", 3, 1,
+        tiled_inputs=(1,), pack=2)),
     "cuda_strided_int32": (AXPY, ["alpha"], None, "cuda", KernelSpec(
         ("float16", "float32"), (False, False), ("float32",), "float32", ("float64",), "strided", 3, 1)),
     "cuda_strided_int64": (AXPY, ["alpha"], None, "cuda", KernelSpec(

@@ -99,6 +99,68 @@ def test_tiled_path_transposed_and_channels_last(dtype):
     assert spec, "the tiled path was not used"
 
 
+PACKED_DTYPES = [torch.float16, torch.bfloat16, torch.int16, torch.int8, torch.uint8, torch.bool]
+
+
+def _packs(function) -> set[int]:
+    return {s.spec.pack for s in function.specializations if s.spec.path == "tiled"}
+
+
+@pytest.mark.parametrize("dtype", PACKED_DTYPES)
+def test_packed_tiles_at_every_alignment_residue_and_tail(dtype):
+    """1- and 2-byte transposes move 2 or 4 elements an access (`spec.pack`) where pointers and
+    strides allow it, and an element at a time where they do not: views starting at every element
+    of a 4-byte word, odd row strides, tails on both loop dimensions, misaligned out=, batches of
+    NCHW read as NHWC. The same values as torch's jiterator."""
+    ref, size = _torch_jiterator(), torch.empty((), dtype=dtype).element_size()
+    pack = 4 // size
+    # (rows, columns) of the transposed views' storage: an even column count packs when the view starts
+    # at a whole word (a partial tile left where the other size is odd), an odd one never does.
+    packed_sizes = [(130, 203), (256, 257), (129, 128), (200, 130)] if pack == 2 else \
+        [(130, 203), (256, 257), (132, 256), (300, 128)]
+    store_t, store_u, store_out = (_rand((300 * 260 + 8,), dtype) for _ in range(3))
+    packed_seen = set()
+    for rows, cols in packed_sizes:
+        for offset in range(pack):
+            t = store_t[offset:offset + rows * cols].view(rows, cols).T  # row stride `cols`: odd ones never pack
+            u = store_u[pack - 1 - offset:pack - 1 - offset + rows * cols].view(cols, rows)
+            _close(_ours_fused(t, u), ref(t, u))
+            _close(_ours_fused(u, t), ref(u, t))
+            out = store_out[offset:offset + rows * cols].view(rows, cols).T
+            expected = ref(t, u)
+            before = store_out.clone()
+            _ours_fused(t, u, out=out)
+            _close(out, expected)
+            written = torch.zeros(store_out.shape, dtype=torch.bool, device="cuda")
+            written[offset:offset + rows * cols] = True
+            assert torch.equal(store_out[~written], before[~written]), "out= wrote outside its view"
+            packed_seen |= _packs(_ours_fused)
+    assert pack in packed_seen, f"no {pack}-element accesses ran"
+    batches = 3
+    width = 64 * pack + 8  # even: the outputs' channel stride (3 * width) a multiple of the pack
+    nchw = _rand((batches, 132, 3, width), dtype)
+    dense = _rand((batches, 3, width, 132), dtype)
+    view = nchw.permute(0, 2, 3, 1)
+    _close(_ours_fused(view, dense), ref(view, dense))
+    batched = [s.spec for s in _ours_fused.specializations if s.spec.path == "tiled" and s.spec.ndim > 2]
+    assert any(spec.pack == pack for spec in batched), "the batched packed kernel did not run"
+
+
+def test_packed_tiles_over_more_than_2_31_elements():
+    """A float16 transpose of 46342^2 elements (past 2^31: 64-bit indices) through 2-element accesses."""
+    f = create_jit_fn("template <typename T> T f(T x, T y) { return x + y; }")
+    s = 46342
+    t = torch.rand(s, s, device="cuda", dtype=torch.float16).T
+    u = torch.rand(s, s, device="cuda", dtype=torch.float16)
+    r = f(t, u)
+    assert f.specializations[-1].spec.path == "tiled" and f.specializations[-1].spec.pack == 2
+    assert f.specializations[-1].spec.index64
+    assert r.dtype == torch.float16 and r.shape == (s, s)
+    assert torch.equal(r, torch.add(t, u))
+    del t, u, r
+    torch.cuda.empty_cache()
+
+
 @pytest.mark.parametrize("dtype", [torch.int8, torch.float16, torch.bfloat16, torch.float32, torch.float64,
                                    torch.complex64])
 def test_contiguous_path_at_every_alignment_residue(dtype):

@@ -42,6 +42,7 @@ class PathChoice(NamedTuple):
     vec: int = 1
     tiled_inputs: tuple[int, ...] = ()
     row_broadcast: tuple[int, ...] = ()
+    pack: int = 1
 
 
 Grid = tuple[int, int, int]
