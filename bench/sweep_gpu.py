@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jiter_magic  # noqa: E402
 from jiter_magic.codegen import kernel as kernel_source  # noqa: E402
 from jiter_magic.dtypes import DTYPES  # noqa: E402
-from jiter_magic.kernels import base, contiguous, rows, tiled  # noqa: E402
+from jiter_magic.kernels import base, contiguous, packed_tiles, rows, tiled  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_gpu import timed  # noqa: E402
@@ -157,15 +157,17 @@ def set_tile_shape(edges: str, rows: int | None, batches: int) -> None:
     tiled.BATCHES_A_BLOCK = batches
 
 
-PACKS, PACKED_ROWS, PACKED_BATCHED_ROWS = tiled.PACKS, dict(tiled.PACKED_ROWS), dict(tiled.PACKED_BATCHED_ROWS)
+PACKS, PACKED_ROWS, PACKED_BATCHED_ROWS = packed_tiles.PACKS, dict(packed_tiles.PACKED_ROWS), \
+    dict(packed_tiles.PACKED_BATCHED_ROWS)
 
 
 def set_packed(packs: str, rows2: int | None, rows4: int | None) -> None:
     """packs: 'shipped', 'off' (scalar tiles), or the packs allowed ('2', '2,4'), with their rows of
     threads (two loop dimensions and batched alike); None: the shipped rows."""
-    tiled.PACKS = PACKS if packs == "shipped" else () if packs == "off" else tuple(int(p) for p in packs.split(","))
-    tiled.PACKED_ROWS, tiled.PACKED_BATCHED_ROWS = dict(PACKED_ROWS), dict(PACKED_BATCHED_ROWS)
-    for table in (tiled.PACKED_ROWS, tiled.PACKED_BATCHED_ROWS):
+    allowed = PACKS if packs == "shipped" else () if packs == "off" else tuple(int(p) for p in packs.split(","))
+    packed_tiles.PACKS = allowed
+    packed_tiles.PACKED_ROWS, packed_tiles.PACKED_BATCHED_ROWS = dict(PACKED_ROWS), dict(PACKED_BATCHED_ROWS)
+    for table in (packed_tiles.PACKED_ROWS, packed_tiles.PACKED_BATCHED_ROWS):
         table.update({p: r for p, r in ((2, rows2), (4, rows4)) if r is not None})
 
 

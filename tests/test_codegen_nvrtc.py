@@ -24,17 +24,8 @@ from jiter_magic.errors import CompileError, JiterError
 from jiter_magic.kernels import path_of
 from jiter_magic.kernels.args import args_layout
 from jiter_magic.kernels.base import BLOCK
-from jiter_magic.kernels.tiled import (
-    PACKED_ROWS,
-    PREFETCH,
-    TILE,
-    WARP,
-    packed_tile_elements,
-    packed_tile_index,
-    thread_rows,
-    tile_edges,
-    tile_padding,
-)
+from jiter_magic.kernels.packed_tiles import PACKED_ROWS, packed_tile_elements, packed_tile_index
+from jiter_magic.kernels.tiled import PREFETCH, TILE, WARP, thread_rows, tile_edges, tile_padding
 from jiter_magic.parse import parse_functor
 from jiter_magic.resolve import resolve_call
 from jiter_magic.spec import CONTIGUOUS, STRIDED, TILED, KernelSpec

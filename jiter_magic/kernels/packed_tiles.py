@@ -1,0 +1,231 @@
+"""Packed tiles: the tiled path's kernel for 1- and 2-byte layouts, 4 bytes an access.
+
+Where the tiled inputs and the outputs share a 1- or 2-byte dtype, a thread moves 4 or 2
+elements (`spec.pack`) as one 4-byte access along the tiled input's rows and along the outputs'
+rows, over square tiles of 32*pack elements, so that a warp's access is 128 bytes as with 4-byte
+elements. `packing` decides at plan time; `packed_body` renders the kernel.
+"""
+from __future__ import annotations
+
+from ..bind import Binding
+from ..codegen.block import CodeBlock
+from ..codegen.element import ARGS, element_body
+from ..codegen.offsets import MODULO, operand_offsets
+from ..dtypes import DTYPES, ctype
+from ..spec import KernelSpec
+from .base import CallShape
+from .tile_code import SHARED_LIMIT, TILE, WARP, operand_offset, stride, tile_origin
+
+# Packed tiles (`spec.pack` elements an access, tiles of 32*pack x 32*pack): the packs allowed and the
+# rows of threads for each, two loop dimensions and batched. On the H200 (sweeps 15-17 of
+# bench/results/2026-12-02-h200-packed), transposed 16384^2 float16: 3375-3545 GB/s with 32x8 threads
+# against 3080-3246 with 32x16 and 2002-2129 unpacked; NCHW float16 read as NHWC, 256 channels: 3049-3237
+# with 32x16 against 2763-3225 with 32x8 and 1984-2188 unpacked; int8 transposed: 1842-1995 with 32x32
+# threads against 1126-1178 unpacked (32x8 and 32x16 threads spill registers there).
+PACKS = (2, 4)
+PACKED_ROWS = {2: 8, 4: 32}
+PACKED_BATCHED_ROWS = {2: 16, 4: 32}
+PREFETCH = True  # direct inputs loaded into registers before the block waits on its tiles
+
+
+def packed_rows(spec: KernelSpec) -> int:
+    """Rows of threads of a packed kernel's block, from the sweeps above."""
+    return (PACKED_BATCHED_ROWS if spec.ndim > 2 else PACKED_ROWS)[spec.pack]
+
+
+def packed_tile_elements(pack: int) -> int:
+    """Elements of a packed tile: rows of 32*pack elements and one 4-byte word of padding, and one
+    more word after every 32 rows. A warp's packed reads down a column take rows 32 apart in
+    `pack` groups; the extra word puts each group on its own banks."""
+    edge = TILE * pack
+    return edge * (edge + pack) + (edge // TILE) * pack
+
+
+def packed_tile_index(pack: int, row: str, column: str) -> str:
+    """The flat index of (row, column) in a packed tile, as C++."""
+    return f"({row}) * {TILE * pack + pack} + (({row}) >> 5) * {pack} + ({column})"
+
+
+def packing(call: CallShape, staged: list[tuple[int, int]]) -> int:
+    """Elements of a packed access for these tiled inputs (index, operand position), or 1: packed
+    where the tiled inputs and the outputs share a 1- or 2-byte dtype, the tiled inputs' rows run
+    forwards, both loop dimensions fill a packed tile, the tiles fit in shared memory, and pointers
+    and strides allow 4-byte accesses. The kernel checks the last again, a batch at a time."""
+    layout = call.layout
+    widths = {DTYPES[d].itemsize for d in call.output_dtypes}
+    widths |= {DTYPES[call.arrays[i].dtype].itemsize for i, _ in staged}
+    if len(widths) != 1:
+        return 1
+    pack = 4 // widths.pop()
+    edge = TILE * pack
+    if pack not in PACKS or layout.sizes[0] < edge or layout.sizes[1] < edge:
+        return 1
+    if any(layout.strides[position][1] != 1 for _, position in staged):
+        return 1
+    if len(staged) * packed_tile_elements(pack) * (4 // pack) > SHARED_LIMIT:
+        return 1
+    # 4-byte accesses need every tiled input's and output's pointer at 4 bytes and its strides,
+    # but along its own rows, multiples of the pack (a misaligned view keeps the unpacked tiles,
+    # which move it as fast). Plans are keyed by pointer alignment, so this holds for the plan.
+    pointers = [call.arrays[i].pointer for i, _ in staged] + [o.pointer for o in call.outs or []]
+    other_strides = [s for _, position in staged for d, s in enumerate(layout.strides[position]) if d != 1]
+    other_strides += [s for j in range(len(call.output_dtypes)) for s in layout.strides[j][1:]]
+    if any(p % 4 for p in pointers) or any(s % pack for s in other_strides):
+        return 1
+    return pack
+
+
+def _packed_condition(spec: KernelSpec) -> str:
+    """C++: whether this batch's tiled inputs and outputs allow 4-byte accesses along their rows
+    (pointers at 4 bytes, unit strides along the row, the other dimension's stride a multiple of
+    the pack). Checked a batch at a time, so that a misaligned view takes the element branch."""
+    nout, ins, mask = len(spec.outputs), spec.array_inputs, spec.pack - 1
+    conditions = []
+    for i in spec.tiled_inputs:
+        k = nout + ins.index(i)
+        conditions.append(f"(((unsigned long long)({ARGS}.jm_in{i} + jm_o{k})) & 3) == 0 && "
+                          f"{ARGS}.jm_strides{k}[1] == 1 && ({ARGS}.jm_strides{k}[0] & {mask}) == 0")
+    for j in range(nout):
+        conditions.append(f"(((unsigned long long)({ARGS}.jm_out{j} + jm_o{j})) & 3) == 0 && "
+                          f"{ARGS}.jm_strides{j}[0] == 1 && ({ARGS}.jm_strides{j}[1] & {mask}) == 0")
+    return " &&\n    ".join(conditions)
+
+
+def _direct_condition(spec: KernelSpec, i: int) -> str:
+    """C++: whether direct input i is read `spec.pack` elements at a time along the outputs' rows."""
+    k, mask = len(spec.outputs) + spec.array_inputs.index(i), spec.pack - 1
+    return (f"(((unsigned long long)({ARGS}.jm_in{i} + jm_o{k})) & 3) == 0 && "
+            f"{ARGS}.jm_strides{k}[0] == 1 && ({ARGS}.jm_strides{k}[1] & {mask}) == 0")
+
+
+def packed_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
+    """The tiled kernel over square tiles of 32*pack elements. Whole tiles move `spec.pack`
+    elements as one 4-byte access (`_vector_tile`); partial tiles, and batches whose pointers or
+    strides turn out not to allow it, take an element at a time over the same tiles
+    (`_element_tile`). The choice is one per block and batch."""
+    edge = TILE * spec.pack
+    code = CodeBlock()
+    for i in spec.tiled_inputs:
+        code.line(f"__shared__ alignas(16) {ctype(spec.inputs[i])} jm_tile{i}[{packed_tile_elements(spec.pack)}];")
+    code.extend(tile_origin(spec, edge, edge))
+    with code.block("for (jm_index_t jm_batch = jm_block_z(); jm_batch < jm_batches; jm_batch += jm_grid_z())"):
+        code.extend(operand_offsets(spec, "jm_batch", MODULO, first_dim=2))
+        code.line(f"const bool jm_whole = jm_i0_base + {edge} <= jm_s0 && jm_i1_base + {edge} <= jm_s1 &&\n"
+                  f"    {_packed_condition(spec)};")
+        with code.block("if (jm_whole)", close="} else {"):
+            code.extend(_vector_tile(binding, spec))
+        with code.block(None):
+            code.extend(_element_tile(binding, spec))
+    return code
+
+
+def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
+    """A whole tile, `spec.pack` elements an access: a warp stages a tiled input's row as 32
+    vectors, and computes and stores an output row as 32 vectors, each read down a tile column.
+    Each operand's address is taken once and stepped by a multiple of its stride."""
+    nout, ins, pack = len(spec.outputs), spec.array_inputs, spec.pack
+    rows, edge = packed_rows(spec), TILE * pack
+    steps = edge // rows  # tile rows a thread stages, and tile columns it computes
+    direct = [i for i in ins if i not in spec.tiled_inputs]
+    prefetch = PREFETCH and bool(direct)
+    each_k = f"for (int jm_k = 0; jm_k < {pack}; ++jm_k)"
+    k_of = {i: nout + ins.index(i) for i in ins}
+    code = CodeBlock()
+    for i in spec.tiled_inputs:
+        code.line(f"const {ctype(spec.inputs[i])}* jm_at{i} = {ARGS}.jm_in{i} + (jm_o{k_of[i]} + "
+                  f"(jm_i0_base + jm_thread_y()) * {stride(k_of[i], 0)} + jm_i1_base + jm_thread_x() * {pack});")
+    for i in direct:
+        code.line(f"const {ctype(spec.inputs[i])}* jm_at{i} = {ARGS}.jm_in{i} + (jm_o{k_of[i]} + "
+                  f"(jm_i0_base + jm_thread_x() * {pack}) * {stride(k_of[i], 0)} + "
+                  f"(jm_i1_base + jm_thread_y()) * {stride(k_of[i], 1)});")
+    for j, d in enumerate(spec.outputs):
+        code.line(f"{ctype(d)}* jm_to{j} = {ARGS}.jm_out{j} + (jm_o{j} + jm_i0_base + jm_thread_x() * {pack} + "
+                  f"(jm_i1_base + jm_thread_y()) * {stride(j, 1)});")
+    code.line("#pragma unroll")
+    with code.block(f"for (int jm_r = 0; jm_r < {steps}; ++jm_r)"):
+        code.line(f"const int jm_row = jm_thread_y() + jm_r * {rows};")
+        for i in spec.tiled_inputs:
+            vec_t = f"jm_vec<{ctype(spec.inputs[i])}, {pack}>"
+            slot = packed_tile_index(pack, "jm_row", f"jm_thread_x() * {pack}")
+            code.line(f"*reinterpret_cast<{vec_t}*>(jm_tile{i} + {slot}) = *reinterpret_cast<const {vec_t}*>"
+                      f"(jm_at{i} + jm_r * {rows} * {stride(k_of[i], 0)});")
+
+    def direct_at(i: int) -> str:
+        return f"jm_at{i}[jm_c * {rows} * {stride(k_of[i], 1)} + jm_k * {stride(k_of[i], 0)}]"
+
+    if prefetch:
+        for i in direct:
+            code.line(f"jm_vec<{ctype(spec.inputs[i])}, {pack}> jm_p{i}[{steps}];")
+        for i in direct:
+            vec_t = f"jm_vec<{ctype(spec.inputs[i])}, {pack}>"
+            scalar = CodeBlock("#pragma unroll")
+            with scalar.block(f"for (int jm_c = 0; jm_c < {steps}; ++jm_c)"):
+                scalar.line("#pragma unroll")
+                scalar.line(f"{each_k} jm_p{i}[jm_c].jm_v[jm_k] = {direct_at(i)};")
+            if DTYPES[spec.inputs[i]].itemsize * pack != 4:
+                code.extend(scalar)
+                continue
+            # As wide as the tiled inputs: a vector at a time where this input allows it.
+            with code.block(f"if ({_direct_condition(spec, i)})", close="} else {"):
+                code.line("#pragma unroll")
+                code.line(f"for (int jm_c = 0; jm_c < {steps}; ++jm_c) jm_p{i}[jm_c] = "
+                          f"*reinterpret_cast<const {vec_t}*>(jm_at{i} + jm_c * {rows} * {stride(k_of[i], 1)});")
+            with code.block(None):
+                code.extend(scalar)
+    code.line("__syncthreads();")
+    loaded = {}
+    for i in ins:
+        if i in spec.tiled_inputs:
+            loaded[i] = f"jm_tile{i}[{packed_tile_index(pack, f'jm_thread_x() * {pack} + jm_k', 'jm_col')}]"
+        else:
+            loaded[i] = f"jm_p{i}[jm_c].jm_v[jm_k]" if prefetch else direct_at(i)
+    code.line("#pragma unroll")
+    with code.block(f"for (int jm_c = 0; jm_c < {steps}; ++jm_c)"):
+        code.line(f"const int jm_col = jm_thread_y() + jm_c * {rows};")
+        for j, d in enumerate(spec.outputs):
+            code.line(f"jm_vec<{ctype(d)}, {pack}> jm_y{j};")
+        code.line("#pragma unroll")
+        with code.block(each_k):
+            code.extend(element_body(binding, spec, loaded, [f"jm_y{j}.jm_v[jm_k]" for j in range(nout)]))
+        for j, d in enumerate(spec.outputs):
+            code.line(f"*reinterpret_cast<jm_vec<{ctype(d)}, {pack}>*>(jm_to{j} + jm_c * {rows} * {stride(j, 1)}) "
+                      f"= jm_y{j};")
+    code.line("__syncthreads();")
+    return code
+
+
+def _element_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
+    """A partial tile (at the loop's edges): an element an access, consecutive lanes on consecutive
+    elements, over the same tile layout. In rolled loops and without prefetching, because the
+    kernel's registers are those of both branches: unrolled, this branch halved the whole tiles'
+    speed on the H200 (sweeps 15 and 16 of bench/results/2026-12-02-h200-packed)."""
+    nout, ins, pack = len(spec.outputs), spec.array_inputs, spec.pack
+    rows, edge = packed_rows(spec), TILE * pack
+    steps = edge // rows
+    each = (f"for (int jm_c = 0; jm_c < {steps}; ++jm_c)\n#pragma unroll\n"
+            f"for (int jm_k = 0; jm_k < {pack}; ++jm_k)")
+    code = CodeBlock("#pragma unroll 1")
+    with code.block(f"for (int jm_r = 0; jm_r < {steps}; ++jm_r)\n#pragma unroll\n"
+                    f"for (int jm_k = 0; jm_k < {pack}; ++jm_k)"):
+        code.line(f"const int jm_row = jm_thread_y() + jm_r * {rows}, jm_col = jm_thread_x() + jm_k * {WARP};")
+        code.line("const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;")
+        with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
+            for i in spec.tiled_inputs:
+                code.line(f"jm_tile{i}[{packed_tile_index(pack, 'jm_row', 'jm_col')}] = "
+                          f"{ARGS}.jm_in{i}[{operand_offset(nout + ins.index(i))}];")
+    code.line("__syncthreads();")
+    loaded = {}
+    for pos, i in enumerate(ins):
+        if i in spec.tiled_inputs:
+            loaded[i] = f"jm_tile{i}[{packed_tile_index(pack, 'jm_row', 'jm_col')}]"
+        else:
+            loaded[i] = f"{ARGS}.jm_in{i}[{operand_offset(nout + pos)}]"
+    code.line("#pragma unroll 1")
+    with code.block(each):
+        code.line(f"const int jm_row = jm_thread_x() + jm_k * {WARP}, jm_col = jm_thread_y() + jm_c * {rows};")
+        code.line("const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;")
+        with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
+            stores = [f"{ARGS}.jm_out{j}[{operand_offset(j)}]" for j in range(nout)]
+            code.extend(element_body(binding, spec, loaded, stores))
+    code.line("__syncthreads();")
+    return code

@@ -1,0 +1,39 @@
+"""C++ pieces both tiled kernels share: the block's tile origin and operand offsets in a tile.
+
+Kept apart from the kernels so that the unpacked (`tiled.py`) and the packed
+(`packed_tiles.py`) tiled kernels render their common lines from one place.
+"""
+from __future__ import annotations
+
+from ..codegen.block import CodeBlock
+from ..codegen.element import ARGS
+from ..spec import KernelSpec
+
+WARP = 32
+TILE = 32  # a tile's edge in warp-wide runs: 32 elements, or 32 vectors of a packed tile
+SHARED_LIMIT = 48 * 1024  # static shared memory a block: the tiles of the inputs read through it must fit
+
+
+def tile_origin(spec: KernelSpec, edge0: int, edge1: int) -> CodeBlock:
+    """The block's tile origin, the two tiled loop sizes and the count of batches (every loop
+    dimension past the second), which both tiled kernels start from."""
+    code = CodeBlock(f"const jm_index_t jm_i0_base = (jm_index_t)jm_block_x() * {edge0}, "
+                     f"jm_i1_base = (jm_index_t)jm_block_y() * {edge1};",
+                     f"const jm_index_t jm_s0 = (jm_index_t){ARGS}.jm_sizes[0], "
+                     f"jm_s1 = (jm_index_t){ARGS}.jm_sizes[1];",
+                     "jm_index_t jm_batches = 1;")
+    for d in range(2, spec.ndim):
+        code.line(f"jm_batches *= (jm_index_t){ARGS}.jm_sizes[{d}];")
+    return code
+
+
+def operand_offset(k: int, i0: str = "jm_i0", i1: str = "jm_i1") -> str:
+    """C++: operand k's element offset at loop indices (i0, i1) of its batch."""
+    return f"jm_o{k} + {i0} * (jm_index_t){ARGS}.jm_strides{k}[0] + {i1} * (jm_index_t){ARGS}.jm_strides{k}[1]"
+
+
+
+
+def stride(k: int, dim: int) -> str:
+    """C++: operand k's stride along loop dimension `dim`, as an index."""
+    return f"(jm_index_t){ARGS}.jm_strides{k}[{dim}]"
