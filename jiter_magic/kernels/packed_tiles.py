@@ -75,27 +75,22 @@ def packing(call: CallShape, staged: list[tuple[int, int]]) -> int:
     return pack
 
 
+def _word_access(pointer: str, k: int, along: int, pack: int) -> str:
+    """C++: whether operand k (at `pointer`, this batch's offset `jm_o{k}`) can be read or written
+    `pack` elements as one 4-byte access along loop dimension `along`: its address at 4 bytes, unit
+    stride along that dimension, the other dimension's stride a multiple of the pack."""
+    return (f"(((unsigned long long)({pointer} + jm_o{k})) & 3) == 0 && "
+            f"{ARGS}.jm_strides{k}[{along}] == 1 && ({ARGS}.jm_strides{k}[{1 - along}] & {pack - 1}) == 0")
+
+
 def _packed_condition(spec: KernelSpec) -> str:
-    """C++: whether this batch's tiled inputs and outputs allow 4-byte accesses along their rows
-    (pointers at 4 bytes, unit strides along the row, the other dimension's stride a multiple of
-    the pack). Checked a batch at a time, so that a misaligned view takes the element branch."""
-    nout, ins, mask = len(spec.outputs), spec.array_inputs, spec.pack - 1
-    conditions = []
-    for i in spec.tiled_inputs:
-        k = nout + ins.index(i)
-        conditions.append(f"(((unsigned long long)({ARGS}.jm_in{i} + jm_o{k})) & 3) == 0 && "
-                          f"{ARGS}.jm_strides{k}[1] == 1 && ({ARGS}.jm_strides{k}[0] & {mask}) == 0")
-    for j in range(nout):
-        conditions.append(f"(((unsigned long long)({ARGS}.jm_out{j} + jm_o{j})) & 3) == 0 && "
-                          f"{ARGS}.jm_strides{j}[0] == 1 && ({ARGS}.jm_strides{j}[1] & {mask}) == 0")
+    """C++: whether this batch's tiled inputs (along their rows, dimension 1) and outputs (along
+    theirs, dimension 0) allow 4-byte accesses. Checked a batch at a time, so that a batch the
+    plan did not foresee takes the element branch."""
+    nout, ins = len(spec.outputs), spec.array_inputs
+    conditions = [_word_access(f"{ARGS}.jm_in{i}", nout + ins.index(i), 1, spec.pack) for i in spec.tiled_inputs]
+    conditions += [_word_access(f"{ARGS}.jm_out{j}", j, 0, spec.pack) for j in range(nout)]
     return " &&\n    ".join(conditions)
-
-
-def _direct_condition(spec: KernelSpec, i: int) -> str:
-    """C++: whether direct input i is read `spec.pack` elements at a time along the outputs' rows."""
-    k, mask = len(spec.outputs) + spec.array_inputs.index(i), spec.pack - 1
-    return (f"(((unsigned long long)({ARGS}.jm_in{i} + jm_o{k})) & 3) == 0 && "
-            f"{ARGS}.jm_strides{k}[0] == 1 && ({ARGS}.jm_strides{k}[1] & {mask}) == 0")
 
 
 def packed_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
@@ -166,7 +161,7 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
                 code.extend(scalar)
                 continue
             # As wide as the tiled inputs: a vector at a time where this input allows it.
-            with code.block(f"if ({_direct_condition(spec, i)})", close="} else {"):
+            with code.block(f"if ({_word_access(f'{ARGS}.jm_in{i}', k_of[i], 0, pack)})", close="} else {"):
                 code.line("#pragma unroll")
                 code.line(f"for (int jm_c = 0; jm_c < {steps}; ++jm_c) jm_p{i}[jm_c] = "
                           f"*reinterpret_cast<const {vec_t}*>(jm_at{i} + jm_c * {rows} * {stride(k_of[i], 1)});")
