@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -602,3 +604,27 @@ def test_compiler_identity_and_options():
     options = c80.options()
     assert options[:4] == ("-arch=sm_80", "-default-device", "--std=c++17", "-DJITER_MAGIC=1")
     assert compiler("sm_90").identity != identity
+
+
+def test_a_kernel_path_module_is_imported_when_a_call_gets_as_far_as_it():
+    """`import jiter_magic` and a contiguous call's plan load the contiguous path alone: a new
+    process's first result waits on no other path's module. Every path is there when asked for."""
+    code = ("import sys, jiter_magic\n"
+            "from jiter_magic.arrays.base import ArrayDesc\n"
+            "from jiter_magic.resolve import resolve_call\n"
+            "paths = lambda: sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('jiter_magic.kernels.')\n"
+            "                       and m.rsplit('.', 1)[1] not in ('args', 'base'))\n"
+            "print(paths())\n"
+            "resolve_call([ArrayDesc('float32', (8,), (1,), 1 << 20)], 'torch', 'cuda', None, (), 1)\n"
+            "print(paths())\n"
+            "from jiter_magic.kernels import cuda_paths\n"
+            "print([p.name for p in cuda_paths()], paths())\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    lines = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env=env).stdout.splitlines()
+    assert lines == ["[]", "['contiguous']", "['contiguous', 'tiled', 'rows', 'strided'] "
+                     "['contiguous', 'packed_tiles', 'rows', 'strided', 'tile_code', 'tiled']"]
+    spec = KernelSpec(("float32",), (False,), ("float32",), "float32", (), path="diagonal")
+    with pytest.raises(KeyError, match="no CUDA kernel path named 'diagonal'"):
+        path_of(spec, "cuda")
+    assert path_of(spec, "cpu").name == "host"

@@ -2,28 +2,42 @@
 
 CUDA paths are tried in order, the first that fits a call wins: contiguous vectors, tiles
 through shared memory, rows, and strided offsets for everything else. The host has one
-path, an OpenMP loop.
+path, an OpenMP loop. A path's module is imported the first time a call gets as far as it:
+a new process whose first call is contiguous loads neither the tiled kernels nor the others,
+which is part of the time to its first result.
 """
 from __future__ import annotations
 
-from ..spec import KernelSpec
-from .base import CallShape, KernelPath, PathChoice
-from .contiguous import Contiguous
-from .host import HostLoop
-from .rows import Rows
-from .strided import Strided
-from .tiled import Tiled
+import importlib
 
-CUDA_PATHS: tuple[KernelPath, ...] = (Contiguous(), Tiled(), Rows(), Strided())
-HOST_PATH = HostLoop()
-_BY_NAME = {path.name: path for path in CUDA_PATHS}
+from ..spec import CONTIGUOUS, ROWS, STRIDED, TILED, KernelSpec
+from .base import CallShape, KernelPath, PathChoice
+
+# The CUDA paths by name (a spec's `path`), in the order a call tries them, with their modules'
+# and classes' names; and the host's.
+_CUDA_ORDER = ((CONTIGUOUS, "contiguous", "Contiguous"), (TILED, "tiled", "Tiled"), (ROWS, "rows", "Rows"),
+               (STRIDED, "strided", "Strided"))
+_HOST = ("host", "host", "HostLoop")
+_made: dict[str, KernelPath] = {}
+
+
+def _path(name: str, module: str, cls: str) -> KernelPath:
+    """The one instance of a path class, its module imported the first time it is asked for."""
+    found = _made.get(name)
+    if found is None:
+        found = _made[name] = getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
+    return found
+
+
+def cuda_paths() -> tuple[KernelPath, ...]:
+    """Every CUDA path, in the order a call tries them (all their modules imported)."""
+    return tuple(_path(*entry) for entry in _CUDA_ORDER)
 
 
 def choose_path(call: CallShape, backend: str) -> PathChoice:
     """The first path that fits the call on `backend` ('cuda' or 'cpu')."""
-    paths = CUDA_PATHS if backend == "cuda" else (HOST_PATH,)
-    for path in paths:
-        choice = path.match(call)
+    for entry in _CUDA_ORDER if backend == "cuda" else (_HOST,):
+        choice = _path(*entry).match(call)
         if choice is not None:
             return choice
     raise AssertionError("the last path of every backend fits any call")
@@ -31,4 +45,9 @@ def choose_path(call: CallShape, backend: str) -> PathChoice:
 
 def path_of(spec: KernelSpec, backend: str) -> KernelPath:
     """The path object that renders and launches `spec` on `backend`."""
-    return _BY_NAME[spec.path] if backend == "cuda" else HOST_PATH
+    if backend != "cuda":
+        return _path(*_HOST)
+    for entry in _CUDA_ORDER:
+        if entry[0] == spec.path:
+            return _path(*entry)
+    raise KeyError(f"no CUDA kernel path named {spec.path!r}")
