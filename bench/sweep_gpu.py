@@ -20,6 +20,9 @@ shipped tiles of batched loops against the earlier 32x32 tiles, NCHW read as NHW
 `--packed`: the tiled path's packed accesses (2 or 4 elements of 1- and 2-byte dtypes as one 4-byte
 access along both rows, `spec.pack`) off and on, with rows of threads for each pack; 1- and 2-byte
 transposed, NCHW, misaligned and odd-sized cases, each with a copy of its bytes as its ceiling.
+`--packed-batched`: batched 1-byte packed kernels (NCHW int8 read as NHWC) with 32x32, 32x16 and
+32x8 threads, with a minimum of blocks an SM asked through `__launch_bounds__`, and with the
+thread's indices laundered at each batch (`laundered`).
 `--batched`: the shipped contiguous path and torch's jiterator timed two ways, by events around each
 call (as the benchmark does: the host's time up to the launch counts) and over 50 calls queued back
 to back (only the kernels count), to tell host-side from device-side gaps.
@@ -28,7 +31,7 @@ elements a thread, as one 8- or 16-byte vector or as two 4- or 8-byte ones) agai
 
 Usage on the GPU machine: python3 bench/sweep_gpu.py [--contiguous] [--tiled] [--rows] [--blocks] [--per-thread]
        [--grid-order] [--narrow] [--batched] [--tile-shapes]
-       [--batched-tiles] [--packed] [--quick]
+       [--batched-tiles] [--packed] [--packed-batched] [--quick]
 """
 from __future__ import annotations
 
@@ -193,6 +196,49 @@ def packed_cases() -> list:
     return found
 
 
+_BATCH_LOOP = "for (jm_index_t jm_batch = jm_block_z(); jm_batch < jm_batches; jm_batch += jm_grid_z()) {"
+
+
+def laundered(text: str) -> str:
+    """The batched kernel with the thread's x and y read through an empty `asm` at the top of each
+    batch: every address depending on them is then computed in the batch rather than held in
+    registers across the loop (the batched int8 kernel with 32x8 threads: 202 registers, 80 so)."""
+    at = text.index(_BATCH_LOOP) + len(_BATCH_LOOP)
+    body = text[at:].replace("jm_thread_x()", "jm_tx").replace("jm_thread_y()", "jm_ty")
+    fence = '\n    int jm_tx = jm_thread_x(), jm_ty = jm_thread_y(); asm volatile("" : "+r"(jm_tx), "+r"(jm_ty));'
+    return text[:at] + fence + body
+
+
+def set_packed_batched(rows4: int, min_blocks: int, launder: bool = False) -> None:
+    """Batched packed kernels: rows of threads of 1-byte ones, a minimum of blocks an SM asked of
+    the compiler through `__launch_bounds__` (0: none), which caps its registers, and (`launder`)
+    addresses computed in each batch (`laundered`)."""
+    set_packed("shipped", None, None)
+    packed_tiles.PACKED_BATCHED_ROWS[4] = rows4
+
+    def bounded_source(binding, spec, backend):
+        text, start = ORIGINAL_RENDER(binding, spec, backend)
+        if spec.pack > 1 and spec.ndim > 2 and backend == "cuda":
+            if min_blocks and spec.pack == 4:
+                text = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {min_blocks})", text)
+            if launder:
+                text = laundered(text)
+        return text, start
+
+    kernel_source.render_source = bounded_source
+
+
+def packed_batched_cases() -> list:
+    """NCHW int8 read as NHWC at 256 and 64 channels; float16 at 256 for reference."""
+    found = []
+    for c, dtype in ((256, torch.int8), (64, torch.int8), (256, torch.float16)):
+        nchw = (torch.rand(16384 // c, c, 64, 64, device="cuda") * 100).to(dtype)
+        dense = (torch.rand(nchw.shape[0], 64, 64, c, device="cuda") * 100).to(dtype)
+        found.append((f"NCHW as NHWC C={c} {str(dtype)[6:]}", AXPY, [nchw.permute(0, 2, 3, 1), dense],
+                      3 * nchw.numel() * nchw.element_size()))
+    return found
+
+
 def set_block(threads: int) -> None:
     """Threads a block of the contiguous path (the shipped policy picks vectors and unrolling)."""
     contiguous.BLOCK = threads
@@ -346,7 +392,7 @@ def main() -> None:
     quick = "--quick" in sys.argv
     both = not any(flag in sys.argv for flag in ("--contiguous", "--tiled", "--rows", "--blocks", "--per-thread",
                                                  "--grid-order", "--narrow", "--batched", "--tile-shapes",
-                                                 "--batched-tiles", "--packed"))
+                                                 "--batched-tiles", "--packed", "--packed-batched"))
     print(f"copy ceiling {copy_ceiling()}", flush=True)
     if both or "--contiguous" in sys.argv:
         variants = [(16, None, False), (16, None, True), (4, None, False), (16, 8, False), (16, 8, True)]
@@ -375,9 +421,13 @@ def main() -> None:
         sweep("tile shape", [("shipped", None, 1), ("32x32", 4, 1)], set_tile_shape, with_copies(nchw_cases()), 3)
         set_tile_shape("shipped", None, 1)
     if "--packed" in sys.argv:  # packed accesses for 1- and 2-byte tiles, and rows of threads for each pack
-        variants = [("off", None, None), ("shipped", None, None), ("2,4", 16, 32)]
+        variants = [("shipped", None, None), ("2,4", 16, 16), ("2,4", 8, 8)]
         sweep("packed", variants, set_packed, with_copies(packed_cases()), 2)
         set_packed("shipped", None, None)
+    if "--packed-batched" in sys.argv:  # batched 1-byte packed kernels: rows of threads, blocks an SM
+        variants = [(32, 0), (8, 3), (8, 0, True), (16, 0, True), (32, 0, True)]
+        sweep("packed batched", variants, set_packed_batched, with_copies(packed_batched_cases()), 2)
+        set_packed_batched(32, 0)
     if "--blocks" in sys.argv:
         sweep("block", [(128,), (256,), (512,)], set_block, contiguous_cases(), 2)
         set_block(base.BLOCK)

@@ -313,19 +313,55 @@ def test_packed_tiles_only_where_every_access_can_be_a_word():
 @pytest.mark.parametrize("pack", [2, 4])
 def test_packed_tile_accesses_hit_every_bank(pack):
     """The whole-tile branch: a warp staging one tile row writes 32 consecutive words, and a warp
-    reading `pack` rows down a column (lane l reads rows pack*l .. pack*l + pack - 1, one a step)
-    finds its 32 lanes' elements in 32 different banks: rows are an odd number of words, with one
-    word more after every 32 rows."""
+    reading its lanes' squares (lane l reads rows pack*l .. pack*l + pack - 1, a word of `pack`
+    columns a step) reads 4-byte-aligned words in 32 different banks: rows are an odd number of
+    words, with one word more after every 32 rows. The element branch's reads down a column, one
+    element a lane, hit 32 banks too."""
     size = 4 // pack
-    index = eval("lambda row, column: " + packed_tile_index(pack, "row", "column").replace(">>", ">>"))
+    index = eval("lambda row, column: " + packed_tile_index(pack, "row", "column"))
     for row in range(TILE * pack):
         words = [index(row, lane * pack) * size // 4 for lane in range(WARP)]
         assert words == list(range(words[0], words[0] + WARP))
     for column in range(TILE * pack):
         for k in range(pack):
-            banks = {(index(lane * pack + k, column) * size // 4) % 32 for lane in range(WARP)}
-            assert len(banks) == WARP, (column, k)
+            at = [index(lane * pack + k, column) * size for lane in range(WARP)]
+            assert len({(byte // 4) % 32 for byte in at}) == WARP, (column, k)
+            if column % pack == 0:
+                assert all(byte % 4 == 0 for byte in at), (column, k)
     assert index(TILE * pack - 1, TILE * pack - 1) < packed_tile_elements(pack)
+
+
+def _ptxas_facts(source: str) -> tuple[int, int]:
+    """(registers a thread, bytes of spill stores and loads) of the kernel, from ptxas's report."""
+    c = compiler(ARCHES[0])
+    log = c.compile(source, "jm_test", c.options() + ("--ptxas-options=-v",)).log
+    registers = re.search(r"Used (\d+) registers", log)
+    spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", log)
+    assert registers is not None and len(spills) == 2, log
+    return int(registers.group(1)), sum(map(int, spills))
+
+
+@pytest.mark.parametrize("dtype", [d for d, pack in PACK_OF.items() if pack > 1])
+@pytest.mark.parametrize("batched", [False, True], ids=["2-d", "batched"])
+def test_packed_kernels_leave_room_for_two_blocks_an_sm(dtype, batched):
+    """The packed kernels' speed on the H200 came from occupancy: with registers for two blocks an SM
+    (65,536 registers), and no spills, the int8 transpose went from 48% of the copy bandwidth to 89%
+    (bench/results/2026-12-02-h200-int8). A 2-d loop renders no batch loop: inside one the compiler
+    kept the tile's addresses in registers (int8, 32x16 threads: 128 registers against 54)."""
+    torch = pytest.importorskip("torch")
+    fn = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
+    dt = getattr(torch, dtype)
+    if batched:
+        t, u = torch.zeros(2, 300, 260, dtype=dt).transpose(1, 2), torch.zeros(2, 260, 300, dtype=dt)
+    else:
+        t, u = torch.zeros(300, 260, dtype=dt).T, torch.zeros(260, 300, dtype=dt)
+    source = fn.source(t, u, backend="cuda")
+    assert f"jm_vec<{DTYPES[dtype].ctype}, {PACK_OF[dtype]}>" in source
+    assert ("jm_batch" in source) == batched
+    threads = int(re.search(r"__launch_bounds__\((\d+)\)", source).group(1))
+    registers, spilled = _ptxas_facts(source)
+    assert spilled == 0
+    assert registers * threads <= 65536 // 2, (registers, threads)
 
 
 def test_tiled_path_mixed_dtypes_scalar_and_two_outputs():

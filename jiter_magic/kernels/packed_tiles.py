@@ -14,17 +14,19 @@ from ..codegen.offsets import MODULO, operand_offsets
 from ..dtypes import DTYPES, ctype
 from ..spec import KernelSpec
 from .base import CallShape
-from .tile_code import SHARED_LIMIT, TILE, WARP, operand_offset, stride, tile_origin
+from .tile_code import SHARED_LIMIT, TILE, WARP, batch_loop, operand_offset, stride, tile_origin
 
 # Packed tiles (`spec.pack` elements an access, tiles of 32*pack x 32*pack): the packs allowed and the
-# rows of threads for each, two loop dimensions and batched. On the H200 (sweeps 15-17 of
-# bench/results/2026-12-02-h200-packed), transposed 16384^2 float16: 3375-3545 GB/s with 32x8 threads
-# against 3080-3246 with 32x16 and 2002-2129 unpacked; NCHW float16 read as NHWC, 256 channels: 3049-3237
-# with 32x16 against 2763-3225 with 32x8 and 1984-2188 unpacked; int8 transposed: 1842-1995 with 32x32
-# threads against 1126-1178 unpacked (32x8 and 32x16 threads spill registers there).
+# rows of threads for each, two loop dimensions and batched. On the H200 (sweep 19 of
+# bench/results/2026-12-02-h200-int8), with a thread reading its square of the tile as words and 2-d
+# kernels without a batch loop: transposed 16384^2 int8 3597-3599 GB/s with 32x8 threads (80
+# registers) against 3179-3189 with 32x16 and 2959-3125 with 32x32; float16 4005 against 3700 and
+# 3696-3984; NCHW float16 read as NHWC, 256 channels, 3486-3525 with 32x8 against 3289-3309 with
+# 32x16. Batched 1-byte kernels keep 32x32 threads: with 32x8 the compiler keeps the tile's
+# addresses in registers across the batch loop (202 registers; 32 with 32x32).
 PACKS = (2, 4)
-PACKED_ROWS = {2: 8, 4: 32}
-PACKED_BATCHED_ROWS = {2: 16, 4: 32}
+PACKED_ROWS = {2: 8, 4: 8}
+PACKED_BATCHED_ROWS = {2: 8, 4: 32}
 PREFETCH = True  # direct inputs loaded into registers before the block waits on its tiles
 
 
@@ -103,7 +105,7 @@ def packed_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
     for i in spec.tiled_inputs:
         code.line(f"__shared__ alignas(16) {ctype(spec.inputs[i])} jm_tile{i}[{packed_tile_elements(spec.pack)}];")
     code.extend(tile_origin(spec, edge, edge))
-    with code.block("for (jm_index_t jm_batch = jm_block_z(); jm_batch < jm_batches; jm_batch += jm_grid_z())"):
+    with code.block(batch_loop(spec)):
         code.extend(operand_offsets(spec, "jm_batch", MODULO, first_dim=2))
         code.line(f"const bool jm_whole = jm_i0_base + {edge} <= jm_s0 && jm_i1_base + {edge} <= jm_s1 &&\n"
                   f"    {_packed_condition(spec)};")
@@ -115,16 +117,27 @@ def packed_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
 
 
 def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
-    """A whole tile, `spec.pack` elements an access: a warp stages a tiled input's row as 32
-    vectors, and computes and stores an output row as 32 vectors, each read down a tile column.
-    Each operand's address is taken once and stepped by a multiple of its stride."""
+    """A whole tile, 4 bytes an access. A warp stages a tiled input's row as 32 words. Then each
+    thread reads a square of `pack` x `pack` elements as `pack` words, one from each of `pack` tile
+    rows, and computes and stores it as `pack` output words, one for each tile column. Reading
+    words rather than single elements down a tile column takes 1-byte tiles from 16 shared-memory
+    loads a thread's square to 4, the shared memory traffic a byte of a 4-byte tile; picking
+    elements out of the words is register work (byte permutes). Each operand's address is taken
+    once and stepped by a multiple of its stride."""
     nout, ins, pack = len(spec.outputs), spec.array_inputs, spec.pack
     rows, edge = packed_rows(spec), TILE * pack
     steps = edge // rows  # tile rows a thread stages, and tile columns it computes
+    words = TILE // rows  # word columns a thread computes, each `pack` tile columns
     direct = [i for i in ins if i not in spec.tiled_inputs]
     prefetch = PREFETCH and bool(direct)
     each_k = f"for (int jm_k = 0; jm_k < {pack}; ++jm_k)"
+    each_column = (f"for (int jm_c = 0; jm_c < {words}; ++jm_c)\n#pragma unroll\n"
+                   f"for (int jm_q = 0; jm_q < {pack}; ++jm_q)")
     k_of = {i: nout + ins.index(i) for i in ins}
+
+    def column(k: int) -> str:  # column (jm_c, jm_q)'s offset from a thread's first column, in elements
+        return f"(jm_c * {rows * pack} + jm_q) * {stride(k, 1)}"
+
     code = CodeBlock()
     for i in spec.tiled_inputs:
         code.line(f"const {ctype(spec.inputs[i])}* jm_at{i} = {ARGS}.jm_in{i} + (jm_o{k_of[i]} + "
@@ -132,10 +145,10 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
     for i in direct:
         code.line(f"const {ctype(spec.inputs[i])}* jm_at{i} = {ARGS}.jm_in{i} + (jm_o{k_of[i]} + "
                   f"(jm_i0_base + jm_thread_x() * {pack}) * {stride(k_of[i], 0)} + "
-                  f"(jm_i1_base + jm_thread_y()) * {stride(k_of[i], 1)});")
+                  f"(jm_i1_base + jm_thread_y() * {pack}) * {stride(k_of[i], 1)});")
     for j, d in enumerate(spec.outputs):
         code.line(f"{ctype(d)}* jm_to{j} = {ARGS}.jm_out{j} + (jm_o{j} + jm_i0_base + jm_thread_x() * {pack} + "
-                  f"(jm_i1_base + jm_thread_y()) * {stride(j, 1)});")
+                  f"(jm_i1_base + jm_thread_y() * {pack}) * {stride(j, 1)});")
     code.line("#pragma unroll")
     with code.block(f"for (int jm_r = 0; jm_r < {steps}; ++jm_r)"):
         code.line(f"const int jm_row = jm_thread_y() + jm_r * {rows};")
@@ -146,7 +159,7 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
                       f"(jm_at{i} + jm_r * {rows} * {stride(k_of[i], 0)});")
 
     def direct_at(i: int) -> str:
-        return f"jm_at{i}[jm_c * {rows} * {stride(k_of[i], 1)} + jm_k * {stride(k_of[i], 0)}]"
+        return f"jm_at{i}[{column(k_of[i])} + jm_k * {stride(k_of[i], 0)}]"
 
     if prefetch:
         for i in direct:
@@ -154,37 +167,44 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
         for i in direct:
             vec_t = f"jm_vec<{ctype(spec.inputs[i])}, {pack}>"
             scalar = CodeBlock("#pragma unroll")
-            with scalar.block(f"for (int jm_c = 0; jm_c < {steps}; ++jm_c)"):
+            with scalar.block(each_column):
                 scalar.line("#pragma unroll")
-                scalar.line(f"{each_k} jm_p{i}[jm_c].jm_v[jm_k] = {direct_at(i)};")
+                scalar.line(f"{each_k} jm_p{i}[jm_c * {pack} + jm_q].jm_v[jm_k] = {direct_at(i)};")
             if DTYPES[spec.inputs[i]].itemsize * pack != 4:
                 code.extend(scalar)
                 continue
             # As wide as the tiled inputs: a vector at a time where this input allows it.
             with code.block(f"if ({_word_access(f'{ARGS}.jm_in{i}', k_of[i], 0, pack)})", close="} else {"):
                 code.line("#pragma unroll")
-                code.line(f"for (int jm_c = 0; jm_c < {steps}; ++jm_c) jm_p{i}[jm_c] = "
-                          f"*reinterpret_cast<const {vec_t}*>(jm_at{i} + jm_c * {rows} * {stride(k_of[i], 1)});")
+                code.line(f"{each_column} jm_p{i}[jm_c * {pack} + jm_q] = "
+                          f"*reinterpret_cast<const {vec_t}*>(jm_at{i} + {column(k_of[i])});")
             with code.block(None):
                 code.extend(scalar)
     code.line("__syncthreads();")
     loaded = {}
     for i in ins:
         if i in spec.tiled_inputs:
-            loaded[i] = f"jm_tile{i}[{packed_tile_index(pack, f'jm_thread_x() * {pack} + jm_k', 'jm_col')}]"
+            loaded[i] = f"jm_t{i}[jm_k].jm_v[jm_q]"
         else:
-            loaded[i] = f"jm_p{i}[jm_c].jm_v[jm_k]" if prefetch else direct_at(i)
+            loaded[i] = f"jm_p{i}[jm_c * {pack} + jm_q].jm_v[jm_k]" if prefetch else direct_at(i)
     code.line("#pragma unroll")
-    with code.block(f"for (int jm_c = 0; jm_c < {steps}; ++jm_c)"):
-        code.line(f"const int jm_col = jm_thread_y() + jm_c * {rows};")
-        for j, d in enumerate(spec.outputs):
-            code.line(f"jm_vec<{ctype(d)}, {pack}> jm_y{j};")
+    with code.block(f"for (int jm_c = 0; jm_c < {words}; ++jm_c)"):
+        for i in spec.tiled_inputs:
+            vec_t = f"jm_vec<{ctype(spec.inputs[i])}, {pack}>"
+            slot = packed_tile_index(pack, f"jm_thread_x() * {pack} + jm_k",
+                                     f"(jm_thread_y() + jm_c * {rows}) * {pack}")
+            code.line(f"{vec_t} jm_t{i}[{pack}];")
+            code.line("#pragma unroll")
+            code.line(f"{each_k} jm_t{i}[jm_k] = *reinterpret_cast<const {vec_t}*>(jm_tile{i} + {slot});")
         code.line("#pragma unroll")
-        with code.block(each_k):
-            code.extend(element_body(binding, spec, loaded, [f"jm_y{j}.jm_v[jm_k]" for j in range(nout)]))
-        for j, d in enumerate(spec.outputs):
-            code.line(f"*reinterpret_cast<jm_vec<{ctype(d)}, {pack}>*>(jm_to{j} + jm_c * {rows} * {stride(j, 1)}) "
-                      f"= jm_y{j};")
+        with code.block(f"for (int jm_q = 0; jm_q < {pack}; ++jm_q)"):
+            for j, d in enumerate(spec.outputs):
+                code.line(f"jm_vec<{ctype(d)}, {pack}> jm_y{j};")
+            code.line("#pragma unroll")
+            with code.block(each_k):
+                code.extend(element_body(binding, spec, loaded, [f"jm_y{j}.jm_v[jm_k]" for j in range(nout)]))
+            for j, d in enumerate(spec.outputs):
+                code.line(f"*reinterpret_cast<jm_vec<{ctype(d)}, {pack}>*>(jm_to{j} + {column(j)}) = jm_y{j};")
     code.line("__syncthreads();")
     return code
 

@@ -21,7 +21,7 @@ from ..spec import TILED, KernelSpec
 from .args import FieldSpec
 from .base import CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry
 from .packed_tiles import packed_body, packed_rows, packing
-from .tile_code import SHARED_LIMIT, TILE, WARP, operand_offset, tile_origin
+from .tile_code import SHARED_LIMIT, TILE, WARP, batch_loop, operand_offset, tile_origin
 
 # Tiles of edge0 x edge1 elements (`tile_edges`), 32 x `thread_rows(spec)` threads: a thread moves
 # edge0/32 columns of edge1/rows rows. On the H200 (bench/sweep_gpu.py; bench/results/2026-12-01-h200-speed
@@ -155,7 +155,7 @@ class Tiled(CudaPath):
                        f"for (int jm_r = 0; jm_r < {staged_rows}; ++jm_r)")
         out_at = (f"const jm_index_t jm_i0 = jm_i0_base + jm_thread_x() + jm_c * {WARP}, "
                   f"jm_i1 = jm_i1_base + jm_thread_y() + jm_r * {threads_y};")
-        with code.block("for (jm_index_t jm_batch = jm_block_z(); jm_batch < jm_batches; jm_batch += jm_grid_z())"):
+        with code.block(batch_loop(spec)):
             code.extend(operand_offsets(spec, "jm_batch", MODULO, first_dim=2))
             if spec.tiled_inputs:
                 code.line("#pragma unroll")

@@ -64,7 +64,7 @@ static_assert(sizeof(((jm_Args*)0)->jm_sizes) == 24, "jm_Args layout: does a mac
 static_assert(sizeof(((jm_Args*)0)->jm_strides0) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
 static_assert(sizeof(((jm_Args*)0)->jm_strides1) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
 static_assert(sizeof(((jm_Args*)0)->jm_strides2) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
-extern "C" __global__ void __launch_bounds__(512) jm_kernel(const jm_Args jm_a) {
+extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) {
   typedef int jm_index_t;
   __shared__ alignas(16) jm_half jm_tile1[4228];
   const jm_index_t jm_i0_base = (jm_index_t)jm_block_x() * 64, jm_i1_base = (jm_index_t)jm_block_y() * 64;
@@ -84,46 +84,55 @@ extern "C" __global__ void __launch_bounds__(512) jm_kernel(const jm_Args jm_a) 
         (((unsigned long long)(jm_a.jm_out0 + jm_o0)) & 3) == 0 && jm_a.jm_strides0[0] == 1 && (jm_a.jm_strides0[1] & 1) == 0;
     if (jm_whole) {
       const jm_half* jm_at1 = jm_a.jm_in1 + (jm_o2 + (jm_i0_base + jm_thread_y()) * (jm_index_t)jm_a.jm_strides2[0] + jm_i1_base + jm_thread_x() * 2);
-      const jm_half* jm_at0 = jm_a.jm_in0 + (jm_o1 + (jm_i0_base + jm_thread_x() * 2) * (jm_index_t)jm_a.jm_strides1[0] + (jm_i1_base + jm_thread_y()) * (jm_index_t)jm_a.jm_strides1[1]);
-      jm_half* jm_to0 = jm_a.jm_out0 + (jm_o0 + jm_i0_base + jm_thread_x() * 2 + (jm_i1_base + jm_thread_y()) * (jm_index_t)jm_a.jm_strides0[1]);
+      const jm_half* jm_at0 = jm_a.jm_in0 + (jm_o1 + (jm_i0_base + jm_thread_x() * 2) * (jm_index_t)jm_a.jm_strides1[0] + (jm_i1_base + jm_thread_y() * 2) * (jm_index_t)jm_a.jm_strides1[1]);
+      jm_half* jm_to0 = jm_a.jm_out0 + (jm_o0 + jm_i0_base + jm_thread_x() * 2 + (jm_i1_base + jm_thread_y() * 2) * (jm_index_t)jm_a.jm_strides0[1]);
       #pragma unroll
-      for (int jm_r = 0; jm_r < 4; ++jm_r) {
-        const int jm_row = jm_thread_y() + jm_r * 16;
-        *reinterpret_cast<jm_vec<jm_half, 2>*>(jm_tile1 + (jm_row) * 66 + ((jm_row) >> 5) * 2 + (jm_thread_x() * 2)) = *reinterpret_cast<const jm_vec<jm_half, 2>*>(jm_at1 + jm_r * 16 * (jm_index_t)jm_a.jm_strides2[0]);
+      for (int jm_r = 0; jm_r < 8; ++jm_r) {
+        const int jm_row = jm_thread_y() + jm_r * 8;
+        *reinterpret_cast<jm_vec<jm_half, 2>*>(jm_tile1 + (jm_row) * 66 + ((jm_row) >> 5) * 2 + (jm_thread_x() * 2)) = *reinterpret_cast<const jm_vec<jm_half, 2>*>(jm_at1 + jm_r * 8 * (jm_index_t)jm_a.jm_strides2[0]);
       }
-      jm_vec<jm_half, 2> jm_p0[4];
+      jm_vec<jm_half, 2> jm_p0[8];
       if ((((unsigned long long)(jm_a.jm_in0 + jm_o1)) & 3) == 0 && jm_a.jm_strides1[0] == 1 && (jm_a.jm_strides1[1] & 1) == 0) {
         #pragma unroll
-        for (int jm_c = 0; jm_c < 4; ++jm_c) jm_p0[jm_c] = *reinterpret_cast<const jm_vec<jm_half, 2>*>(jm_at0 + jm_c * 16 * (jm_index_t)jm_a.jm_strides1[1]);
+        for (int jm_c = 0; jm_c < 4; ++jm_c)
+        #pragma unroll
+        for (int jm_q = 0; jm_q < 2; ++jm_q) jm_p0[jm_c * 2 + jm_q] = *reinterpret_cast<const jm_vec<jm_half, 2>*>(jm_at0 + (jm_c * 16 + jm_q) * (jm_index_t)jm_a.jm_strides1[1]);
       } else {
         #pragma unroll
-        for (int jm_c = 0; jm_c < 4; ++jm_c) {
+        for (int jm_c = 0; jm_c < 4; ++jm_c)
+        #pragma unroll
+        for (int jm_q = 0; jm_q < 2; ++jm_q) {
           #pragma unroll
-          for (int jm_k = 0; jm_k < 2; ++jm_k) jm_p0[jm_c].jm_v[jm_k] = jm_at0[jm_c * 16 * (jm_index_t)jm_a.jm_strides1[1] + jm_k * (jm_index_t)jm_a.jm_strides1[0]];
+          for (int jm_k = 0; jm_k < 2; ++jm_k) jm_p0[jm_c * 2 + jm_q].jm_v[jm_k] = jm_at0[(jm_c * 16 + jm_q) * (jm_index_t)jm_a.jm_strides1[1] + jm_k * (jm_index_t)jm_a.jm_strides1[0]];
         }
       }
       __syncthreads();
       #pragma unroll
       for (int jm_c = 0; jm_c < 4; ++jm_c) {
-        const int jm_col = jm_thread_y() + jm_c * 16;
-        jm_vec<jm_half, 2> jm_y0;
+        jm_vec<jm_half, 2> jm_t1[2];
         #pragma unroll
-        for (int jm_k = 0; jm_k < 2; ++jm_k) {
-          const jm_compute_t jm_v0 = jm_to_float(jm_p0[jm_c].jm_v[jm_k]);
-          const jm_compute_t jm_v1 = jm_to_float(jm_tile1[(jm_thread_x() * 2 + jm_k) * 66 + ((jm_thread_x() * 2 + jm_k) >> 5) * 2 + (jm_col)]);
-          jm_compute_t jm_r0;
-          jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
-          jm_y0.jm_v[jm_k] = jm_to_half((float)(jm_r0));
+        for (int jm_k = 0; jm_k < 2; ++jm_k) jm_t1[jm_k] = *reinterpret_cast<const jm_vec<jm_half, 2>*>(jm_tile1 + (jm_thread_x() * 2 + jm_k) * 66 + ((jm_thread_x() * 2 + jm_k) >> 5) * 2 + ((jm_thread_y() + jm_c * 8) * 2));
+        #pragma unroll
+        for (int jm_q = 0; jm_q < 2; ++jm_q) {
+          jm_vec<jm_half, 2> jm_y0;
+          #pragma unroll
+          for (int jm_k = 0; jm_k < 2; ++jm_k) {
+            const jm_compute_t jm_v0 = jm_to_float(jm_p0[jm_c * 2 + jm_q].jm_v[jm_k]);
+            const jm_compute_t jm_v1 = jm_to_float(jm_t1[jm_k].jm_v[jm_q]);
+            jm_compute_t jm_r0;
+            jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
+            jm_y0.jm_v[jm_k] = jm_to_half((float)(jm_r0));
+          }
+          *reinterpret_cast<jm_vec<jm_half, 2>*>(jm_to0 + (jm_c * 16 + jm_q) * (jm_index_t)jm_a.jm_strides0[1]) = jm_y0;
         }
-        *reinterpret_cast<jm_vec<jm_half, 2>*>(jm_to0 + jm_c * 16 * (jm_index_t)jm_a.jm_strides0[1]) = jm_y0;
       }
       __syncthreads();
     } else {
       #pragma unroll 1
-      for (int jm_r = 0; jm_r < 4; ++jm_r)
+      for (int jm_r = 0; jm_r < 8; ++jm_r)
       #pragma unroll
       for (int jm_k = 0; jm_k < 2; ++jm_k) {
-        const int jm_row = jm_thread_y() + jm_r * 16, jm_col = jm_thread_x() + jm_k * 32;
+        const int jm_row = jm_thread_y() + jm_r * 8, jm_col = jm_thread_x() + jm_k * 32;
         const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;
         if (jm_i0 < jm_s0 && jm_i1 < jm_s1) {
           jm_tile1[(jm_row) * 66 + ((jm_row) >> 5) * 2 + (jm_col)] = jm_a.jm_in1[jm_o2 + jm_i0 * (jm_index_t)jm_a.jm_strides2[0] + jm_i1 * (jm_index_t)jm_a.jm_strides2[1]];
@@ -131,10 +140,10 @@ extern "C" __global__ void __launch_bounds__(512) jm_kernel(const jm_Args jm_a) 
       }
       __syncthreads();
       #pragma unroll 1
-      for (int jm_c = 0; jm_c < 4; ++jm_c)
+      for (int jm_c = 0; jm_c < 8; ++jm_c)
       #pragma unroll
       for (int jm_k = 0; jm_k < 2; ++jm_k) {
-        const int jm_row = jm_thread_x() + jm_k * 32, jm_col = jm_thread_y() + jm_c * 16;
+        const int jm_row = jm_thread_x() + jm_k * 32, jm_col = jm_thread_y() + jm_c * 8;
         const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;
         if (jm_i0 < jm_s0 && jm_i1 < jm_s1) {
           const jm_compute_t jm_v0 = jm_to_float(jm_a.jm_in0[jm_o1 + jm_i0 * (jm_index_t)jm_a.jm_strides1[0] + jm_i1 * (jm_index_t)jm_a.jm_strides1[1]]);
