@@ -15,28 +15,28 @@ from .base import CallShape, KernelPath, PathChoice
 
 # The CUDA paths by name (a spec's `path`), in the order a call tries them, with their modules'
 # and classes' names; and the host's.
-_CUDA_ORDER = ((CONTIGUOUS, "contiguous", "Contiguous"), (TILED, "tiled", "Tiled"), (ROWS, "rows", "Rows"),
-               (STRIDED, "strided", "Strided"))
-_HOST = ("host", "host", "HostLoop")
+_CUDA: dict[str, tuple[str, str]] = {CONTIGUOUS: ("contiguous", "Contiguous"), TILED: ("tiled", "Tiled"),
+                                     ROWS: ("rows", "Rows"), STRIDED: ("strided", "Strided")}
+_HOST = ("host", "HostLoop")
 _made: dict[str, KernelPath] = {}
 
 
-def _path(name: str, module: str, cls: str) -> KernelPath:
+def _path(module: str, cls: str) -> KernelPath:
     """The one instance of a path class, its module imported the first time it is asked for."""
-    found = _made.get(name)
+    found = _made.get(module)
     if found is None:
-        found = _made[name] = getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
+        found = _made[module] = getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
     return found
 
 
 def cuda_paths() -> tuple[KernelPath, ...]:
     """Every CUDA path, in the order a call tries them (all their modules imported)."""
-    return tuple(_path(*entry) for entry in _CUDA_ORDER)
+    return tuple(_path(*entry) for entry in _CUDA.values())
 
 
 def choose_path(call: CallShape, backend: str) -> PathChoice:
     """The first path that fits the call on `backend` ('cuda' or 'cpu')."""
-    for entry in _CUDA_ORDER if backend == "cuda" else (_HOST,):
+    for entry in _CUDA.values() if backend == "cuda" else (_HOST,):
         choice = _path(*entry).match(call)
         if choice is not None:
             return choice
@@ -47,7 +47,7 @@ def path_of(spec: KernelSpec, backend: str) -> KernelPath:
     """The path object that renders and launches `spec` on `backend`."""
     if backend != "cuda":
         return _path(*_HOST)
-    for entry in _CUDA_ORDER:
-        if entry[0] == spec.path:
-            return _path(*entry)
-    raise KeyError(f"no CUDA kernel path named {spec.path!r}")
+    entry = _CUDA.get(spec.path)
+    if entry is None:
+        raise KeyError(f"no CUDA kernel path named {spec.path!r}")
+    return _path(*entry)

@@ -20,12 +20,11 @@ def tile_origin(spec: KernelSpec, edge0: int, edge1: int) -> CodeBlock:
     code = CodeBlock(f"const jm_index_t jm_i0_base = (jm_index_t)jm_block_x() * {edge0}, "
                      f"jm_i1_base = (jm_index_t)jm_block_y() * {edge1};",
                      f"const jm_index_t jm_s0 = (jm_index_t){ARGS}.jm_sizes[0], "
-                     f"jm_s1 = (jm_index_t){ARGS}.jm_sizes[1];",
-                     )
+                     f"jm_s1 = (jm_index_t){ARGS}.jm_sizes[1];")
     if spec.ndim > 2:
         code.line("jm_index_t jm_batches = 1;")
-    for d in range(2, spec.ndim):
-        code.line(f"jm_batches *= (jm_index_t){ARGS}.jm_sizes[{d}];")
+        for d in range(2, spec.ndim):
+            code.line(f"jm_batches *= (jm_index_t){ARGS}.jm_sizes[{d}];")
     return code
 
 
@@ -42,8 +41,6 @@ def batch_loop(spec: KernelSpec) -> str:
 def operand_offset(k: int, i0: str = "jm_i0", i1: str = "jm_i1") -> str:
     """C++: operand k's element offset at loop indices (i0, i1) of its batch."""
     return f"jm_o{k} + {i0} * (jm_index_t){ARGS}.jm_strides{k}[0] + {i1} * (jm_index_t){ARGS}.jm_strides{k}[1]"
-
-
 
 
 def stride(k: int, dim: int) -> str:

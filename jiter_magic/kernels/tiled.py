@@ -193,5 +193,3 @@ class Tiled(CudaPath):
             if spec.tiled_inputs:
                 code.line("__syncthreads();")
         return code
-
-
