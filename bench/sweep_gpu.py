@@ -20,9 +20,9 @@ shipped tiles of batched loops against the earlier 32x32 tiles, NCHW read as NHW
 `--packed`: the tiled path's packed accesses (2 or 4 elements of 1- and 2-byte dtypes as one 4-byte
 access along both rows, `spec.pack`) off and on, with rows of threads for each pack; 1- and 2-byte
 transposed, NCHW, misaligned and odd-sized cases, each with a copy of its bytes as its ceiling.
-`--packed-batched`: batched 1-byte packed kernels (NCHW int8 read as NHWC) with 32x32, 32x16 and
-32x8 threads, with a minimum of blocks an SM asked through `__launch_bounds__`, and with the
-thread's indices laundered at each batch (`laundered`).
+`--packed-batched`: batched packed kernels (NCHW int8 and float16 read as NHWC) with 32x32, 32x16
+and 32x8 threads for 1-byte ones, with a minimum of blocks an SM asked through `__launch_bounds__`,
+with and without the fence on the thread's indices at each batch, and with 2 batches a block.
 `--batched`: the shipped contiguous path and torch's jiterator timed two ways, by events around each
 call (as the benchmark does: the host's time up to the launch counts) and over 50 calls queued back
 to back (only the kernels count), to tell host-side from device-side gaps.
@@ -196,45 +196,56 @@ def packed_cases() -> list:
     return found
 
 
-_BATCH_LOOP = "for (jm_index_t jm_batch = jm_block_z(); jm_batch < jm_batches; jm_batch += jm_grid_z()) {"
+FENCE = 'asm volatile("" : "+r"(jm_tx), "+r"(jm_ty));'
 
 
-def laundered(text: str) -> str:
-    """The batched kernel with the thread's x and y read through an empty `asm` at the top of each
-    batch: every address depending on them is then computed in the batch rather than held in
-    registers across the loop (the batched int8 kernel with 32x8 threads: 202 registers, 80 so)."""
-    at = text.index(_BATCH_LOOP) + len(_BATCH_LOOP)
-    body = text[at:].replace("jm_thread_x()", "jm_tx").replace("jm_thread_y()", "jm_ty")
-    fence = '\n    int jm_tx = jm_thread_x(), jm_ty = jm_thread_y(); asm volatile("" : "+r"(jm_tx), "+r"(jm_ty));'
-    return text[:at] + fence + body
+SHIPPED_TILE_WIDTH = packed_tiles.tile_width
 
 
-def set_packed_batched(rows4: int, min_blocks: int, launder: bool = False) -> None:
+def square_tile_width(pack: int, size1: int) -> int:
+    """Square packed tiles only, as before half tiles: none where the dimension is shorter."""
+    return pack if size1 >= 32 * pack else 0
+
+
+def half_tile_width(pack: int, size1: int) -> int:
+    """Half tiles wherever the dimension holds one."""
+    return pack // 2 if size1 >= 16 * pack else 0
+
+
+def set_packed_batched(rows4: int, min_blocks: int, fence: bool = True, batches: int = 2,
+                       widths: str = "shipped") -> None:
     """Batched packed kernels: rows of threads of 1-byte ones, a minimum of blocks an SM asked of
-    the compiler through `__launch_bounds__` (0: none), which caps its registers, and (`launder`)
-    addresses computed in each batch (`laundered`)."""
+    the compiler through `__launch_bounds__` (0: none), which caps its registers, the fence on the
+    thread's indices at each batch (`packed_tiles.thread_indices`) kept or taken out, batches a
+    block walks, and the tiles' widths: shipped, square only, or half wherever they fit."""
     set_packed("shipped", None, None)
     packed_tiles.PACKED_BATCHED_ROWS[4] = rows4
+    tiled.PACKED_BATCHES_A_BLOCK = batches
+    packed_tiles.tile_width = {"shipped": SHIPPED_TILE_WIDTH, "square": square_tile_width,
+                               "half": half_tile_width}[widths]
 
     def bounded_source(binding, spec, backend):
         text, start = ORIGINAL_RENDER(binding, spec, backend)
         if spec.pack > 1 and spec.ndim > 2 and backend == "cuda":
             if min_blocks and spec.pack == 4:
                 text = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {min_blocks})", text)
-            if launder:
-                text = laundered(text)
+            if not fence:
+                assert FENCE in text
+                text = text.replace(FENCE, "")
         return text, start
 
     kernel_source.render_source = bounded_source
 
 
 def packed_batched_cases() -> list:
-    """NCHW int8 read as NHWC at 256 and 64 channels; float16 at 256 for reference."""
+    """NCHW int8 read as NHWC at 256, 64 and 192 channels, and at 256 with twice the images (the
+    float16 case's bytes); float16 at 256 and 32 channels."""
     found = []
-    for c, dtype in ((256, torch.int8), (64, torch.int8), (256, torch.float16)):
-        nchw = (torch.rand(16384 // c, c, 64, 64, device="cuda") * 100).to(dtype)
+    for c, n, dtype in ((256, 64, torch.int8), (64, 256, torch.int8), (256, 128, torch.int8),
+                        (192, 85, torch.int8), (256, 64, torch.float16), (32, 512, torch.float16)):
+        nchw = (torch.rand(n, c, 64, 64, device="cuda") * 100).to(dtype)
         dense = (torch.rand(nchw.shape[0], 64, 64, c, device="cuda") * 100).to(dtype)
-        found.append((f"NCHW as NHWC C={c} {str(dtype)[6:]}", AXPY, [nchw.permute(0, 2, 3, 1), dense],
+        found.append((f"NCHW as NHWC {n}x{c} {str(dtype)[6:]}", AXPY, [nchw.permute(0, 2, 3, 1), dense],
                       3 * nchw.numel() * nchw.element_size()))
     return found
 
@@ -313,7 +324,7 @@ def nchw_cases(channels=(256, 32)) -> list:
         for dtype in (torch.float32, torch.float16):
             nchw = torch.rand(16384 // c, c, 64, 64, device="cuda").to(dtype)
             dense = torch.rand(nchw.shape[0], 64, 64, c, device="cuda").to(dtype)
-            found.append((f"NCHW as NHWC C={c} {str(dtype)[6:]}", AXPY, [nchw.permute(0, 2, 3, 1), dense],
+            found.append((f"NCHW as NHWC {n}x{c} {str(dtype)[6:]}", AXPY, [nchw.permute(0, 2, 3, 1), dense],
                           3 * nchw.numel() * nchw.element_size()))
     return found
 
@@ -425,9 +436,9 @@ def main() -> None:
         sweep("packed", variants, set_packed, with_copies(packed_cases()), 2)
         set_packed("shipped", None, None)
     if "--packed-batched" in sys.argv:  # batched 1-byte packed kernels: rows of threads, blocks an SM
-        variants = [(32, 0), (8, 3), (8, 0, True), (16, 0, True), (32, 0, True)]
-        sweep("packed batched", variants, set_packed_batched, with_copies(packed_batched_cases()), 2)
-        set_packed_batched(32, 0)
+        variants = [(8, 0), (8, 0, True, 2, "square"), (8, 0, True, 2, "half"), (8, 0, True, 1)]
+        sweep("packed batched", variants, set_packed_batched, with_copies(packed_batched_cases()), 3)
+        set_packed_batched(8, 0)
     if "--blocks" in sys.argv:
         sweep("block", [(128,), (256,), (512,)], set_block, contiguous_cases(), 2)
         set_block(base.BLOCK)

@@ -36,8 +36,11 @@ CASES = {
         ("float32", "float16"), (False, False), ("float32",), "float32", ("float64",), "tiled", 3, 1,
         tiled_inputs=(0,))),
     "cuda_tiled_packed": (AXPY, ["alpha"], None, "cuda", KernelSpec(
-        ("float16", "float16"), (False, False), ("float16",), "float32", ("float64",), "tiled", 3, 1,
+        ("float16", "float16"), (False, False), ("float16",), "float32", ("float64",), "tiled", 3, 2,
         tiled_inputs=(1,), pack=2)),
+    "cuda_tiled_packed_half": (AXPY, ["alpha"], None, "cuda", KernelSpec(
+        ("int8", "int8"), (False, False), ("int8",), "int8", ("int64",), "tiled", 3, 2,
+        tiled_inputs=(1,), pack=4)),
     "cuda_strided_int32": (AXPY, ["alpha"], None, "cuda", KernelSpec(
         ("float16", "float32"), (False, False), ("float32",), "float32", ("float64",), "strided", 3, 1)),
     "cuda_strided_int64": (AXPY, ["alpha"], None, "cuda", KernelSpec(
@@ -81,7 +84,7 @@ def test_generated_source_matches_golden_file(name):
 # integer names, CUDA built-ins and pragma words.
 ALLOWED = frozenset("""
     extern C void const typedef int long unsigned struct alignas if else for return static_cast reinterpret_cast
-    static_assert sizeof __builtin_offsetof try catch volatile std exception atomic write sigjmp_buf sigsetjmp
+    static_assert sizeof __builtin_offsetof try catch volatile asm std exception atomic write sigjmp_buf sigsetjmp
     bool float double char short __global__ __launch_bounds__ __shared__ __syncthreads __umulhi
     pragma unroll omp parallel schedule static line
     int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t

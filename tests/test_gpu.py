@@ -102,8 +102,9 @@ def test_tiled_path_transposed_and_channels_last(dtype):
 PACKED_DTYPES = [torch.float16, torch.bfloat16, torch.int16, torch.int8, torch.uint8, torch.bool]
 
 
-def _packs(function) -> set[int]:
-    return {s.spec.pack for s in function.specializations if s.spec.path == "tiled"}
+def _packs(function) -> set[tuple[int, int]]:
+    """(pack, vec) of the tiled kernels the function has run."""
+    return {(s.spec.pack, s.spec.vec) for s in function.specializations if s.spec.path == "tiled"}
 
 
 @pytest.mark.parametrize("dtype", PACKED_DTYPES)
@@ -111,13 +112,14 @@ def test_packed_tiles_at_every_alignment_residue_and_tail(dtype):
     """1- and 2-byte transposes move 2 or 4 elements an access (`spec.pack`) where pointers and
     strides allow it, and an element at a time where they do not: views starting at every element
     of a 4-byte word, odd row strides, tails on both loop dimensions, misaligned out=, batches of
-    NCHW read as NHWC. The same values as torch's jiterator."""
+    NCHW read as NHWC, half-width tiles (rows shorter than a square tile, or a whole number of half
+    tiles: 100 and 192 rows of int8). The same values as torch's jiterator."""
     ref, size = _torch_jiterator(), torch.empty((), dtype=dtype).element_size()
     pack = 4 // size
     # (rows, columns) of the transposed views' storage: an even column count packs when the view starts
     # at a whole word (a partial tile left where the other size is odd), an odd one never does.
-    packed_sizes = [(130, 203), (256, 257), (129, 128), (200, 130)] if pack == 2 else \
-        [(130, 203), (256, 257), (132, 256), (300, 128)]
+    packed_sizes = [(130, 203), (256, 257), (129, 128), (200, 130), (50, 130), (96, 200)] if pack == 2 else \
+        [(130, 203), (256, 257), (132, 256), (300, 128), (100, 260), (192, 132)]
     store_t, store_u, store_out = (_rand((300 * 260 + 8,), dtype) for _ in range(3))
     packed_seen = set()
     for rows, cols in packed_sizes:
@@ -135,15 +137,17 @@ def test_packed_tiles_at_every_alignment_residue_and_tail(dtype):
             written[offset:offset + rows * cols] = True
             assert torch.equal(store_out[~written], before[~written]), "out= wrote outside its view"
             packed_seen |= _packs(_ours_fused)
-    assert pack in packed_seen, f"no {pack}-element accesses ran"
+    assert {(pack, pack), (pack, pack // 2)} <= packed_seen, f"square and half {pack}-element tiles did not both run"
     batches = 3
     width = 64 * pack + 8  # even: the outputs' channel stride (3 * width) a multiple of the pack
-    nchw = _rand((batches, 132, 3, width), dtype)
-    dense = _rand((batches, 3, width, 132), dtype)
-    view = nchw.permute(0, 2, 3, 1)
-    _close(_ours_fused(view, dense), ref(view, dense))
-    batched = [s.spec for s in _ours_fused.specializations if s.spec.path == "tiled" and s.spec.ndim > 2]
-    assert any(spec.pack == pack for spec in batched), "the batched packed kernel did not run"
+    for channels in (132, 18 * pack, 48 * pack):  # square tiles; half tiles, the last partial; three half tiles
+        nchw = _rand((batches, channels, 3, width), dtype)
+        dense = _rand((batches, 3, width, channels), dtype)
+        view = nchw.permute(0, 2, 3, 1)
+        _close(_ours_fused(view, dense), ref(view, dense))
+    batched = {(s.spec.pack, s.spec.vec) for s in _ours_fused.specializations
+               if s.spec.path == "tiled" and s.spec.ndim > 2}
+    assert {(pack, pack), (pack, pack // 2)} <= batched, "the batched packed kernels did not run"
 
 
 def test_packed_tiles_over_more_than_2_31_elements():

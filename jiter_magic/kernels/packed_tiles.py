@@ -2,8 +2,10 @@
 
 Where the tiled inputs and the outputs share a 1- or 2-byte dtype, a thread moves 4 or 2
 elements (`spec.pack`) as one 4-byte access along the tiled input's rows and along the outputs'
-rows, over square tiles of 32*pack elements, so that a warp's access is 128 bytes as with 4-byte
-elements. `packing` decides at plan time; `packed_body` renders the kernel.
+rows, so that a warp's access is 128 bytes as with 4-byte elements. A tile is 32*pack elements
+along the outputs' rows and 32*vec along the tiled inputs' rows (`spec.vec`): square (vec = pack),
+or half as wide where those rows are shorter than a square tile (64 channels of int8). `packing`
+decides at plan time; `packed_body` renders the kernel.
 """
 from __future__ import annotations
 
@@ -22,11 +24,16 @@ from .tile_code import SHARED_LIMIT, TILE, WARP, batch_loop, operand_offset, str
 # kernels without a batch loop: transposed 16384^2 int8 3597-3599 GB/s with 32x8 threads (80
 # registers) against 3179-3189 with 32x16 and 2959-3125 with 32x32; float16 4005 against 3700 and
 # 3696-3984; NCHW float16 read as NHWC, 256 channels, 3486-3525 with 32x8 against 3289-3309 with
-# 32x16. Batched 1-byte kernels keep 32x32 threads: with 32x8 the compiler keeps the tile's
-# addresses in registers across the batch loop (202 registers; 32 with 32x32).
+# 32x16. Batched kernels take the thread's indices through a fence at each batch (`thread_indices`);
+# with it, 32x8 threads for both packs (sweep 21 of bench/results/2026-12-02-h200-batched): NCHW
+# int8 read as NHWC, 256 channels, 2439-2637 GB/s against 2063-2472 for 32x32 threads unfenced,
+# float16 3573-3605 against 3090-3345 for 32x8 unfenced. A block walks 2 batches (sweep 22): NCHW int8
+# read as NHWC, 128x256x64x64, 3422-3460 GB/s against 3047-3249 with one, and float16 as fast
+# (3349-3554 against 3254-3586).
 PACKS = (2, 4)
 PACKED_ROWS = {2: 8, 4: 8}
-PACKED_BATCHED_ROWS = {2: 8, 4: 32}
+PACKED_BATCHED_ROWS = {2: 8, 4: 8}
+PACKED_BATCHES_A_BLOCK = 2
 PREFETCH = True  # direct inputs loaded into registers before the block waits on its tiles
 
 
@@ -35,37 +42,69 @@ def packed_rows(spec: KernelSpec) -> int:
     return (PACKED_BATCHED_ROWS if spec.ndim > 2 else PACKED_ROWS)[spec.pack]
 
 
-def packed_tile_elements(pack: int) -> int:
-    """Elements of a packed tile: rows of 32*pack elements and one 4-byte word of padding, and one
+def thread_indices(spec: KernelSpec) -> CodeBlock:
+    """C++: the thread's x and y as `jm_tx` and `jm_ty`, which the packed kernel's addresses use. In a
+    batch loop they pass through an empty `asm` at each batch: the compiler then computes the
+    tile's addresses in the batch rather than keeping every one in registers across the loop (the
+    batched int8 kernel with 32x8 threads: 202 registers unfenced, 80 fenced; `ptxas -v`)."""
+    code = CodeBlock("int jm_tx = (int)jm_thread_x(), jm_ty = (int)jm_thread_y();")
+    if spec.ndim > 2:
+        code.line('asm volatile("" : "+r"(jm_tx), "+r"(jm_ty));')
+    return code
+
+
+def packed_edges(pack: int, vec: int) -> tuple[int, int]:
+    """A packed tile's edges in elements: along the outputs' rows (the tile's rows, 32 words) and
+    along the tiled inputs' rows (32 or 16 words)."""
+    return TILE * pack, TILE * vec
+
+
+def packed_tile_elements(pack: int, vec: int) -> int:
+    """Elements of a packed tile: rows of 32*vec elements and one 4-byte word of padding, and one
     more word after every 32 rows. A warp's packed reads down a column take rows 32 apart in
     `pack` groups; the extra word puts each group on its own banks."""
-    edge = TILE * pack
-    return edge * (edge + pack) + (edge // TILE) * pack
+    edge0, edge1 = packed_edges(pack, vec)
+    return edge0 * (edge1 + pack) + (edge0 // TILE) * pack
 
 
-def packed_tile_index(pack: int, row: str, column: str) -> str:
+def packed_tile_index(pack: int, vec: int, row: str, column: str) -> str:
     """The flat index of (row, column) in a packed tile, as C++."""
-    return f"({row}) * {TILE * pack + pack} + (({row}) >> 5) * {pack} + ({column})"
+    return f"({row}) * {TILE * vec + pack} + (({row}) >> 5) * {pack} + ({column})"
 
 
-def packing(call: CallShape, staged: list[tuple[int, int]]) -> int:
-    """Elements of a packed access for these tiled inputs (index, operand position), or 1: packed
-    where the tiled inputs and the outputs share a 1- or 2-byte dtype, the tiled inputs' rows run
-    forwards, both loop dimensions fill a packed tile, the tiles fit in shared memory, and pointers
-    and strides allow 4-byte accesses. The kernel checks the last again, a batch at a time."""
+def tile_width(pack: int, size1: int) -> int:
+    """`spec.vec` of a packed tile over a second loop dimension of `size1` elements, or 0 where it
+    is too short for one: square tiles (vec = pack), or half as wide where the dimension is shorter
+    than a square tile, or a whole number of half tiles and not of square ones (192 channels of
+    int8: three half tiles, rather than a square one and one that takes the element branch)."""
+    if size1 < TILE * pack // 2:
+        return 0
+    if size1 < TILE * pack or (size1 % (TILE * pack) and not size1 % (TILE * pack // 2)):
+        return pack // 2
+    return pack
+
+
+def packing(call: CallShape, staged: list[tuple[int, int]]) -> tuple[int, int]:
+    """(pack, vec) of a packed tile for these tiled inputs (index, operand position), or (1, 1):
+    packed where the tiled inputs and the outputs share a 1- or 2-byte dtype, the tiled inputs'
+    rows run forwards, both loop dimensions fill a packed tile (`tile_width`), the tiles fit in
+    shared memory, and pointers and strides allow 4-byte accesses. The kernel checks the last
+    again, a batch at a time."""
     layout = call.layout
     widths = {DTYPES[d].itemsize for d in call.output_dtypes}
     widths |= {DTYPES[call.arrays[i].dtype].itemsize for i, _ in staged}
     if len(widths) != 1:
-        return 1
+        return 1, 1
     pack = 4 // widths.pop()
-    edge = TILE * pack
-    if pack not in PACKS or layout.sizes[0] < edge or layout.sizes[1] < edge:
-        return 1
+    if pack not in PACKS or layout.sizes[0] < TILE * pack:
+        return 1, 1
+    vec = tile_width(pack, layout.sizes[1])
+    if not vec:
+        return 1, 1
     if any(layout.strides[position][1] != 1 for _, position in staged):
-        return 1
-    if len(staged) * packed_tile_elements(pack) * (4 // pack) > SHARED_LIMIT:
-        return 1
+        return 1, 1
+    if len(staged) * packed_tile_elements(pack, vec) * (4 // pack) > SHARED_LIMIT:
+        return 1, 1
     # 4-byte accesses need every tiled input's and output's pointer at 4 bytes and its strides,
     # but along its own rows, multiples of the pack (a misaligned view keeps the unpacked tiles,
     # which move it as fast). Plans are keyed by pointer alignment, so this holds for the plan.
@@ -73,8 +112,8 @@ def packing(call: CallShape, staged: list[tuple[int, int]]) -> int:
     other_strides = [s for _, position in staged for d, s in enumerate(layout.strides[position]) if d != 1]
     other_strides += [s for j in range(len(call.output_dtypes)) for s in layout.strides[j][1:]]
     if any(p % 4 for p in pointers) or any(s % pack for s in other_strides):
-        return 1
-    return pack
+        return 1, 1
+    return pack, vec
 
 
 def _word_access(pointer: str, k: int, along: int, pack: int) -> str:
@@ -96,18 +135,20 @@ def _packed_condition(spec: KernelSpec) -> str:
 
 
 def packed_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
-    """The tiled kernel over square tiles of 32*pack elements. Whole tiles move `spec.pack`
-    elements as one 4-byte access (`_vector_tile`); partial tiles, and batches whose pointers or
-    strides turn out not to allow it, take an element at a time over the same tiles
-    (`_element_tile`). The choice is one per block and batch."""
-    edge = TILE * spec.pack
+    """The tiled kernel over packed tiles (`packed_edges`). Whole tiles move `spec.pack` elements
+    as one 4-byte access (`_vector_tile`); partial tiles, and batches whose pointers or strides
+    turn out not to allow it, take an element at a time over the same tiles (`_element_tile`).
+    The choice is one per block and batch."""
+    edge0, edge1 = packed_edges(spec.pack, spec.vec)
     code = CodeBlock()
     for i in spec.tiled_inputs:
-        code.line(f"__shared__ alignas(16) {ctype(spec.inputs[i])} jm_tile{i}[{packed_tile_elements(spec.pack)}];")
-    code.extend(tile_origin(spec, edge, edge))
+        code.line(f"__shared__ alignas(16) {ctype(spec.inputs[i])} "
+                  f"jm_tile{i}[{packed_tile_elements(spec.pack, spec.vec)}];")
+    code.extend(tile_origin(spec, edge0, edge1))
     with code.block(batch_loop(spec)):
+        code.extend(thread_indices(spec))
         code.extend(operand_offsets(spec, "jm_batch", MODULO, first_dim=2))
-        code.line(f"const bool jm_whole = jm_i0_base + {edge} <= jm_s0 && jm_i1_base + {edge} <= jm_s1 &&\n"
+        code.line(f"const bool jm_whole = jm_i0_base + {edge0} <= jm_s0 && jm_i1_base + {edge1} <= jm_s1 &&\n"
                   f"    {_packed_condition(spec)};")
         with code.block("if (jm_whole)", close="} else {"):
             code.extend(_vector_tile(binding, spec))
@@ -117,23 +158,31 @@ def packed_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
 
 
 def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
-    """A whole tile, 4 bytes an access. A warp stages a tiled input's row as 32 words. Then each
-    thread reads a square of `pack` x `pack` elements as `pack` words, one from each of `pack` tile
-    rows, and computes and stores it as `pack` output words, one for each tile column. Reading
-    words rather than single elements down a tile column takes 1-byte tiles from 16 shared-memory
-    loads a thread's square to 4, the shared memory traffic a byte of a 4-byte tile; picking
-    elements out of the words is register work (byte permutes). Each operand's address is taken
-    once and stepped by a multiple of its stride."""
-    nout, ins, pack = len(spec.outputs), spec.array_inputs, spec.pack
-    rows, edge = packed_rows(spec), TILE * pack
-    steps = edge // rows  # tile rows a thread stages, and tile columns it computes
-    words = TILE // rows  # word columns a thread computes, each `pack` tile columns
+    """A whole tile, 4 bytes an access. A warp stages one tiled input's row of 32 words, or two
+    rows of 16 (half tiles), which lie next to each other in memory where the rows are the
+    innermost dimension (64 int8 channels). Then each thread reads a square of `pack` x `pack`
+    elements as `pack` words, one from each of `pack` tile rows, and computes and stores it as
+    `pack` output words, one for each tile column. Reading words rather than single elements down
+    a tile column takes 1-byte tiles from 16 shared-memory loads a thread's square to 4, the shared
+    memory traffic a byte of a 4-byte tile; picking elements out of the words is register work
+    (byte permutes). Each operand's address is taken once and stepped by a multiple of its stride."""
+    nout, ins, pack, vec = len(spec.outputs), spec.array_inputs, spec.pack, spec.vec
+    rows = packed_rows(spec)
+    edge0, edge1 = packed_edges(pack, vec)
+    row_words = edge1 // pack  # words of a staged row: 32, or 16 in a half tile
+    per_warp = WARP // row_words  # staged rows a warp covers at once
+    steps = edge0 // (rows * per_warp)  # staging passes of the block over the tile's rows
+    words = row_words // rows  # word columns a thread computes, each `pack` tile columns
+    assert steps * rows * per_warp == edge0 and words * rows == row_words, (rows, pack, vec)
     direct = [i for i in ins if i not in spec.tiled_inputs]
     prefetch = PREFETCH and bool(direct)
     each_k = f"for (int jm_k = 0; jm_k < {pack}; ++jm_k)"
     each_column = (f"for (int jm_c = 0; jm_c < {words}; ++jm_c)\n#pragma unroll\n"
                    f"for (int jm_q = 0; jm_q < {pack}; ++jm_q)")
     k_of = {i: nout + ins.index(i) for i in ins}
+    # A staging thread's first row and word of the tile.
+    first_row, first_word = ("jm_ty", "jm_tx") if per_warp == 1 else \
+        (f"(jm_ty * {per_warp} + (jm_tx >> {row_words.bit_length() - 1}))", f"(jm_tx & {row_words - 1})")
 
     def column(k: int) -> str:  # column (jm_c, jm_q)'s offset from a thread's first column, in elements
         return f"(jm_c * {rows * pack} + jm_q) * {stride(k, 1)}"
@@ -141,29 +190,29 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
     code = CodeBlock()
     for i in spec.tiled_inputs:
         code.line(f"const {ctype(spec.inputs[i])}* jm_at{i} = {ARGS}.jm_in{i} + (jm_o{k_of[i]} + "
-                  f"(jm_i0_base + jm_thread_y()) * {stride(k_of[i], 0)} + jm_i1_base + jm_thread_x() * {pack});")
+                  f"(jm_i0_base + {first_row}) * {stride(k_of[i], 0)} + jm_i1_base + {first_word} * {pack});")
     for i in direct:
         code.line(f"const {ctype(spec.inputs[i])}* jm_at{i} = {ARGS}.jm_in{i} + (jm_o{k_of[i]} + "
-                  f"(jm_i0_base + jm_thread_x() * {pack}) * {stride(k_of[i], 0)} + "
-                  f"(jm_i1_base + jm_thread_y() * {pack}) * {stride(k_of[i], 1)});")
+                  f"(jm_i0_base + jm_tx * {pack}) * {stride(k_of[i], 0)} + "
+                  f"(jm_i1_base + jm_ty * {pack}) * {stride(k_of[i], 1)});")
     for j, d in enumerate(spec.outputs):
-        code.line(f"{ctype(d)}* jm_to{j} = {ARGS}.jm_out{j} + (jm_o{j} + jm_i0_base + jm_thread_x() * {pack} + "
-                  f"(jm_i1_base + jm_thread_y() * {pack}) * {stride(j, 1)});")
+        code.line(f"{ctype(d)}* jm_to{j} = {ARGS}.jm_out{j} + (jm_o{j} + jm_i0_base + jm_tx * {pack} + "
+                  f"(jm_i1_base + jm_ty * {pack}) * {stride(j, 1)});")
     code.line("#pragma unroll")
     with code.block(f"for (int jm_r = 0; jm_r < {steps}; ++jm_r)"):
-        code.line(f"const int jm_row = jm_thread_y() + jm_r * {rows};")
+        code.line(f"const int jm_row = {first_row} + jm_r * {rows * per_warp};")
         for i in spec.tiled_inputs:
             vec_t = f"jm_vec<{ctype(spec.inputs[i])}, {pack}>"
-            slot = packed_tile_index(pack, "jm_row", f"jm_thread_x() * {pack}")
+            slot = packed_tile_index(pack, vec, "jm_row", f"{first_word} * {pack}")
             code.line(f"*reinterpret_cast<{vec_t}*>(jm_tile{i} + {slot}) = *reinterpret_cast<const {vec_t}*>"
-                      f"(jm_at{i} + jm_r * {rows} * {stride(k_of[i], 0)});")
+                      f"(jm_at{i} + jm_r * {rows * per_warp} * {stride(k_of[i], 0)});")
 
     def direct_at(i: int) -> str:
         return f"jm_at{i}[{column(k_of[i])} + jm_k * {stride(k_of[i], 0)}]"
 
     if prefetch:
         for i in direct:
-            code.line(f"jm_vec<{ctype(spec.inputs[i])}, {pack}> jm_p{i}[{steps}];")
+            code.line(f"jm_vec<{ctype(spec.inputs[i])}, {pack}> jm_p{i}[{words * pack}];")
         for i in direct:
             vec_t = f"jm_vec<{ctype(spec.inputs[i])}, {pack}>"
             scalar = CodeBlock("#pragma unroll")
@@ -191,8 +240,7 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
     with code.block(f"for (int jm_c = 0; jm_c < {words}; ++jm_c)"):
         for i in spec.tiled_inputs:
             vec_t = f"jm_vec<{ctype(spec.inputs[i])}, {pack}>"
-            slot = packed_tile_index(pack, f"jm_thread_x() * {pack} + jm_k",
-                                     f"(jm_thread_y() + jm_c * {rows}) * {pack}")
+            slot = packed_tile_index(pack, vec, f"jm_tx * {pack} + jm_k", f"(jm_ty + jm_c * {rows}) * {pack}")
             code.line(f"{vec_t} jm_t{i}[{pack}];")
             code.line("#pragma unroll")
             code.line(f"{each_k} jm_t{i}[jm_k] = *reinterpret_cast<const {vec_t}*>(jm_tile{i} + {slot});")
@@ -214,30 +262,29 @@ def _element_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
     elements, over the same tile layout. In rolled loops and without prefetching, because the
     kernel's registers are those of both branches: unrolled, this branch halved the whole tiles'
     speed on the H200 (sweeps 15 and 16 of bench/results/2026-12-02-h200-packed)."""
-    nout, ins, pack = len(spec.outputs), spec.array_inputs, spec.pack
-    rows, edge = packed_rows(spec), TILE * pack
-    steps = edge // rows
-    each = (f"for (int jm_c = 0; jm_c < {steps}; ++jm_c)\n#pragma unroll\n"
-            f"for (int jm_k = 0; jm_k < {pack}; ++jm_k)")
+    nout, ins, pack, vec = len(spec.outputs), spec.array_inputs, spec.pack, spec.vec
+    rows = packed_rows(spec)
+    edge0, edge1 = packed_edges(pack, vec)
     code = CodeBlock("#pragma unroll 1")
-    with code.block(f"for (int jm_r = 0; jm_r < {steps}; ++jm_r)\n#pragma unroll\n"
-                    f"for (int jm_k = 0; jm_k < {pack}; ++jm_k)"):
-        code.line(f"const int jm_row = jm_thread_y() + jm_r * {rows}, jm_col = jm_thread_x() + jm_k * {WARP};")
+    with code.block(f"for (int jm_r = 0; jm_r < {edge0 // rows}; ++jm_r)\n#pragma unroll\n"
+                    f"for (int jm_k = 0; jm_k < {edge1 // WARP}; ++jm_k)"):
+        code.line(f"const int jm_row = jm_ty + jm_r * {rows}, jm_col = jm_tx + jm_k * {WARP};")
         code.line("const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;")
         with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
             for i in spec.tiled_inputs:
-                code.line(f"jm_tile{i}[{packed_tile_index(pack, 'jm_row', 'jm_col')}] = "
+                code.line(f"jm_tile{i}[{packed_tile_index(pack, vec, 'jm_row', 'jm_col')}] = "
                           f"{ARGS}.jm_in{i}[{operand_offset(nout + ins.index(i))}];")
     code.line("__syncthreads();")
     loaded = {}
     for pos, i in enumerate(ins):
         if i in spec.tiled_inputs:
-            loaded[i] = f"jm_tile{i}[{packed_tile_index(pack, 'jm_row', 'jm_col')}]"
+            loaded[i] = f"jm_tile{i}[{packed_tile_index(pack, vec, 'jm_row', 'jm_col')}]"
         else:
             loaded[i] = f"{ARGS}.jm_in{i}[{operand_offset(nout + pos)}]"
     code.line("#pragma unroll 1")
-    with code.block(each):
-        code.line(f"const int jm_row = jm_thread_x() + jm_k * {WARP}, jm_col = jm_thread_y() + jm_c * {rows};")
+    with code.block(f"for (int jm_c = 0; jm_c < {edge1 // rows}; ++jm_c)\n#pragma unroll\n"
+                    f"for (int jm_k = 0; jm_k < {edge0 // WARP}; ++jm_k)"):
+        code.line(f"const int jm_row = jm_tx + jm_k * {WARP}, jm_col = jm_ty + jm_c * {rows};")
         code.line("const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;")
         with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
             stores = [f"{ARGS}.jm_out{j}[{operand_offset(j)}]" for j in range(nout)]

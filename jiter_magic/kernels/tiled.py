@@ -20,7 +20,7 @@ from ..layout import Layout
 from ..spec import TILED, KernelSpec
 from .args import FieldSpec
 from .base import CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry
-from .packed_tiles import packed_body, packed_rows, packing
+from .packed_tiles import PACKED_BATCHES_A_BLOCK, packed_body, packed_edges, packed_rows, packing
 from .tile_code import SHARED_LIMIT, TILE, WARP, batch_loop, operand_offset, tile_origin
 
 # Tiles of edge0 x edge1 elements (`tile_edges`), 32 x `thread_rows(spec)` threads: a thread moves
@@ -54,10 +54,10 @@ def thread_rows(spec: KernelSpec) -> int:
 def tile_edges(spec: KernelSpec) -> tuple[int, int]:
     """A tile's edge along the first loop dimension (the outputs' rows) and along the second (the
     tiled inputs' rows), in elements: multiples of 32 and of the block's rows. `spec.vec` counts the
-    warp-wide runs of a tiled input's row that a tile holds; packed tiles are square, a warp's
-    packed accesses wide."""
+    warp-wide runs of a tiled input's row that a tile holds; a packed tile's rows are a warp's
+    packed accesses wide (`packed_edges`)."""
     if spec.pack > 1:
-        return TILE * spec.pack, TILE * spec.pack
+        return packed_edges(spec.pack, spec.vec)
     return TILE, TILE * spec.vec
 
 
@@ -104,9 +104,9 @@ class Tiled(CudaPath):
         if not chosen:
             return None
         staged = [index for index, _ in chosen]
-        pack = packing(call, chosen)
+        pack, runs = packing(call, chosen)
         if pack > 1:
-            return PathChoice(TILED, layout.ndim, 1, tiled_inputs=tuple(staged), pack=pack)
+            return PathChoice(TILED, layout.ndim, runs, tiled_inputs=tuple(staged), pack=pack)
         wide = layout.ndim > 2 and layout.sizes[1] >= WIDE_TILE_ROWS and \
             sum(tile_bytes(call.arrays[i].dtype, 2 * TILE) for i in staged) <= SHARED_LIMIT
         return PathChoice(TILED, layout.ndim, 2 if wide else 1, tiled_inputs=tuple(staged))
@@ -122,7 +122,8 @@ class Tiled(CudaPath):
         s0, s1 = layout.sizes[0], layout.sizes[1]
         edge0, edge1 = tile_edges(spec)
         batches = layout.numel // (s0 * s1)
-        return ceil_div(s0, edge0), ceil_div(s1, edge1), min(ceil_div(batches, BATCHES_A_BLOCK), MAX_GRID_Z)
+        walked = PACKED_BATCHES_A_BLOCK if spec.pack > 1 else BATCHES_A_BLOCK
+        return ceil_div(s0, edge0), ceil_div(s1, edge1), min(ceil_div(batches, walked), MAX_GRID_Z)
 
     def shape_text(self, spec: KernelSpec) -> str:
         edge0, edge1 = tile_edges(spec)

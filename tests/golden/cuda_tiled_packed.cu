@@ -72,6 +72,8 @@ extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) 
   jm_index_t jm_batches = 1;
   jm_batches *= (jm_index_t)jm_a.jm_sizes[2];
   for (jm_index_t jm_batch = jm_block_z(); jm_batch < jm_batches; jm_batch += jm_grid_z()) {
+    int jm_tx = (int)jm_thread_x(), jm_ty = (int)jm_thread_y();
+    asm volatile("" : "+r"(jm_tx), "+r"(jm_ty));
     jm_index_t jm_rem = jm_batch;
     jm_index_t jm_o0 = 0, jm_o1 = 0, jm_o2 = 0;
     { const jm_index_t jm_idx = jm_rem % (jm_index_t)jm_a.jm_sizes[2]; jm_rem /= (jm_index_t)jm_a.jm_sizes[2];
@@ -83,13 +85,13 @@ extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) 
         (((unsigned long long)(jm_a.jm_in1 + jm_o2)) & 3) == 0 && jm_a.jm_strides2[1] == 1 && (jm_a.jm_strides2[0] & 1) == 0 &&
         (((unsigned long long)(jm_a.jm_out0 + jm_o0)) & 3) == 0 && jm_a.jm_strides0[0] == 1 && (jm_a.jm_strides0[1] & 1) == 0;
     if (jm_whole) {
-      const jm_half* jm_at1 = jm_a.jm_in1 + (jm_o2 + (jm_i0_base + jm_thread_y()) * (jm_index_t)jm_a.jm_strides2[0] + jm_i1_base + jm_thread_x() * 2);
-      const jm_half* jm_at0 = jm_a.jm_in0 + (jm_o1 + (jm_i0_base + jm_thread_x() * 2) * (jm_index_t)jm_a.jm_strides1[0] + (jm_i1_base + jm_thread_y() * 2) * (jm_index_t)jm_a.jm_strides1[1]);
-      jm_half* jm_to0 = jm_a.jm_out0 + (jm_o0 + jm_i0_base + jm_thread_x() * 2 + (jm_i1_base + jm_thread_y() * 2) * (jm_index_t)jm_a.jm_strides0[1]);
+      const jm_half* jm_at1 = jm_a.jm_in1 + (jm_o2 + (jm_i0_base + jm_ty) * (jm_index_t)jm_a.jm_strides2[0] + jm_i1_base + jm_tx * 2);
+      const jm_half* jm_at0 = jm_a.jm_in0 + (jm_o1 + (jm_i0_base + jm_tx * 2) * (jm_index_t)jm_a.jm_strides1[0] + (jm_i1_base + jm_ty * 2) * (jm_index_t)jm_a.jm_strides1[1]);
+      jm_half* jm_to0 = jm_a.jm_out0 + (jm_o0 + jm_i0_base + jm_tx * 2 + (jm_i1_base + jm_ty * 2) * (jm_index_t)jm_a.jm_strides0[1]);
       #pragma unroll
       for (int jm_r = 0; jm_r < 8; ++jm_r) {
-        const int jm_row = jm_thread_y() + jm_r * 8;
-        *reinterpret_cast<jm_vec<jm_half, 2>*>(jm_tile1 + (jm_row) * 66 + ((jm_row) >> 5) * 2 + (jm_thread_x() * 2)) = *reinterpret_cast<const jm_vec<jm_half, 2>*>(jm_at1 + jm_r * 8 * (jm_index_t)jm_a.jm_strides2[0]);
+        const int jm_row = jm_ty + jm_r * 8;
+        *reinterpret_cast<jm_vec<jm_half, 2>*>(jm_tile1 + (jm_row) * 66 + ((jm_row) >> 5) * 2 + (jm_tx * 2)) = *reinterpret_cast<const jm_vec<jm_half, 2>*>(jm_at1 + jm_r * 8 * (jm_index_t)jm_a.jm_strides2[0]);
       }
       jm_vec<jm_half, 2> jm_p0[8];
       if ((((unsigned long long)(jm_a.jm_in0 + jm_o1)) & 3) == 0 && jm_a.jm_strides1[0] == 1 && (jm_a.jm_strides1[1] & 1) == 0) {
@@ -111,7 +113,7 @@ extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) 
       for (int jm_c = 0; jm_c < 4; ++jm_c) {
         jm_vec<jm_half, 2> jm_t1[2];
         #pragma unroll
-        for (int jm_k = 0; jm_k < 2; ++jm_k) jm_t1[jm_k] = *reinterpret_cast<const jm_vec<jm_half, 2>*>(jm_tile1 + (jm_thread_x() * 2 + jm_k) * 66 + ((jm_thread_x() * 2 + jm_k) >> 5) * 2 + ((jm_thread_y() + jm_c * 8) * 2));
+        for (int jm_k = 0; jm_k < 2; ++jm_k) jm_t1[jm_k] = *reinterpret_cast<const jm_vec<jm_half, 2>*>(jm_tile1 + (jm_tx * 2 + jm_k) * 66 + ((jm_tx * 2 + jm_k) >> 5) * 2 + ((jm_ty + jm_c * 8) * 2));
         #pragma unroll
         for (int jm_q = 0; jm_q < 2; ++jm_q) {
           jm_vec<jm_half, 2> jm_y0;
@@ -132,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) 
       for (int jm_r = 0; jm_r < 8; ++jm_r)
       #pragma unroll
       for (int jm_k = 0; jm_k < 2; ++jm_k) {
-        const int jm_row = jm_thread_y() + jm_r * 8, jm_col = jm_thread_x() + jm_k * 32;
+        const int jm_row = jm_ty + jm_r * 8, jm_col = jm_tx + jm_k * 32;
         const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;
         if (jm_i0 < jm_s0 && jm_i1 < jm_s1) {
           jm_tile1[(jm_row) * 66 + ((jm_row) >> 5) * 2 + (jm_col)] = jm_a.jm_in1[jm_o2 + jm_i0 * (jm_index_t)jm_a.jm_strides2[0] + jm_i1 * (jm_index_t)jm_a.jm_strides2[1]];
@@ -143,7 +145,7 @@ extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) 
       for (int jm_c = 0; jm_c < 8; ++jm_c)
       #pragma unroll
       for (int jm_k = 0; jm_k < 2; ++jm_k) {
-        const int jm_row = jm_thread_x() + jm_k * 32, jm_col = jm_thread_y() + jm_c * 8;
+        const int jm_row = jm_tx + jm_k * 32, jm_col = jm_ty + jm_c * 8;
         const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;
         if (jm_i0 < jm_s0 && jm_i1 < jm_s1) {
           const jm_compute_t jm_v0 = jm_to_float(jm_a.jm_in0[jm_o1 + jm_i0 * (jm_index_t)jm_a.jm_strides1[0] + jm_i1 * (jm_index_t)jm_a.jm_strides1[1]]);
