@@ -324,7 +324,7 @@ def nchw_cases(channels=(256, 32)) -> list:
         for dtype in (torch.float32, torch.float16):
             nchw = torch.rand(16384 // c, c, 64, 64, device="cuda").to(dtype)
             dense = torch.rand(nchw.shape[0], 64, 64, c, device="cuda").to(dtype)
-            found.append((f"NCHW as NHWC {n}x{c} {str(dtype)[6:]}", AXPY, [nchw.permute(0, 2, 3, 1), dense],
+            found.append((f"NCHW as NHWC C={c} {str(dtype)[6:]}", AXPY, [nchw.permute(0, 2, 3, 1), dense],
                           3 * nchw.numel() * nchw.element_size()))
     return found
 

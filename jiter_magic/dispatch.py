@@ -13,6 +13,7 @@ the kernel, bind the output allocators and the launch geometry.
 from __future__ import annotations
 
 import numbers
+import struct
 from collections.abc import Callable, Hashable
 from typing import Any, cast
 
@@ -40,6 +41,7 @@ from .values import INT64_RANGE, PY_SCALAR_KIND, flattener, scalar_kind, scalar_
 
 PLAN_LIMIT = 4096  # plans kept a function (each key of a call: dtypes, shapes, strides, alignment)
 KWARGS_LIMIT = 64  # keyword values a plan keeps hot paths for
+_DOUBLE = struct.Struct("<d")  # a float keyword value's bits, where == cannot key it (zeros, NaNs)
 BACKENDS = ("auto", "cuda", "cpu")
 
 
@@ -132,6 +134,17 @@ class CallPlan:
 def where(device: int) -> str:
     """'the CPU' or 'cuda:N', as error messages and the notebook's lines name a device."""
     return "the CPU" if device < 0 else f"cuda:{device}"
+
+
+def _bits_of_floats(value: object) -> object:
+    """A keyword value as a hot path's key holds it where a zero or a NaN is about: a float, or
+    each part of a complex, as its 8 bytes (== tells neither -0.0 from 0.0 nor one NaN's sign
+    and payload from another's), anything else as itself."""
+    if type(value) is float:
+        return _DOUBLE.pack(value)
+    if type(value) is complex:
+        return _DOUBLE.pack(value.real), _DOUBLE.pack(value.imag)
+    return value
 
 
 class Dispatcher:
@@ -253,6 +266,7 @@ class Dispatcher:
             check_overlap(plan.overlap_pairs, out_pointers, in_pointers)
         if plan.output_pairs:
             check_output_overlap(plan.output_pairs, out_pointers)
+        adapter.check_writable(given)
         if plan.launcher is not None:
             plan.launch(out_pointers, in_pointers, extras, ())
         adapter.written(list(given))
@@ -305,12 +319,13 @@ class Dispatcher:
     def _keyword_extras(self, kwargs: dict) -> tuple[list, tuple[str, ...] | None, tuple | None] | None:
         """For a call whose keyword values are Python numbers: its extras, their kinds where they
         differ from the defaults' (else None: the defaults' plans serve), and the key of a hot
-        path packed with these values (None for float zeros, whose sign == cannot tell). None for
-        any other call: the general path checks, converts and plans it."""
+        path packed with these values (zeros and NaNs keyed by their bits: 0.0 == -0.0 would
+        hand one zero the other's packed value, and NaN != NaN would never find its own). None
+        for any other call: the general path checks, converts and plans it."""
         extras = self.default_extras.copy()
         position, types = self._extra_position, self._default_types
         kinds: list[str] | None = None
-        keyed = True
+        by_bits = False
         for name, value in kwargs.items():
             at = position.get(name)
             kind = type(value)
@@ -326,11 +341,13 @@ class Dispatcher:
                 if not INT64_RANGE[0] <= cast(int, value) <= INT64_RANGE[1]:
                     return None
             elif kind is float:
-                keyed = keyed and value != 0
+                by_bits = by_bits or value == 0 or value != value
             elif kind is complex:
-                keyed = keyed and cast(complex, value).real != 0 and cast(complex, value).imag != 0
+                number = cast(complex, value)
+                by_bits = by_bits or number.real == 0 or number.imag == 0 or number != number
             extras[at] = value
-        return extras, None if kinds is None else tuple(kinds), tuple(kwargs.items()) if keyed else None
+        named = tuple((name, _bits_of_floats(v)) for name, v in kwargs.items()) if by_bits else tuple(kwargs.items())
+        return extras, None if kinds is None else tuple(kinds), named
 
     def extras(self, kwargs: dict) -> tuple[list, tuple[str, ...]]:
         """The extra arguments of a call with keyword overrides, and their scalar kinds."""

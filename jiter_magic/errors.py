@@ -42,8 +42,9 @@ class UnsupportedArrayError(JiterError, TypeError):
 
 
 class GradientError(JiterError, RuntimeError):
-    """Autograd asked for what a jitted function cannot give: a backward through it, or `out=`
-    with arguments that require grad (as torch refuses)."""
+    """Autograd asked for what a jitted function cannot give: a backward through it, `out=` with
+    arguments that require grad, or an inference tensor as `out=` outside inference mode (as torch
+    refuses both)."""
 
 
 class DTypeError(JiterError, TypeError):

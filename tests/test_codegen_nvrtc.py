@@ -361,6 +361,20 @@ def test_packed_tiles_are_half_as_wide_where_the_tiled_rows_are_short(dtype, cha
     assert _tile([nhwc, dense]) == tile
 
 
+def test_half_tiles_only_where_the_rows_of_threads_split_their_words(monkeypatch):
+    """A half tile's rows are 16 words: with 32 rows of threads (a sweep's setting) a block could
+    not split them, so such calls keep the unpacked tiles rather than fail to render."""
+    from jiter_magic.kernels import packed_tiles
+
+    def nchw(channels):
+        return [ArrayDesc("int8", (2, 40, 40, channels), (1600 * channels, 40, 1, 1600), 1 << 20),
+                ArrayDesc("int8", (2, 40, 40, channels), (1600 * channels, 40 * channels, channels, 1), 1 << 24)]
+
+    assert _tile(nchw(64)) == (4, 2) and _tile(nchw(256)) == (4, 4)
+    monkeypatch.setitem(packed_tiles.PACKED_BATCHED_ROWS, 4, 32)
+    assert _tile(nchw(64)) == (1, 1) and _tile(nchw(256)) == (4, 4)
+
+
 @pytest.mark.parametrize("dtype", ["int8", "float16"])
 @pytest.mark.parametrize("batched", [False, True], ids=["2-d", "batched"])
 def test_half_tiles_compile_without_spills(dtype, batched):

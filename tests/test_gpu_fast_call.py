@@ -186,3 +186,25 @@ def test_a_cuda_storage_shrunk_under_a_planned_view_is_refused_on_the_hot_path(p
         f(view, other)
     torch.cuda.synchronize()
     torch.testing.assert_close(f(other, other), other * 2)
+
+
+def test_an_inference_tensor_as_cuda_out_is_refused_outside_inference_mode():
+    """A CUDA `out=` plan made inside `torch.inference_mode()` never writes an inference tensor
+    outside it (torch refuses that in-place update): the hot path's own check, before the launch."""
+    from jiter_magic.errors import GradientError
+
+    f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
+    x, y = torch.ones(1000, device="cuda"), torch.full((1000,), 2.0, device="cuda")
+    with torch.inference_mode():
+        out = torch.zeros(1000, device="cuda")
+        for _ in range(3):
+            assert f(x, y, alpha=3.0, out=out) is out
+    torch.cuda.synchronize()
+    assert out.is_inference() and torch.equal(out, torch.full((1000,), 5.0, device="cuda"))
+    for _ in range(2):
+        with pytest.raises(GradientError, match="inference tensor outside inference mode"):
+            f(x, y, alpha=7.0, out=out)
+    torch.cuda.synchronize()
+    assert torch.equal(out, torch.full((1000,), 5.0, device="cuda"))  # nothing was written
+    normal = torch.zeros(1000, device="cuda")
+    assert torch.equal(f(x, y, alpha=7.0, out=normal), torch.full((1000,), 9.0, device="cuda"))

@@ -4,6 +4,7 @@ bounded memory, and the errors of the general path every time."""
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 import pytest
@@ -69,19 +70,35 @@ def test_values_of_other_kinds_keep_plans_of_their_own_beside_the_defaults(gener
     assert default_plan.spec.extras == ("float64",) and int_plan.spec.extras == ("int64",)
 
 
-def test_signed_zeros_are_told_apart():
+def test_signed_zeros_are_told_apart(general_path_calls):
+    """Zeros key their hot paths by their bits (0.0 == -0.0 would hand one the other's packed
+    value), so both signs, and complex values with a zero part (2+0j), run hot and stay apart."""
     f = jiter_magic.create_jit_fn(SCALE, a=1.0)
     x = torch.tensor([1.0, 2.0, -3.0])
     for _ in range(3):
         assert torch.signbit(f(x, a=0.0)).tolist() == [False, False, True]
         assert torch.signbit(f(x, a=-0.0)).tolist() == [True, True, False]
     keyword_extras = f._dispatch._keyword_extras
-    assert keyword_extras({"a": 0.0}) == ([0.0], None, None) and keyword_extras({"a": -0.0}) == ([-0.0], None, None)
+    assert keyword_extras({"a": 0.0}) == ([0.0], None, (("a", struct.pack("<d", 0.0)),))
+    assert keyword_extras({"a": -0.0}) == ([-0.0], None, (("a", struct.pack("<d", -0.0)),))
     assert math.copysign(1.0, keyword_extras({"a": -0.0})[0][0]) == -1.0  # the value itself keeps its sign
     assert keyword_extras({"a": 1.0}) == ([1.0], None, (("a", 1.0),))
+    general = general_path_calls(f)
+    for _ in range(3):
+        assert torch.signbit(f(x, a=-0.0)).tolist() == [True, True, False]
+        assert torch.signbit(f(x, a=0.0)).tolist() == [False, False, True]
+    assert not general
+    if fast_call.status() == "loaded":
+        plan = f._dispatch.plans.get(f._dispatch._fast_key_function(torch.Tensor)((x,))[0])
+        for key in ((("a", struct.pack("<d", 0.0)),), (("a", struct.pack("<d", -0.0)),)):
+            assert type(plan.hot_with[key]).__name__ == "HotPlan"
     c = jiter_magic.create_jit_fn(SCALE, a=1j)
-    assert c._dispatch._keyword_extras({"a": complex(-0.0, 1)})[2] is None
+    def bits(*parts: float) -> tuple:
+        return tuple(struct.pack("<d", p) for p in parts)
+
+    assert c._dispatch._keyword_extras({"a": complex(-0.0, 1)})[2] == (("a", bits(-0.0, 1.0)),)
     assert c._dispatch._keyword_extras({"a": complex(2, 1)})[2] == (("a", complex(2, 1)),)
+    assert c._dispatch._keyword_extras({"a": complex(2, 0)})[2] == (("a", bits(2.0, 0.0)),)
     xc = x.to(torch.complex64)
     references = {}
     for value in (complex(-0.0, 1), complex(0.0, 1)):  # each from a function that never saw the other
@@ -92,6 +109,22 @@ def test_signed_zeros_are_told_apart():
         for value in (complex(-0.0, 1), complex(0.0, 1)):
             assert torch.signbit(c(xc, a=value).real).tolist() == references[value.real.hex()]
 
+
+
+def test_nans_of_either_sign_keep_their_own_hot_paths_beside_a_zero():
+    """NaN != NaN, so a key that compared values would never find a NaN's plan, and one that held
+    them as text would give -NaN the plan of +NaN: beside a zero, every float keys by its bits."""
+    two = jiter_magic.create_jit_fn("template <typename T> T kw_two(T x, T a, T b) { return a * x + b; }",
+                                    a=1.0, b=0.0)
+    x = torch.tensor([1.0, 2.0])
+    positive, negative = float("nan"), -float("nan")
+    assert math.copysign(1.0, negative) == -1.0
+    for _ in range(3):
+        for b, sign in ((positive, False), (negative, True)):
+            result = two(x, a=0.0, b=b)
+            assert torch.isnan(result).all() and torch.signbit(result).tolist() == [sign, sign]
+    keys = {two._dispatch._keyword_extras({"a": 0.0, "b": b})[2] for b in (positive, negative)}
+    assert len(keys) == 2
 
 def test_a_sweep_over_many_values_stays_correct_and_bounded(general_path_calls):
     f = jiter_magic.create_jit_fn(SCALE, a=1.0)

@@ -126,3 +126,36 @@ def test_numpy_out_stays_on_the_general_path_and_read_only_arrays_are_refused():
             f(x, y, out=read_only)
     assert read_only.tolist() == [0.0] * 5
     assert not out_keys(f)
+
+
+def test_an_inference_tensor_as_out_is_refused_outside_inference_mode_as_torch_does(general_path_calls):
+    """Inside `torch.inference_mode()` an inference tensor takes `out=` (and plans the hot path);
+    outside it torch refuses the in-place write, and so does every call here: the general path on
+    the first, the hot path's own check after, the tensor left as it was."""
+    f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
+    x, y = torch.tensor([1.0, 2.0]), torch.tensor([3.0, 4.0])
+    with torch.inference_mode():
+        inference = torch.zeros(2)
+        for _ in range(3):
+            assert f(x, y, out=inference) is inference
+        assert inference.tolist() == [2.0, 2.0] and len(out_keys(f)) == 1
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        torch.add(x, y, out=inference)  # torch's own refusal (which comes after it has written: 4, 6)
+    with torch.inference_mode():
+        inference.copy_(torch.tensor([2.0, 2.0]))
+    general = general_path_calls(f)
+    for _ in range(3):
+        with pytest.raises(GradientError, match="inference tensor outside inference mode") as raised:
+            f(x, y, out=inference)
+        assert isinstance(raised.value, RuntimeError)
+    assert not general  # refused by the hot path's own check
+    assert inference.tolist() == [2.0, 2.0]
+    fresh = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
+    with pytest.raises(GradientError, match="inference tensor outside inference mode"):
+        fresh(x, y, out=inference)  # the general path, before any plan
+    assert inference.tolist() == [2.0, 2.0]
+    normal = torch.zeros(2)  # a normal tensor takes out= in and out of inference mode
+    with torch.inference_mode():
+        assert f(x, y, out=normal).tolist() == [2.0, 2.0]
+    assert f(x, y, alpha=2.0, out=normal).tolist() == [5.0, 6.0]
+    assert f(x, inference).tolist() == [1.0, 0.0]  # reading one is allowed anywhere

@@ -78,6 +78,10 @@ class ArrayAdapter(Protocol):
     def check_output(self, x: Any) -> None:
         """Raise if `x` cannot be written to as an `out=` array."""
 
+    def check_writable(self, outputs: tuple) -> None:
+        """Before every launch into `out=` arrays on the hot path: what their key cannot carry
+        (torch: an inference tensor outside inference mode)."""
+
     def written(self, outputs: list) -> None:
         """After a launch wrote into `out=` arrays (torch: bump their version counters)."""
 

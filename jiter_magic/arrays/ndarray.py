@@ -55,6 +55,9 @@ class NdarrayAdapter:
                                         "the mask; pass x.filled(value) or x.data")
         return x
 
+    def check_writable(self, outputs: tuple) -> None:
+        """Their `out=` takes the general path (`check_output`): nothing more to check."""
+
     def written(self, outputs: list) -> None:
         """NumPy and CuPy arrays have no version counters."""
 

@@ -206,6 +206,18 @@ class TorchAdapter:
     def check_output(self, x: torch.Tensor) -> None:
         if x.is_conj() or x.is_neg():
             raise InvalidArgumentError("out= must not be a lazy conj/neg view; pass a plain tensor")
+        self.check_writable((x,))
+
+    def check_writable(self, outputs: tuple) -> None:
+        """What the hot path's key cannot carry, checked before every `out=` launch: an inference
+        tensor is written only inside `torch.inference_mode()`, as torch refuses an in-place
+        update of one outside it (a plan made inside would otherwise serve a call outside)."""
+        if not torch.is_inference_mode_enabled():
+            for tensor in outputs:
+                if tensor.is_inference():
+                    raise GradientError("out= is an inference tensor outside inference mode, where torch "
+                                        "refuses an in-place update of one; write into a clone, or call "
+                                        "inside torch.inference_mode()")
 
     def written(self, outputs: list) -> None:
         """Bump the version counters of `out=` tensors, as an in-place op does, so that autograd

@@ -18,7 +18,7 @@ from ..spec import KernelSpec
 from .base import CallShape
 from .tile_code import SHARED_LIMIT, TILE, WARP, batch_loop, operand_offset, stride, tile_origin
 
-# Packed tiles (`spec.pack` elements an access, tiles of 32*pack x 32*pack): the packs allowed and the
+# Packed tiles (`spec.pack` elements an access, tiles of 32*pack x 32*vec): the packs allowed and the
 # rows of threads for each, two loop dimensions and batched. On the H200 (sweep 19 of
 # bench/results/2026-12-02-h200-int8), with a thread reading its square of the tile as words and 2-d
 # kernels without a batch loop: transposed 16384^2 int8 3597-3599 GB/s with 32x8 threads (80
@@ -99,7 +99,8 @@ def packing(call: CallShape, staged: list[tuple[int, int]]) -> tuple[int, int]:
     if pack not in PACKS or layout.sizes[0] < TILE * pack:
         return 1, 1
     vec = tile_width(pack, layout.sizes[1])
-    if not vec:
+    rows = (PACKED_BATCHED_ROWS if layout.ndim > 2 else PACKED_ROWS)[pack]
+    if not vec or (TILE * vec // pack) % rows:  # the block's rows of threads split a tile row's words
         return 1, 1
     if any(layout.strides[position][1] != 1 for _, position in staged):
         return 1, 1
