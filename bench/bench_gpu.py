@@ -250,6 +250,9 @@ def latency_cases() -> dict:
     result["new_process_import_and_disk_hit_s"] = {"jiter_magic": with_import}
     result["new_process_disk_hit_imports_cupy"] = {"jiter_magic": cupy_imported}
     result["new_process_disk_hit_cupy_loaded_s"] = {"jiter_magic": _disk_hit_seconds(True)[0]}
+    new_function, new_dtype = warm_disk_hit_seconds()
+    result["warm_process_disk_hit_new_function_s"] = {"jiter_magic": new_function}
+    result["warm_process_disk_hit_new_dtype_s"] = {"jiter_magic": new_dtype}
     return result
 
 
@@ -263,6 +266,12 @@ def _wait_for_fast_call() -> None:
 
 
 DISK_HIT_PROCESSES = 7
+
+
+def _tree_env(cache_dir: str) -> dict:
+    """The environment of a timed new process: this tree's package and a cache of its own."""
+    return dict(os.environ, JITER_MAGIC_CACHE_DIR=cache_dir,
+                PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _disk_hit_seconds(preimport_cupy: bool) -> tuple[float, float, bool]:
@@ -283,8 +292,7 @@ def _disk_hit_seconds(preimport_cupy: bool) -> tuple[float, float, bool]:
         "print(end - t, end - t0, 'cupy' in sys.modules)\n"
     )
     with tempfile.TemporaryDirectory() as root:
-        env = dict(os.environ, JITER_MAGIC_CACHE_DIR=root,
-                   PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = _tree_env(root)
         subprocess.run([sys.executable, "-c", script, "warm"], env=env, check=True, capture_output=True)
         runs = [subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True,
                                text=True).stdout.strip().splitlines()[-1].split() for _ in range(DISK_HIT_PROCESSES)]
@@ -292,6 +300,50 @@ def _disk_hit_seconds(preimport_cupy: bool) -> tuple[float, float, bool]:
     call = statistics.median(float(run[0]) for run in runs)
     with_import = statistics.median(float(run[1]) for run in runs)
     return call, with_import, any(run[2] == "True" for run in runs)
+
+
+WARM_DTYPES = ("float64", "float16", "bfloat16", "int32", "int64", "int16", "uint8")
+WARM_FUNCTIONS = 5
+
+
+def warm_disk_hit_seconds(device: str = "cuda") -> tuple[float, float]:
+    """A running process's disk hits, its C call path and every module already loaded: (a new
+    function whose kernel another process compiled, a new dtype of a function already called),
+    each the median over several (WARM_FUNCTIONS functions, WARM_DTYPES)."""
+    codes = [f"template <typename T> T warm{k}(T x, T y, T alpha) {{ return alpha * x - y + {k}; }}"
+             for k in range(WARM_FUNCTIONS)]
+    script = (
+        "import sys, time, statistics, torch, jiter_magic\n"
+        "from jiter_magic.backends import fast_call\n"
+        f"codes, dtypes, device = {codes!r}, {WARM_DTYPES!r}, {device!r}\n"
+        "sync = torch.cuda.synchronize if device == 'cuda' else (lambda: None)\n"
+        "x = torch.rand(1024, device=device); y = torch.rand(1024, device=device)\n"
+        "first = jiter_magic.create_jit_fn(codes[0], alpha=1.0); first(x, y); sync()\n"
+        "fast_call.wait(600)\n"
+        "if sys.argv[1] == 'compile':\n"
+        "    for code in codes:\n"
+        "        fn = jiter_magic.create_jit_fn(code, alpha=1.0)\n"
+        "        for name in ('float32', *dtypes):\n"
+        "            fn(x.to(getattr(torch, name)), y.to(getattr(torch, name)))\n"
+        "    sync(); sys.exit(0)\n"
+        "functions, kinds = [], []\n"
+        "for code in codes[1:]:\n"
+        "    fn = jiter_magic.create_jit_fn(code, alpha=1.0)\n"
+        "    t = time.perf_counter(); fn(x, y); sync(); functions.append(time.perf_counter() - t)\n"
+        "cast = {name: (x.to(getattr(torch, name)), y.to(getattr(torch, name))) for name in dtypes}; sync()\n"
+        "for name in dtypes:\n"
+        "    t = time.perf_counter(); first(*cast[name]); sync(); kinds.append(time.perf_counter() - t)\n"
+        "assert jiter_magic.cache_stats()['compiles'] == 0, jiter_magic.cache_stats()\n"
+        "print(statistics.median(functions), statistics.median(kinds))\n"
+    )
+    with tempfile.TemporaryDirectory() as root:
+        env = _tree_env(root)
+        subprocess.run([sys.executable, "-c", script, "compile"], env=env, check=True, capture_output=True)
+        done = subprocess.run([sys.executable, "-c", script, "time"], env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"the warm disk-hit process failed:\n{done.stderr}")
+    new_function, new_dtype = (float(v) for v in done.stdout.split()[-2:])
+    return new_function, new_dtype
 
 
 def markdown(rows, latency, ceiling) -> str:
