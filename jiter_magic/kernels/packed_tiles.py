@@ -37,9 +37,14 @@ PACKED_BATCHES_A_BLOCK = 2
 PREFETCH = True  # direct inputs loaded into registers before the block waits on its tiles
 
 
+def rows_for(ndim: int, pack: int) -> int:
+    """Rows of threads of a packed kernel's block over `ndim` loop dimensions, from the sweeps above."""
+    return (PACKED_BATCHED_ROWS if ndim > 2 else PACKED_ROWS)[pack]
+
+
 def packed_rows(spec: KernelSpec) -> int:
-    """Rows of threads of a packed kernel's block, from the sweeps above."""
-    return (PACKED_BATCHED_ROWS if spec.ndim > 2 else PACKED_ROWS)[spec.pack]
+    """Rows of threads of `spec`'s packed kernel's block."""
+    return rows_for(spec.ndim, spec.pack)
 
 
 def thread_indices(spec: KernelSpec) -> CodeBlock:
@@ -99,8 +104,7 @@ def packing(call: CallShape, staged: list[tuple[int, int]]) -> tuple[int, int]:
     if pack not in PACKS or layout.sizes[0] < TILE * pack:
         return 1, 1
     vec = tile_width(pack, layout.sizes[1])
-    rows = (PACKED_BATCHED_ROWS if layout.ndim > 2 else PACKED_ROWS)[pack]
-    if not vec or (TILE * vec // pack) % rows:  # the block's rows of threads split a tile row's words
+    if not vec or (TILE * vec // pack) % rows_for(layout.ndim, pack):  # rows of threads split a row's words
         return 1, 1
     if any(layout.strides[position][1] != 1 for _, position in staged):
         return 1, 1
