@@ -90,8 +90,10 @@ def main() -> None:
     print(f"# jiter_magic {getattr(jiter_magic, '__version__', '?')} from {os.path.dirname(jiter_magic.__file__)}; "
           f"plans in {where}; launcher {'(values, geometry, grid, stream)' if grid is not None else '(values, geometry, stream)'}",
           flush=True)
-    # CuPy's launchKernel (the Python path's launch), from the launcher or, before 2026-12-01, its attribute
-    cupy_launch = launcher.through_cupy() if hasattr(launcher, "through_cupy") else launcher.launch
+    # CuPy's launchKernel (the Python path's launch until 2026-12-02, now the driver's through ctypes), for
+    # the cost of a bare launch
+    from cupy.cuda import driver as cupy_driver
+    cupy_launch = cupy_driver.launchKernel
     rows = {
         "jiter_magic call": lambda: f(a, b),
         "jiter_magic call out=": lambda: f(a, b, out=out),

@@ -287,7 +287,9 @@ class Dispatcher:
         key = (adapter, device, tuple(parts), kinds, None if outs is None else tuple(o.key for o in outs),
                default_float)
         plan = self.plans.get(key)
+        planned = False
         if plan is None:
+            planned = True
             plan = self._plan(items, adapter, device, outs, kinds, default_float or "float32")
             self.plans.put(key, plan, plan.spec)
         adapter.check_room([i.array for i in items if isinstance(i, Described)], plan.reach)
@@ -309,6 +311,8 @@ class Dispatcher:
             check_output_overlap(plan.output_pairs, pointers)
         if plan.launcher is not None:
             plan.launch(pointers, input_pointers, extras, items)
+        if planned:
+            fast_call.first_result()
         if outs is not None:
             adapter.written(results)
         if needing_grad:

@@ -31,8 +31,9 @@ AVAILABLE = fcntl is not None
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 MISSING = ("missing", "")
-_PREFIX = re.compile(r"[0-9a-f]{2}")
-_OWN_FILE = re.compile(r"(\.tmp-)?([0-9a-f]{64})(-[0-9a-f]{16})?\.(bin|lock)")
+# Patterns compiled (and kept by `re`) at their first use: only listing and trimming read them.
+_PREFIX = r"[0-9a-f]{2}"
+_OWN_FILE = r"(\.tmp-)?([0-9a-f]{64})(-[0-9a-f]{16})?\.(bin|lock)"
 
 
 def make_private_dirs(folder: str) -> None:
@@ -156,7 +157,7 @@ def own_files(root: str, namespaces: tuple[str, ...]) -> list[tuple[str, str, os
     found = []
     for namespace in namespaces:
         for prefix in scan(os.path.join(root, namespace)):
-            if not (_PREFIX.fullmatch(prefix.name) and prefix.is_dir(follow_symlinks=False)):
+            if not (re.fullmatch(_PREFIX, prefix.name) and prefix.is_dir(follow_symlinks=False)):
                 continue
             for item in scan(prefix.path):
                 kind = _kind(item.name, prefix.name)
@@ -171,7 +172,7 @@ def own_files(root: str, namespaces: tuple[str, ...]) -> list[tuple[str, str, os
 
 def _kind(name: str, prefix: str) -> str | None:
     """'entry', 'lock' or 'temp' for a name of the layout in the folder `prefix`, else None."""
-    match = _OWN_FILE.fullmatch(name)
+    match = re.fullmatch(_OWN_FILE, name)
     if not match or match[2][:2] != prefix or (match[1] is None) != (match[3] is None):
         return None
     if match[4] == "lock":

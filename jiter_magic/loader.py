@@ -9,13 +9,13 @@ more is unloaded.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-from . import compile_notice
 from .backends import fast_call
 from .bind import Binding
 from .build import Specialization, build, discard
@@ -85,7 +85,11 @@ class KernelLoader:
         """The binary of `spec` for `device`: from the disk cache or compiled, announced to the
         start listeners and, when slow, in the notebook cell."""
         self._announce(self.start_listeners, spec, device)
-        notice = compile_notice.start(self.binding.functor.name, spec, device)
+        notice = None
+        if "IPython" in sys.modules:  # no notebook without it: the notice's module loads only in one
+            from . import compile_notice
+
+            notice = compile_notice.start(self.binding.functor.name, spec, device)
         built: Specialization | None = None
         try:
             built = self._build_now(spec, device)

@@ -26,7 +26,7 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE | re.DOTALL,
 )
-_DEFINE = re.compile(r"\#\s*define\s+([^\W\d]\w*)\b")
+_DEFINE = r"\#\s*define\s+([^\W\d]\w*)\b"  # compiled (and kept by `re`) at its first use
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 _CLOSE = {v: k for k, v in _OPEN.items()}
 
@@ -54,7 +54,7 @@ def tokenize(code: str) -> list[Token]:
 def defined_macros(code: str) -> frozenset[str]:
     """Names the code string `#define`s: a return type spelled with one of them cannot be checked
     before the preprocessor runs, so the declarator check leaves it to the compiler."""
-    found = (_DEFINE.match(m.group()) for m in _TOKEN.finditer(code) if m.lastgroup == "pp")
+    found = (re.match(_DEFINE, m.group()) for m in _TOKEN.finditer(code) if m.lastgroup == "pp")
     return frozenset(m.group(1) for m in found if m)
 
 

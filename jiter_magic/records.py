@@ -2,9 +2,10 @@
 
 `dataclasses.dataclass` compiles each generated method from source, about a millisecond a class:
 with the package's twenty records that was half of `import jiter_magic`, which a new process pays
-before its first result. `record` compiles only `__init__` (its signature names the fields); the
-same `__repr__`, `__eq__`, `__hash__` and, for frozen records, the refusal to assign, are closures
-over the field names, comparing and hashing through `operator.attrgetter`'s tuples. It covers
+before its first result. `record` compiles nothing: `__init__`, `__repr__`, `__eq__`, `__hash__`
+and, for frozen records, the refusal to assign, are closures over the fields, comparing and
+hashing through `operator.attrgetter`'s tuples; the class's `__signature__` (what `help` and
+`inspect.signature` show) names the fields, made only when asked. It covers
 what this package uses: defaults, `field(default_factory=..., repr=..., compare=...)`, `eq=False`,
 `repr=False`, `__post_init__`, and records built on records. Type checkers see a dataclass
 (PEP 681). `replace` and `as_dict` stand in for their `dataclasses` namesakes.
@@ -17,10 +18,12 @@ then: it imports `inspect`, 10 ms of a new process that has not imported torch.
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
+    from typing import NamedTuple as NamedTuple  # type checkers see typing's; at run time, the one below
+
     from typing_extensions import dataclass_transform
 else:
     def dataclass_transform(**_: object) -> Callable[[Any], Any]:
@@ -152,25 +155,70 @@ def _collect(cls: type) -> tuple[Field, ...]:
 
 
 def _init_of(cls: type, fields: tuple[Field, ...], frozen: bool) -> Callable[..., None]:
-    """`__init__`, the one method compiled: its signature names the fields, for callers and help."""
-    env: dict[str, Any] = {"MISSING": MISSING, "object_setattr": object.__setattr__}
-    params, body = [], []
-    for i, f in enumerate(fields):
-        if f.default_factory is not MISSING:
-            env[f"factory{i}"] = f.default_factory
-            params.append(f"{f.name}=MISSING")
-            body.append(f"    if {f.name} is MISSING: {f.name} = factory{i}()")
+    """`__init__` without compiling anything (compiling one from source cost a new process 0.1-0.2 ms
+    a record): all fields given by position fill the instance's `__dict__` in one step (past a
+    frozen record's `__setattr__`); any other call is bound as Python binds a signature that names
+    the fields, defaults and default factories filled in. The class's `__signature__` names them."""
+    names = tuple(f.name for f in fields)
+    count = len(names)
+    post_init = hasattr(cls, "__post_init__")
+    owner = cls.__qualname__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if kwargs or len(args) != count:
+            args = _bound(owner, fields, args, kwargs)
+        self.__dict__.update(zip(names, args))
+        if post_init:
+            self.__post_init__()
+    return __init__
+
+
+def _bound(owner: str, fields: tuple[Field, ...], args: tuple, kwargs: dict[str, Any]) -> tuple:
+    """The values of a call that names fields or leaves some out, with the errors Python gives."""
+    if len(args) > len(fields):
+        raise TypeError(f"{owner}.__init__() takes {len(fields) + 1} positional arguments "
+                        f"but {len(args) + 1} were given")
+    for f in fields[:len(args)]:
+        if f.name in kwargs:
+            raise TypeError(f"{owner}.__init__() got multiple values for argument {f.name!r}")
+    values = list(args)
+    missing = []
+    for f in fields[len(args):]:
+        if f.name in kwargs:
+            values.append(kwargs.pop(f.name))
         elif f.default is not MISSING:
-            env[f"default{i}"] = f.default
-            params.append(f"{f.name}=default{i}")
+            values.append(f.default)
+        elif f.default_factory is not MISSING:
+            values.append(f.default_factory())
         else:
-            params.append(f.name)
-        body.append(f"    object_setattr(self, {f.name!r}, {f.name})" if frozen else f"    self.{f.name} = {f.name}")
-    if "__post_init__" in dir(cls):
-        body.append("    self.__post_init__()")
-    source = "\n".join([f"def __init__({', '.join(['self', *params])}):", *(body or ["    pass"])])
-    exec(source, env)  # noqa: S102 - source built above from the class's own field names
-    return env["__init__"]
+            missing.append(f.name)
+    if missing:
+        raise TypeError(f"{owner}.__init__() missing {len(missing)} required argument(s): "
+                        + ", ".join(map(repr, missing)))
+    if kwargs:
+        raise TypeError(f"{owner}.__init__() got an unexpected keyword argument {next(iter(kwargs))!r}")
+    return tuple(values)
+
+
+class _Signature:
+    """A record class's `__signature__`, made when asked (`inspect.signature`, `help`): its fields
+    as parameters, with their defaults (a default factory shows as `<factory>`, as for a dataclass)."""
+
+    def __get__(self, instance: object, owner: type) -> Any:
+        import inspect
+
+        parameters = []
+        for f in getattr(owner, FIELDS):
+            default = f.default if f.default is not MISSING else \
+                _Factory() if f.default_factory is not MISSING else inspect.Parameter.empty
+            parameters.append(inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                default=default, annotation=f.type or inspect.Parameter.empty))
+        return inspect.Signature(parameters, return_annotation=None)
+
+
+class _Factory:
+    def __repr__(self) -> str:
+        return "<factory>"
 
 
 def _values_of(names: tuple[str, ...]) -> Callable[[object], tuple]:
@@ -228,6 +276,7 @@ def _make(cls: type[T], frozen: bool, eq: bool, repr: bool) -> type[T]:
     cls.__dataclass_fields__ = _DataclassFields()  # type: ignore[attr-defined]
     cls.__replace__ = replace  # type: ignore[attr-defined]  # copy.replace, Python 3.13+
     cls.__match_args__ = tuple(f.name for f in fields)  # type: ignore[misc,attr-defined]
+    cls.__signature__ = _Signature()  # type: ignore[attr-defined]
     return cls
 
 
@@ -250,3 +299,58 @@ class _DataclassFields:
             found[f.name] = real
         type.__setattr__(owner_type, "__dataclass_fields__", found)
         return found
+
+
+if not TYPE_CHECKING:
+    class NamedTuple(tuple):
+        """`typing.NamedTuple`'s stand-in at run time, made without compiling anything: typing's
+        compiles each field's annotation (a `ForwardRef`, as they are text under `from __future__
+        import annotations`) and the class's `__new__`, 0.2-0.4 ms a class in a new process. Fields
+        (with defaults), `_fields`, `_field_defaults`, `_make`, `_replace`, `_asdict`, the repr and
+        pickling behave as typing's; equality, hashing and unpacking are the tuple's."""
+
+        __slots__ = ()
+        _fields: tuple[str, ...] = ()
+        _field_defaults: dict[str, Any] = {}
+        _record_fields: tuple[Field, ...] = ()
+
+        def __init_subclass__(cls, **kwargs: Any) -> None:
+            super().__init_subclass__(**kwargs)
+            fields = []
+            for index, (name, annotation) in enumerate(_own_annotations(cls).items()):
+                f = Field(default=cls.__dict__.get(name, MISSING))
+                f.name, f.type = name, annotation
+                if fields and fields[-1].default is not MISSING and f.default is MISSING:
+                    raise TypeError(f"{cls.__name__}: field {name!r} without a default follows one with a default")
+                fields.append(f)
+                setattr(cls, name, property(itemgetter(index), doc=f"Alias for field number {index}"))
+            cls._record_fields = tuple(fields)
+            cls._fields = cls.__match_args__ = tuple(f.name for f in fields)
+            cls._field_defaults = {f.name: f.default for f in fields if f.default is not MISSING}
+
+        def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+            if kwargs or len(args) != len(cls._fields):
+                args = _bound(cls.__qualname__, cls._record_fields, args, kwargs)
+            return tuple.__new__(cls, args)
+
+        def __getnewargs__(self) -> tuple:
+            return tuple(self)
+
+        def __repr__(self) -> str:
+            return f"{type(self).__name__}({', '.join(f'{n}={v!r}' for n, v in zip(self._fields, self))})"
+
+        @classmethod
+        def _make(cls, iterable: Any) -> Any:
+            values = tuple(iterable)
+            if len(values) != len(cls._fields):
+                raise TypeError(f"Expected {len(cls._fields)} arguments, got {len(values)}")
+            return tuple.__new__(cls, values)
+
+        def _replace(self, **changes: Any) -> Any:
+            values = [changes.pop(n, v) for n, v in zip(self._fields, self)]
+            if changes:
+                raise ValueError(f"Got unexpected field names: {list(changes)!r}")
+            return tuple.__new__(type(self), values)
+
+        def _asdict(self) -> dict[str, Any]:
+            return dict(zip(self._fields, self))

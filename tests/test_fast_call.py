@@ -241,27 +241,40 @@ def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
     assert len(list((tmp_path / fast_call.NAMESPACE).rglob("*.bin"))) == 2
 
 
-def test_a_new_process_loads_the_core_module_before_its_first_call_and_the_torch_one_beside_it(tmp_path):
-    """With both modules in the disk cache, the first kernel load reads the core module at once (the
-    first launch then goes from C, never through CuPy) and leaves the torch module to a thread:
-    held back here, the first call runs on the Python key; once it loads, plans heat as usual."""
+def test_a_new_process_loads_both_modules_after_its_first_result(tmp_path):
+    """With both modules in the disk cache, a thread loads them once the first call has returned:
+    a load (a dlopen, the torch module's against libtorch) holds the interpreter for milliseconds,
+    which that call would wait for. The first call runs on the Python path (its launch through the
+    driver, never through CuPy); once the modules load, plans heat as usual."""
     script = CHILD.replace("fast_call.wait(120)\n", """
-import threading
-gate = threading.Event()
-original = fast_call._load_all
-fast_call._load_all = lambda: (gate.wait(120), original())
+order = []
+original_load, original_result = fast_call._load, fast_call.first_result
+fast_call._load = lambda name, build: (order.append("load " + name), original_load(name, build))[1]
+fast_call.first_result = lambda: (order.append("result"), original_result())[1]
 """).replace("for _ in range(3):\n    out = f(a, a)\n", """
 out = f(a, a)
-first = [fast_call.status(), fast_call.torch_status(), fast_call.settled()]
-gate.set()
+first = [fast_call.status(), fast_call.torch_status(), type(next(iter(f._dispatch.plans.values())).hot).__name__]
 fast_call.wait(120)
 for _ in range(3):
     out = f(a, a)
-""").replace('print(json.dumps({', 'print(json.dumps({"first": first, ')
+""").replace('print(json.dumps({', 'print(json.dumps({"first": first, "order": order, ')
     found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
-    assert found["first"] == ["loaded", "not started", False]
+    assert found["first"] == ["not started", "not started", "NoneType"]
+    assert found["order"][:3] == ["result", "load jm_fast_call", "load jm_torch_call"]
     assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
     assert found["values"] == [v * v + 1.0 for v in range(6)]
+
+
+def test_waiting_for_the_modules_does_not_wait_for_a_first_result(tmp_path):
+    """`fast_call.wait()` in a process that has launched nothing loads both modules at once (with
+    the load's own wait for a first result made longer than the child's time limit)."""
+    script = ("import json, torch\nfrom jiter_magic.backends import fast_call\n"
+              "fast_call.FIRST_RESULT_WAIT = 3600\nfast_call.wait()\n"
+              "print(json.dumps([fast_call.status(), fast_call.torch_status()]))\n")
+    environment = {**os.environ, "PYTHONPATH": ROOT, "JITER_MAGIC_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=environment)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["loaded", "loaded"]
 
 
 @pytest.mark.parametrize("route", ["inputs", "out="])

@@ -135,10 +135,12 @@ def test_a_launch_error_is_a_launch_error_and_the_next_call_works():
     torch.testing.assert_close(f(a, a), a + a)
 
 
-def test_a_disk_hit_on_torch_tensors_never_imports_cupy(tmp_path):
+@pytest.mark.parametrize("fast_call_path", ["1", "0"])
+def test_a_disk_hit_on_torch_tensors_never_imports_cupy(tmp_path, fast_call_path):
     """Loading a kernel from the disk cache and launching it on torch CUDA tensors needs only the
-    driver (cuda_driver.py), the C call path and NVRTC's version (found as CuPy finds NVRTC):
-    importing all of CuPy would cost the first call about 0.1 s."""
+    driver (cuda_driver.py: the module's load and, until the C call path is loaded or where it is
+    turned off, the launch) and NVRTC's version (found as CuPy finds NVRTC): importing all of CuPy
+    would cost the first call about 0.1 s."""
     import os
     import subprocess
     import sys
@@ -155,7 +157,7 @@ def test_a_disk_hit_on_torch_tensors_never_imports_cupy(tmp_path):
         "assert torch.equal(y, 3 * x)\n"
         "print(fn.specializations[-1].cache_event, 'cupy' in sys.modules, seconds)\n"
     )
-    env = {**os.environ, "JITER_MAGIC_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "JITER_MAGIC_CACHE_DIR": str(tmp_path / "cache"), "JITER_MAGIC_FAST_CALL": fast_call_path}
     events = []
     for _ in range(2):
         done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)

@@ -7,7 +7,9 @@ the key of the general path, `normalize` (dtype name, element strides) once a pl
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
+
+from ..records import NamedTuple
 
 
 class ArrayDesc(NamedTuple):

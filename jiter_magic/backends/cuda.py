@@ -53,7 +53,7 @@ def _unload(module: int, context: int) -> None:
 class CudaLauncher:
     """One loaded specialization on one device, loaded through the driver (cuda_driver.py). Launches
     from C (fast_call.py) once that path is loaded, else packs the Args struct into a buffer it owns
-    and launches through CuPy."""
+    and launches through the driver's cuLaunchKernel (ctypes)."""
 
     def __init__(self, binary: bytes, spec: KernelSpec, device: int, name: str = "kernel"):
         try:
@@ -71,7 +71,6 @@ class CudaLauncher:
         self.params = (ctypes.c_void_p * 1)(ctypes.addressof(self.buffer))
         self.params_address = ctypes.addressof(self.params)
         self.lock = threading.Lock()
-        self._through_cupy: Any = None  # CuPy's launchKernel, once the Python path launches
         # The module unloads once nothing holds this launcher, from a finalizer: Python runs it after
         # clearing the launcher's weak references, so no thread can find it in the loader's weak
         # registry meanwhile (a __del__ would run before that); it also counts the unload for a trim.
@@ -83,23 +82,13 @@ class CudaLauncher:
             self._native = fast_call.kernel(self.function, False, self.block, self.context, None, self.name)
         return self._native
 
-    def through_cupy(self) -> Any:
-        """CuPy's launchKernel, for the Python path (imported the first time it launches)."""
-        if self._through_cupy is None:
-            _cupy()
-            from cupy.cuda import driver
-
-            self._through_cupy = driver.launchKernel
-        return self._through_cupy
-
     def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
         native = self._native or self.native()
         if native is not None:
             native.launch(self.pack(*values, *geometry), grid, stream)
             return
-        launch = self.through_cupy()
         # The driver copies the parameters during the launch call; the kernel's context is made
         # current for it, as the C launch does, where the thread has another or none.
         with self.lock, cuda_driver.InContext(self.context):
             self.pack_into(self.buffer, 0, *values, *geometry)
-            launch(self.function, *grid, *self.block, 0, stream, self.params_address, 0)
+            cuda_driver.launch(self.function, grid, self.block, stream, self.params_address)

@@ -1,9 +1,10 @@
-"""The few CUDA driver calls that load a kernel, through ctypes: no CuPy on the way.
+"""The few CUDA driver calls that load and launch a kernel, through ctypes: no CuPy on the way.
 
 Importing CuPy costs a first call about 0.1 s, and a kernel found in the disk cache needs only
 the driver: the device's compute capability, its primary context, cuModuleLoadData and
-cuModuleGetFunction (and cuModuleUnload when no function holds the kernel any more). NVRTC,
-the compile path, still comes from CuPy.
+cuModuleGetFunction (and cuModuleUnload when no function holds the kernel any more), and
+cuLaunchKernel where the C call path (fast_call.py) is not loaded. NVRTC, the compile path, still
+comes from CuPy.
 """
 from __future__ import annotations
 
@@ -96,3 +97,14 @@ def unload(module: int, context: int) -> None:
             driver.cuModuleUnload(ctypes.c_void_p(module))
     except Exception:  # noqa: BLE001 - the context or the driver is already torn down
         pass
+
+
+def launch(function: int, grid: tuple[int, int, int], block: tuple[int, int, int], stream: int,
+           params: int) -> None:
+    """cuLaunchKernel of `function` on `stream`, its parameters at the address `params` (an array
+    of pointers to them); the caller makes the kernel's context current."""
+    driver = _driver()
+    dims = [ctypes.c_uint(v) for v in (*grid, *block)]
+    status = driver.cuLaunchKernel(ctypes.c_void_p(function), *dims, ctypes.c_uint(0), ctypes.c_void_p(stream),
+                                   ctypes.c_void_p(params), None)
+    _check(driver, status, "cuLaunchKernel")

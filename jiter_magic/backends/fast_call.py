@@ -2,7 +2,7 @@
 
 The hot path of a planned call in Python costs several microseconds: each torch getter of the key
 (0.1-0.3 us, seven a tensor), the output's allocation (argument parsing), packing the `Args`
-struct and CuPy's launch wrapper. Two modules take that over:
+struct and the launch through ctypes. Two modules take that over:
 
 - `fast_call.cpp` (needs only Python's headers): `Kernel` launches a loaded kernel (CUDA through
   the driver's cuLaunchKernel in the kernel's own context; host kernels with the GIL released) and
@@ -12,7 +12,8 @@ struct and CuPy's launch wrapper. Two modules take that over:
   on every call, an `Allocator` calling at::empty_strided, and `data_ptr`.
 
 Nothing here is required. The host C++ compiler builds each module the first time a kernel is
-loaded, in a builder process watched by a daemon thread, so no call waits for it and the build
+loaded, in a builder process watched by a daemon thread (which loads or builds only once the
+process's first call has returned its result, or a second on), so no call waits for it and the build
 outlives a process that ends first; the binaries go to the disk cache under
 `root/ext/` (key-bound, private folders, no symlinks; not counted as kernels) and later processes
 load them in milliseconds. Until then, or where a module cannot be built (no compiler, no headers)
@@ -51,6 +52,10 @@ _waiting: weakref.WeakSet[Any] = weakref.WeakSet()  # objects whose `fast_call_l
 _waiting_lock = threading.Lock()  # the loading thread walks `_waiting` while callers add to it
 loads = 0  # modules loaded so far: a binding read before a load and stored after it is to be read again
 _compiling: set[subprocess.Popen] = set()  # the compiler of a background build, while it runs
+# The modules' loads (dlopens, the torch module's against libtorch: milliseconds holding the GIL) wait
+# for the process's first result: a new process's first call then does not share the interpreter.
+_first_result = threading.Event()
+FIRST_RESULT_WAIT = 1.0  # seconds the load waits at most (a process that launches nothing yet)
 
 
 @atexit.register
@@ -85,11 +90,11 @@ def settled() -> bool:
 
 
 def start() -> None:
-    """Load the core module from the disk cache now (about a millisecond: the call that started this
-    launches from C rather than import CuPy), and have a daemon thread load the rest, or build
-    what is missing (through a builder process) and load it: once a process, and not at all when
-    turned off. The torch module, the larger, loads beside a new process's first call rather than
-    before it."""
+    """Have a daemon thread load the modules from the disk cache, or build what is missing (through
+    a builder process) and load it: once a process, and not at all when turned off. The thread
+    starts loading once the process's first call has returned its result (`first_result`): a load
+    (a dlopen, the torch module's against libtorch) holds the interpreter for milliseconds, which a
+    new process's first call would wait for; that call launches through the driver (ctypes)."""
     global _thread
     if _thread is not None:
         return
@@ -100,7 +105,6 @@ def start() -> None:
             _states.update({name: "off" for name in _states})
             _thread = threading.Thread(target=lambda: None)  # marks the decision; never started
             return
-        _load_core(cached_only=True)
         _thread = threading.Thread(target=_load_all, name="jiter_magic fast call load", daemon=True)
         _thread.start()
 
@@ -108,10 +112,16 @@ def start() -> None:
 def wait(timeout: float | None = None) -> ModuleType | None:
     """Start the builds if needed and wait for them: the core module, or None where it is not to be had."""
     start()
+    _first_result.set()  # a waiter wants every module now
     thread = _thread
     if thread is not None and thread.ident is not None:
         thread.join(timeout)
     return module
+
+
+def first_result() -> None:
+    """A call has returned its result (or failed): the torch module may load now."""
+    _first_result.set()
 
 
 def when_loaded(owner: Any) -> None:
@@ -121,10 +131,10 @@ def when_loaded(owner: Any) -> None:
             _waiting.add(owner)
 
 
-def _load_core(cached_only: bool) -> None:
-    """Load the core module (with `cached_only`, only from the disk cache) and announce it."""
+def _load_core() -> None:
+    """Load (or build, then load) the core module and announce it."""
     global module
-    loaded = _load("jm_fast_call", lambda: _build_core(cached_only))
+    loaded = _load("jm_fast_call", _build_core)
     if loaded is not None:
         loaded.configure(LaunchError, *_driver_entry_points())
         module = loaded
@@ -132,10 +142,12 @@ def _load_core(cached_only: bool) -> None:
 
 
 def _load_all() -> None:
-    """Load (or build, then load) what is not loaded yet: the torch module only once torch is imported."""
+    """After the first result: load (or build, then load) the core module, then the torch module
+    once torch is imported."""
     global torch_module
+    _first_result.wait(FIRST_RESULT_WAIT)
     if module is None and _states["jm_fast_call"] in ("not started", "building"):
-        _load_core(cached_only=False)
+        _load_core()
         if module is None:
             return
     if module is not None and torch_module is None and "torch" in sys.modules \
@@ -185,9 +197,9 @@ def _python_headers() -> str:
     return include
 
 
-def _build_core(cached_only: bool = False) -> bytes | None:
+def _build_core() -> bytes | None:
     return _binary("jm_fast_call", "fast_call.cpp", "",
-                   lambda: ("-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", f"-I{_python_headers()}"), cached_only)
+                   lambda: ("-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", f"-I{_python_headers()}"))
 
 
 def _build_torch() -> bytes | None:
@@ -215,11 +227,10 @@ def _cxx_standard() -> str:
     return "-std=c++20" if _accepts(find_cxx(os.environ.get("CXX") or None), "-std=c++20") else "-std=c++17"
 
 
-def _binary(name: str, source_file: str, identity: str, options: Callable[[], tuple[str, ...]],
-            cached_only: bool = False) -> bytes | None:
-    """A module's shared library: from the disk cache, else (unless `cached_only`: None) built and
-    stored. The key is the source, the Python build and `identity` (what the module links against),
-    not the compiler, whose probes cost more than the load itself: any compiler's build of it serves.
+def _binary(name: str, source_file: str, identity: str, options: Callable[[], tuple[str, ...]]) -> bytes | None:
+    """A module's shared library: from the disk cache, else built and stored. The key is the source,
+    the Python build and `identity` (what the module links against), not the compiler, whose probes
+    cost more than the load itself: any compiler's build of it serves.
 
     The build runs in a process of its own (`python -m jiter_magic.backends.fast_call_build NAME`), which
     stores the entry even when this process ends first: a short script's first run on a machine
@@ -234,7 +245,7 @@ def _binary(name: str, source_file: str, identity: str, options: Callable[[], tu
     key = cache_key(source, (), f"{python}|{identity}")
     disk = disk_cache(os.environ.get(DIR_VARIABLE) or None)
     binary = disk.get(NAMESPACE, key)
-    if binary is not None or cached_only:
+    if binary is not None:
         return binary
     _python_headers()  # before any builder starts: without them no build can succeed
     if disk.usable and not _building_here:

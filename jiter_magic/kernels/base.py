@@ -8,13 +8,14 @@ grid, and its rendered kernel. Adding a path means adding one class and listing 
 """
 from __future__ import annotations
 
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 from ..arrays.base import ArrayDesc
 from ..bind import Binding
 from ..codegen.block import CodeBlock
 from ..dtypes import DTYPES
 from ..layout import Layout
+from ..records import NamedTuple
 from ..spec import KernelSpec
 from .args import FieldSpec
 
