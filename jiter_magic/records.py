@@ -316,6 +316,8 @@ if not TYPE_CHECKING:
 
         def __init_subclass__(cls, **kwargs: Any) -> None:
             super().__init_subclass__(**kwargs)
+            if NamedTuple not in cls.__bases__:
+                return  # a subclass of a named tuple keeps its fields, as typing's does
             fields = []
             for index, (name, annotation) in enumerate(_own_annotations(cls).items()):
                 f = Field(default=cls.__dict__.get(name, MISSING))

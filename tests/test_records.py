@@ -225,6 +225,17 @@ def test_the_named_tuple_stand_in_behaves_as_typings():
             b: int
 
 
+    class Extended(Ours):  # a subclass adds methods, not fields, as for typing's
+        extra: int = 0
+
+        def twice(self) -> int:
+            return 2 * self.ndim
+
+    extended = Extended("rows", 3)
+    assert Extended._fields == Ours._fields and tuple(extended) == ("rows", 3, 1, 1)
+    assert (extended.path, extended.ndim, extended.twice(), Extended.extra) == ("rows", 3, 6, 0)
+
+
 def test_importing_the_package_compiles_no_source():
     """A new process's first result pays for every `compile`/`exec` of generated source at import
     (0.06-0.2 ms each): records, the NamedTuple stand-in and their users compile none (an audit hook
