@@ -302,14 +302,20 @@ class _DataclassFields:
 
 
 if not TYPE_CHECKING:
-    class NamedTuple(tuple):
+    class _NoInstanceDict(type):
+        """Gives each named tuple class `__slots__ = ()`: no instance dict, as typing's has none."""
+
+        def __new__(mcls, name: str, bases: tuple, namespace: dict[str, Any], **kwargs: Any) -> Any:
+            namespace.setdefault("__slots__", ())
+            return super().__new__(mcls, name, bases, namespace, **kwargs)
+
+    class NamedTuple(tuple, metaclass=_NoInstanceDict):
         """`typing.NamedTuple`'s stand-in at run time, made without compiling anything: typing's
         compiles each field's annotation (a `ForwardRef`, as they are text under `from __future__
         import annotations`) and the class's `__new__`, 0.2-0.4 ms a class in a new process. Fields
         (with defaults), `_fields`, `_field_defaults`, `_make`, `_replace`, `_asdict`, the repr and
         pickling behave as typing's; equality, hashing and unpacking are the tuple's."""
 
-        __slots__ = ()
         _fields: tuple[str, ...] = ()
         _field_defaults: dict[str, Any] = {}
         _record_fields: tuple[Field, ...] = ()

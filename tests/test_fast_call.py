@@ -250,10 +250,12 @@ def test_a_new_process_loads_both_modules_after_its_first_result(tmp_path):
 order = []
 original_load, original_result = fast_call._load, fast_call.first_result
 fast_call._load = lambda name, build: (order.append("load " + name), original_load(name, build))[1]
-fast_call.first_result = lambda: (order.append("result"), original_result())[1]
+first = []  # the modules' states when the first result is announced (the thread may load them at once)
+fast_call.first_result = lambda: (order.append("result"), first.extend([fast_call.status(), fast_call.torch_status()]),
+                                  original_result())[2]
 """).replace("for _ in range(3):\n    out = f(a, a)\n", """
 out = f(a, a)
-first = [fast_call.status(), fast_call.torch_status(), type(next(iter(f._dispatch.plans.values())).hot).__name__]
+first.append(type(next(iter(f._dispatch.plans.values())).hot).__name__)
 fast_call.wait(120)
 for _ in range(3):
     out = f(a, a)
@@ -263,6 +265,43 @@ for _ in range(3):
     assert found["order"][:3] == ["result", "load jm_fast_call", "load jm_torch_call"]
     assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
     assert found["values"] == [v * v + 1.0 for v in range(6)]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_before_the_modules_load_loads_them_itself(tmp_path):
+    """A child forked between the first result and the modules' load (held back here) has none of
+    its parent's threads: it starts its own load, and its plans heat as usual."""
+    script = CHILD.replace("fast_call.wait(120)\n", """
+import os, threading
+gate = threading.Event()
+original = fast_call._load_all
+fast_call._load_all = lambda: (gate.wait(120), original())
+""").replace("for _ in range(3):\n    out = f(a, a)\n", """
+out = f(a, a)
+child = os.fork()
+if child == 0:
+    gate.set()
+    fast_call.wait(120)
+    for _ in range(3):
+        out = f(a, a)
+    plan = next(p for p in f._dispatch.plans.values())
+    print("child", json.dumps(dict(status=fast_call.status(), torch_status=fast_call.torch_status(),
+                                   values=out.tolist(), hot=type(plan.hot).__name__)), flush=True)
+    os._exit(0)
+_, code = os.waitpid(child, 0)
+assert code == 0, code
+gate.set()
+fast_call.wait(120)
+""").replace('print(json.dumps({', 'print("parent", json.dumps({')
+    environment = {**os.environ, "PYTHONPATH": ROOT, "JITER_MAGIC_CACHE_DIR": str(tmp_path),
+                   fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=environment)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    found = json.loads(next(line for line in lines if line.startswith("child "))[len("child "):])
+    assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
+    assert found["values"] == [v * v + 1.0 for v in range(6)]
+    assert any(line.startswith("parent") for line in lines)
 
 
 def test_waiting_for_the_modules_does_not_wait_for_a_first_result(tmp_path):

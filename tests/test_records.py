@@ -209,8 +209,15 @@ def test_the_named_tuple_stand_in_behaves_as_typings():
     assert Ours._fields == Theirs._fields and Ours._field_defaults == Theirs._field_defaults
     assert ours._replace(vec=2) == ("tiled", 2, 2, 4) and type(ours._replace(vec=2)) is Ours
     assert ours._asdict() == theirs._asdict() and Ours._make(["a", 1, 2, 3]) == ("a", 1, 2, 3)
-    clone = pickle.loads(pickle.dumps(Point(1)))
-    assert clone == Point(1)
+    from jiter_magic.kernels.base import PathChoice
+
+    choice = PathChoice("tiled", 2, pack=4)
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        clone = pickle.loads(pickle.dumps(choice, protocol))
+        assert clone == choice and type(clone) is PathChoice and clone.pack == 4
+    assert copy.deepcopy(choice) == choice and type(copy.copy(choice)) is PathChoice
+    with pytest.raises(AttributeError):
+        choice.unknown = 1  # type: ignore[attr-defined]  # no instance dict, as typing's
     path, ndim, *_ = ours
     assert (path, ndim) == ("tiled", 2)
     with pytest.raises(TypeError, match="missing 1 required argument"):

@@ -91,4 +91,4 @@ class CudaLauncher:
         # current for it, as the C launch does, where the thread has another or none.
         with self.lock, cuda_driver.InContext(self.context):
             self.pack_into(self.buffer, 0, *values, *geometry)
-            cuda_driver.launch(self.function, grid, self.block, stream, self.params_address)
+            cuda_driver.launch(self.function, grid, self.block, stream, self.params_address, self.name)

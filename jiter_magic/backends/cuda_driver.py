@@ -100,11 +100,12 @@ def unload(module: int, context: int) -> None:
 
 
 def launch(function: int, grid: tuple[int, int, int], block: tuple[int, int, int], stream: int,
-           params: int) -> None:
-    """cuLaunchKernel of `function` on `stream`, its parameters at the address `params` (an array
-    of pointers to them); the caller makes the kernel's context current."""
+           params: int, name: str = "kernel") -> None:
+    """cuLaunchKernel of `function` (the functor `name`) on `stream`, its parameters at the address
+    `params` (an array of pointers to them); the caller makes the kernel's context current. A
+    failure reads as the C path's: "<name>: cuLaunchKernel failed with ..."."""
     driver = _driver()
     dims = [ctypes.c_uint(v) for v in (*grid, *block)]
     status = driver.cuLaunchKernel(ctypes.c_void_p(function), *dims, ctypes.c_uint(0), ctypes.c_void_p(stream),
                                    ctypes.c_void_p(params), None)
-    _check(driver, status, "cuLaunchKernel")
+    _check(driver, status, f"{name}: cuLaunchKernel")

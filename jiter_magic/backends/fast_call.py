@@ -120,8 +120,34 @@ def wait(timeout: float | None = None) -> ModuleType | None:
 
 
 def first_result() -> None:
-    """A call has returned its result (or failed): the torch module may load now."""
+    """A newly planned call has launched: the modules may load now (after a call that failed,
+    they load FIRST_RESULT_WAIT seconds on)."""
     _first_result.set()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of its parent's threads: where the loading thread had not loaded
+    everything, the child starts its own (the locks, which a parent's thread may have held at
+    the fork, made anew), so that a child forked soon after a first call still gets the C path."""
+    global _thread, _lock, _waiting_lock, _first_result
+    _lock, _waiting_lock = threading.Lock(), threading.Lock()
+    had_result, _first_result = _first_result.is_set(), threading.Event()
+    if had_result:
+        _first_result.set()
+    _compiling.clear()  # the parent's compilers are the parent's to stop
+    thread = _thread
+    if thread is None or thread.ident is None:  # never started here, or turned off
+        return
+    for name, state in _states.items():
+        if state == "building":
+            _states[name] = "not started"
+    if "not started" in _states.values():
+        _thread = None
+        start()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def when_loaded(owner: Any) -> None:
@@ -171,8 +197,7 @@ def _announce() -> None:
 
 
 def _load(name: str, build: Callable[[], bytes | None]) -> ModuleType | None:
-    """The module, or None: not cached when only the cache was asked (state 'building'), or not to
-    be had (state 'unavailable: <why>')."""
+    """The module, or None where it is not to be had (state 'unavailable: <why>')."""
     _states[name] = "building"
     try:
         binary = build()
@@ -233,8 +258,8 @@ def _binary(name: str, source_file: str, identity: str, options: Callable[[], tu
     cost more than the load itself: any compiler's build of it serves.
 
     The build runs in a process of its own (`python -m jiter_magic.backends.fast_call_build NAME`), which
-    stores the entry even when this process ends first: a short script's first run on a machine
-    still leaves the module for the next. Where the disk cache cannot hold it, it is built here."""
+    stores the entry even when this process ends first: a script that ends during the build still
+    leaves the module for the next run. Where the disk cache cannot hold it, it is built here."""
     from ..build import cache_key
     from ..cache import disk_cache
 
