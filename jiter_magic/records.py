@@ -154,7 +154,7 @@ def _collect(cls: type) -> tuple[Field, ...]:
     return result
 
 
-def _init_of(cls: type, fields: tuple[Field, ...], frozen: bool) -> Callable[..., None]:
+def _init_of(cls: type, fields: tuple[Field, ...]) -> Callable[..., None]:
     """`__init__` without compiling anything (compiling one from source cost a new process 0.1-0.2 ms
     a record): all fields given by position fill the instance's `__dict__` in one step (past a
     frozen record's `__setattr__`); any other call is bound as Python binds a signature that names
@@ -231,7 +231,7 @@ def _values_of(names: tuple[str, ...]) -> Callable[[object], tuple]:
 
 def _methods(cls: type, fields: tuple[Field, ...], frozen: bool, eq: bool, repr: bool) -> dict[str, Any]:
     own = cls.__dict__
-    made: dict[str, Any] = {"__init__": _init_of(cls, fields, frozen)}
+    made: dict[str, Any] = {"__init__": _init_of(cls, fields)}
     if repr and "__repr__" not in own:
         shown = tuple(f.name for f in fields if f.repr)
 
