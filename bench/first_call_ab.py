@@ -1,11 +1,11 @@
-"""A new process's first call (kernel and C call path on disk), two package trees taking turns.
+"""A new process's first call (kernel and C call path on disk), package trees taking turns.
 
 Machines differ in how fast they import: comparing a change with a figure from another day says
 little. This times `import jiter_magic`, creating a function and its first call (after `import
 torch` and CUDA's start) for each tree in turn, ROUNDS times, each tree with its own warmed disk
 cache and its bytecode compiled ahead, and prints the medians.
 
-Usage on the GPU machine: python3 bench/first_call_ab.py OLD_TREE NEW_TREE [ROUNDS] [cpu]
+Usage on the GPU machine: python3 bench/first_call_ab.py TREE TREE... [ROUNDS] [cpu]
 (each tree a folder holding `jiter_magic/`; `git archive REV jiter_magic | tar -x -C OLD_TREE`).
 """
 from __future__ import annotations
@@ -54,9 +54,9 @@ def run(tree: str, cache: str, device: str, mode: str) -> list[float]:
 
 
 def main() -> None:
-    trees = sys.argv[1:3]
-    rounds = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3].isdigit() else 15
-    device = "cpu" if "cpu" in sys.argv[3:] else "cuda"
+    trees = [a for a in sys.argv[1:] if os.path.isdir(a)]
+    rounds = next((int(a) for a in sys.argv[1:] if a.isdigit()), 15)
+    device = "cpu" if "cpu" in sys.argv[1:] else "cuda"
     with tempfile.TemporaryDirectory() as root:
         caches = {tree: os.path.join(root, str(i)) for i, tree in enumerate(trees)}
         for tree in trees:

@@ -5,8 +5,11 @@ threads to whatever ran; this instead wraps the call's few large steps with `per
 reports each one's own time, the medians over ROUNDS new processes: `import jiter_magic`; the
 first call's arguments described (the array adapter's module loaded), its kernel built (the
 backend's modules, the compiler's identity, the source rendered and hashed, the disk entry read)
-and loaded (cuModuleLoadData, or the host library), the C call path's core module loaded, the
-rest of the call (planning, the launch), and waiting for the device.
+and loaded (cuModuleLoadData, or the host library), the C call path's loading thread started,
+the dtypes and layout resolved, the launch, the rest of the call (the rest of planning, the
+outputs' allocation), and waiting for the device; then how much of the total went to the cyclic
+garbage collector's runs, wherever they fell (a run set off here also walks what `import torch`
+left in the young generations).
 
 Usage on the GPU machine: python3 bench/first_call_phases.py [ROUNDS] [cpu] [TREE]
 (TREE: a folder holding another `jiter_magic/` to time, as bench/first_call_ab.py takes them).
@@ -23,6 +26,16 @@ from first_call_ab import AXPY, PREAMBLE, run_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = PREAMBLE + """
+import gc
+collecting = {"since": 0.0, "spent": 0.0}
+
+def on_collection(phase, info):
+    if phase == "start":
+        collecting["since"] = time.perf_counter()
+    else:
+        collecting["spent"] += time.perf_counter() - collecting["since"]
+
+gc.callbacks.append(on_collection)
 start = time.perf_counter()
 import jiter_magic
 imported = time.perf_counter()
@@ -43,7 +56,9 @@ def timed(owner, name, label):
 timed(dispatch.Dispatcher, "describe", "describe")
 timed(loader.KernelLoader, "_build_now", "build")
 timed(loader.KernelLoader, "_loaded", "load")
-timed(fast_call, "start", "core")
+timed(fast_call, "start", "loading thread")
+timed(dispatch, "resolve_call", "resolve")
+timed(dispatch.CallPlan, "launch", "launch")
 fn = jiter_magic.create_jit_fn(%r, alpha=1.0)
 created = time.perf_counter()
 fn(x, y)
@@ -55,7 +70,7 @@ if sys.argv[2] == "warm":
     fast_call.wait(600)
 steps = {"import": imported - start, "create": created - imported, **spent,
          "rest of the call": called - created - sum(spent.values()), "synchronize": done - called,
-         "total": done - start}
+         "total": done - start, "of which collecting garbage": collecting["spent"]}
 print(" ".join(f"{k.replace(' ', '_')}={1e3 * v:.3f}" for k, v in steps.items()))
 """ % AXPY
 
@@ -76,7 +91,7 @@ def main() -> None:
         runs = [run(tree, cache, device, "plain") for _ in range(rounds)]
     print(f"{tree} on {device}, medians of {rounds} new processes (ms):")
     for key in runs[0]:
-        print(f"  {key:18s} {statistics.median(r[key] for r in runs):7.2f}")
+        print(f"  {key:28s} {statistics.median(r[key] for r in runs):7.2f}")
 
 
 if __name__ == "__main__":

@@ -267,6 +267,26 @@ for _ in range(3):
     assert found["values"] == [v * v + 1.0 for v in range(6)]
 
 
+# The parent's part after the fork: the child's exit checked, then the held load let go.
+FORK_END = """_, code = os.waitpid(child, 0)
+assert code == 0, code
+gate.set()
+fast_call.wait(120)
+"""
+
+
+def _forked_child_report(script: str, tmp_path) -> dict:
+    """What the forked child printed (after "child "), the parent having run to its end too."""
+    script = script.replace('print(json.dumps({', 'print("parent", json.dumps({')
+    environment = {**os.environ, "PYTHONPATH": ROOT, "JITER_MAGIC_CACHE_DIR": str(tmp_path),
+                   fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=environment)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert any(line.startswith("parent") for line in lines)
+    return json.loads(next(line for line in lines if line.startswith("child "))[len("child "):])
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_before_the_modules_load_loads_them_itself(tmp_path):
     """A child forked between the first result and the modules' load (held back here) has none of
@@ -288,20 +308,44 @@ if child == 0:
     print("child", json.dumps(dict(status=fast_call.status(), torch_status=fast_call.torch_status(),
                                    values=out.tolist(), hot=type(plan.hot).__name__)), flush=True)
     os._exit(0)
-_, code = os.waitpid(child, 0)
-assert code == 0, code
-gate.set()
-fast_call.wait(120)
-""").replace('print(json.dumps({', 'print("parent", json.dumps({')
-    environment = {**os.environ, "PYTHONPATH": ROOT, "JITER_MAGIC_CACHE_DIR": str(tmp_path),
-                   fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=environment)
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.strip().splitlines()
-    found = json.loads(next(line for line in lines if line.startswith("child "))[len("child "):])
+""" + FORK_END)
+    found = _forked_child_report(script, tmp_path)
     assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
     assert found["values"] == [v * v + 1.0 for v in range(6)]
-    assert any(line.startswith("parent") for line in lines)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_the_loading_thread_runs_on_counts_it_finished(tmp_path):
+    """A child forked after both modules loaded but before the parent's loading thread returned
+    (held here) has no such thread: it counts as finished there, so the child's `wait` returns at
+    once, its plans are settled and they heat."""
+    script = CHILD.replace("fast_call.wait(120)\n", """
+import os, threading, time
+gate = threading.Event()
+original = fast_call._load_all
+fast_call._load_all = lambda: (original(), gate.wait(120))
+""").replace("for _ in range(3):\n    out = f(a, a)\n", """
+out = f(a, a)
+deadline = time.monotonic() + 120
+while (fast_call.status(), fast_call.torch_status()) != ("loaded", "loaded") and time.monotonic() < deadline:
+    time.sleep(0.01)
+assert not fast_call.settled()  # the parent's thread is still held
+child = os.fork()
+if child == 0:
+    began = time.monotonic()
+    fast_call.wait(60)
+    waited = time.monotonic() - began
+    settled = fast_call.settled()
+    for _ in range(3):
+        out = f(a, a)
+    plan = next(p for p in f._dispatch.plans.values())
+    print("child", json.dumps(dict(waited=waited, settled=settled, values=out.tolist(),
+                                   hot=type(plan.hot).__name__)), flush=True)
+    os._exit(0)
+""" + FORK_END)
+    found = _forked_child_report(script, tmp_path)
+    assert found["settled"] is True and found["waited"] < 5
+    assert found["hot"] == "HotPlan" and found["values"] == [v * v + 1.0 for v in range(6)]
 
 
 def test_waiting_for_the_modules_does_not_wait_for_a_first_result(tmp_path):
