@@ -220,6 +220,21 @@ def test_turned_off_the_python_path_gives_the_same_results(tmp_path):
     assert found["values"] == [v * v + 1.0 for v in range(6)]
 
 
+def test_a_loading_thread_that_cannot_start_leaves_the_python_path(tmp_path):
+    """Where no thread can be started (the interpreter finalizing, a thread limit: made to fail
+    here), the call still returns its result on the Python path, and the status says why."""
+    script = CHILD.replace("fast_call.wait(120)\n", """
+def no_thread(function, args):
+    raise RuntimeError("can't start new thread")
+fast_call.start_new_thread = no_thread
+""").replace('print(json.dumps({', 'print(json.dumps({"settled": fast_call.settled(), "waited": fast_call.wait(5), ')
+    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path)})
+    assert found["values"] == [v * v + 1.0 for v in range(6)]
+    assert found["hot"] == "NoneType" and found["settled"] is True and found["waited"] is None
+    assert found["status"] == found["torch_status"] == \
+        "unavailable: the loading thread could not start: can't start new thread"
+
+
 def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
     env = {"JITER_MAGIC_CACHE_DIR": str(tmp_path)}
     first = _run(CHILD, env)

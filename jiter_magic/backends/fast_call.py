@@ -61,8 +61,8 @@ class _LoadThread:
         self.done = threading.Event()
 
     def start(self) -> None:
-        self.started = True
         start_new_thread(self._run, ())
+        self.started = True
 
     def _run(self) -> None:
         try:
@@ -141,7 +141,10 @@ def start() -> None:
             _thread = _LoadThread(lambda: None)  # marks the decision; never started
             return
         _thread = _LoadThread(_load_all)
-        _thread.start()
+        try:
+            _thread.start()
+        except RuntimeError as exc:  # no thread to be had (the interpreter finalizing, a thread limit)
+            _states.update({name: f"unavailable: the loading thread could not start: {exc}" for name in _states})
 
 
 def wait(timeout: float | None = None) -> ModuleType | None:
