@@ -189,14 +189,18 @@ def test_without_a_driver_cuda_kernels_keep_the_python_launch():
     assert fast_call.kernel(1, False, (1, 1, 1), 0, None, "x") is None
 
 
-def _run(script: str, env: dict) -> dict:
+def _output_lines(script: str, env: dict) -> list[str]:
     environment = {**os.environ, "PYTHONPATH": ROOT}
     environment.pop(fast_call.DIR_VARIABLE, None)  # these children build into their own cache, unless told
     environment.update(env)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                             env=environment)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return result.stdout.strip().splitlines()
+
+
+def _run(script: str, env: dict) -> dict:
+    return json.loads(_output_lines(script, env)[-1])
 
 
 CHILD = """
@@ -292,12 +296,8 @@ fast_call.wait(120)
 
 def _forked_child_report(script: str, tmp_path) -> dict:
     """What the forked child printed (after "child "), the parent having run to its end too."""
-    script = script.replace('print(json.dumps({', 'print("parent", json.dumps({')
-    environment = {**os.environ, "PYTHONPATH": ROOT, "JITER_MAGIC_CACHE_DIR": str(tmp_path),
-                   fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=environment)
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.strip().splitlines()
+    lines = _output_lines(script.replace('print(json.dumps({', 'print("parent", json.dumps({'),
+                          {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
     assert any(line.startswith("parent") for line in lines)
     return json.loads(next(line for line in lines if line.startswith("child "))[len("child "):])
 
