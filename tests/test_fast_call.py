@@ -268,7 +268,7 @@ def test_a_new_process_loads_both_modules_after_its_first_result(tmp_path):
     script = CHILD.replace("fast_call.wait(120)\n", """
 order = []
 original_load, original_result = fast_call._load, fast_call.first_result
-fast_call._load = lambda name, build: (order.append("load " + name), original_load(name, build))[1]
+fast_call._load = lambda name, *rest: (order.append("load " + name), original_load(name, *rest))[1]
 first = []  # the modules' states when the first result is announced (the thread may load them at once)
 fast_call.first_result = lambda: (order.append("result"), first.extend([fast_call.status(), fast_call.torch_status()]),
                                   original_result())[2]
@@ -361,6 +361,122 @@ if child == 0:
     found = _forked_child_report(script, tmp_path)
     assert found["settled"] is True and found["waited"] < 5
     assert found["hot"] == "HotPlan" and found["values"] == [v * v + 1.0 for v in range(6)]
+
+
+def test_the_loading_thread_counts_as_running_as_soon_as_it_is_started(tmp_path):
+    """The new thread may run before `start_new_thread` returns: from then on no other thread may
+    see the load settled (a function made then would never hear of it, and `wait` not wait)."""
+    script = CHILD.replace("fast_call.wait(120)\n", """
+real_start, seen = fast_call.start_new_thread, []
+def starting(function, args):
+    ident = real_start(function, args)
+    seen.append(fast_call.settled())  # what another thread would see at this moment
+    return ident
+fast_call.start_new_thread = starting
+""").replace("for _ in range(3):\n    out = f(a, a)\n", """
+out = f(a, a)
+fast_call.wait(120)
+for _ in range(3):
+    out = f(a, a)
+""").replace('print(json.dumps({', 'print(json.dumps({"seen": seen, ')
+    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
+    assert found["seen"] == [False]
+    assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_before_a_load_is_announced_announces_it(tmp_path):
+    """A child forked after the torch module was put in place but before the parent's thread
+    announced it (held here), with a function whose key was bound to the Python key while that
+    module loaded: the child announces it again, and the function's plans heat there."""
+    script = CHILD.replace("fast_call.wait(120)\n", """
+import os, threading
+installing, install_gate, announcing, gate = (threading.Event() for _ in range(4))
+original_install, original_announce = fast_call._install_torch, fast_call._announce
+def held_install(loaded):
+    installing.set()
+    install_gate.wait(120)
+    original_install(loaded)
+def held_announce():
+    if fast_call.torch_module is not None:
+        announcing.set()
+        gate.wait(120)
+    original_announce()
+fast_call._install_torch, fast_call._announce = held_install, held_announce
+""").replace("for _ in range(3):\n    out = f(a, a)\n", """
+out = f(a, a)
+assert installing.wait(120)
+out = f(a, a)  # binds the Python key: the torch module is not in place yet
+install_gate.set()
+assert announcing.wait(120)
+assert fast_call.torch_status() == "loaded"
+child = os.fork()
+if child == 0:
+    fast_call.wait(60)
+    for _ in range(3):
+        out = f(a, a)
+    hot = sorted({type(p.hot).__name__ for p in f._dispatch.plans.values()})
+    print("child", json.dumps(dict(status=fast_call.status(), torch_status=fast_call.torch_status(),
+                                   values=out.tolist(), hot=hot)), flush=True)
+    os._exit(0)
+""" + FORK_END)
+    found = _forked_child_report(script, tmp_path)
+    assert found["status"] == found["torch_status"] == "loaded" and "HotPlan" in found["hot"]
+    assert found["values"] == [v * v + 1.0 for v in range(6)]
+
+
+def test_torch_imported_after_the_first_load_still_gets_its_module(tmp_path):
+    """A process that used jiter_magic (NumPy arrays) before it imported torch: the loading thread
+    has finished without the torch module; torch's adapter, once made, loads it, and calls of
+    torch tensors heat on the C key."""
+    script = """
+import json, sys
+import numpy as np
+import jiter_magic
+from jiter_magic.backends import fast_call
+f = jiter_magic.create_jit_fn("template <typename T> T fc_late(T x, T y) { return x * y + 1; }")
+a = np.arange(6.0)
+f(a, a)
+fast_call.wait(120)
+before = [fast_call.status(), fast_call.torch_status(), "torch" in sys.modules]
+import torch
+t = torch.arange(6.0)
+f(t, t)
+fast_call.wait(120)
+for _ in range(3):
+    out = f(t, t)
+hot = sorted(type(p.hot).__name__ for p in f._dispatch.plans.values())  # NumPy's, torch's (and its Python key's)
+print(json.dumps({"before": before, "after": fast_call.torch_status(), "hot": hot, "values": out.tolist()}))
+"""
+    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
+    assert found["before"] == ["loaded", "not started", False]
+    assert found["after"] == "loaded" and found["hot"].count("HotPlan") == 2
+    assert found["values"] == [v * v + 1.0 for v in range(6)]
+
+
+def test_a_process_ending_during_a_load_leaves_no_file_behind(tmp_path):
+    """The exit stops the daemon loading thread wherever it is: a load's private file is removed
+    at exit all the same (the load held here with its file written)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    script = """
+import importlib.machinery, os, threading, numpy as np, jiter_magic
+from jiter_magic.backends import fast_call
+held = threading.Event()
+real_loader = importlib.machinery.ExtensionFileLoader
+def holding_loader(name, path):
+    held.set()
+    threading.Event().wait()  # for good: the exit finds the thread here
+importlib.machinery.ExtensionFileLoader = holding_loader
+f = jiter_magic.create_jit_fn("template <typename T> T fc_exit(T x) { return x + 1; }")
+f(np.arange(3.0))
+assert held.wait(120)
+print(sorted(os.listdir(os.environ["TMPDIR"])))
+"""
+    lines = _output_lines(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(folder),
+                                   fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
+    assert "jiter_magic-jm_fast_call-" in lines[-1]  # the file existed while the load was held
+    assert [p.name for p in folder.iterdir() if p.name.startswith("jiter_magic-jm_")] == []
 
 
 def test_waiting_for_the_modules_does_not_wait_for_a_first_result(tmp_path):

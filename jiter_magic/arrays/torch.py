@@ -141,6 +141,7 @@ class TorchAdapter:
         self.pointer: Callable[[torch.Tensor], int] = torch.Tensor.data_ptr
         fast_call.when_loaded(self)  # first: a load between the two is then announced or read below
         self.fast_call_loaded()
+        fast_call.torch_in_use()  # where jiter_magic ran before torch was imported: its C key loads now
 
     def fast_call_loaded(self) -> None:
         """Read output pointers through ATen once the torch module of the C call path is loaded."""

@@ -22,6 +22,7 @@ or `JITER_MAGIC_FAST_CALL=0`, the Python path runs: the same results and the sam
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import importlib.machinery
 import importlib.util
@@ -53,25 +54,33 @@ _lock = threading.Lock()
 class _LoadThread:
     """The daemon thread that loads the modules. It is started with `_thread.start_new_thread`:
     `threading.Thread.start` waits until the new thread runs, 0.3 ms of a new process's first call
-    on the H200's host (0.03 ms without the wait)."""
+    on the H200's host (0.03 ms without the wait). It counts as running from its creation until
+    its target returns, or its start fails: the new thread may run before `start_new_thread`
+    returns, and no other thread may see it finished then. A thread made without a target (the
+    path turned off) is finished from the start."""
 
-    def __init__(self, target: Callable[[], None]) -> None:
+    def __init__(self, target: Callable[[], None] | None) -> None:
         self.target = target
-        self.started = False
         self.done = threading.Event()
+        if target is None:
+            self.done.set()
 
     def start(self) -> None:
-        start_new_thread(self._run, ())
-        self.started = True
+        try:
+            start_new_thread(self._run, ())
+        except BaseException:
+            self.done.set()
+            raise
 
     def _run(self) -> None:
         try:
-            self.target()
+            if self.target is not None:
+                self.target()
         finally:
             self.done.set()
 
     def is_alive(self) -> bool:
-        return self.started and not self.done.is_set()
+        return not self.done.is_set()
 
     def join(self, timeout: float | None = None) -> None:
         self.done.wait(timeout)
@@ -82,7 +91,7 @@ class _LoadThread:
         self.done.set()
 
 
-_thread: _LoadThread | None = None
+_thread: _LoadThread | None = None  # the latest loading thread (a second one may load the torch module)
 _waiting: weakref.WeakSet[Any] = weakref.WeakSet()  # objects whose `fast_call_loaded()` to call after a load
 _waiting_lock = threading.Lock()  # the loading thread walks `_waiting` while callers add to it
 loads = 0  # modules loaded so far: a binding read before a load and stored after it is to be read again
@@ -91,12 +100,21 @@ _compiling: set[subprocess.Popen] = set()  # the compiler of a background build,
 # for the process's first result: a new process's first call then does not share the interpreter.
 _first_result = threading.Event()
 FIRST_RESULT_WAIT = 1.0  # seconds the load waits at most (a process that launches nothing yet)
+_temporary_files: set[str] = set()  # a load's private file, while it exists
+_temporary_lock = threading.Lock()
+_exiting = False  # set at exit: no load makes a file then, as the exit may end its thread at any step
 
 
 @atexit.register
 def _stop_builds() -> None:
     """A process that ends during a build stops its compiler rather than leave it running alone,
-    and lets the build thread unwind (its lock file and temporary folder removed)."""
+    and lets the build thread unwind (its lock file and temporary folder removed). A load's
+    private file goes, and no load makes another."""
+    global _exiting
+    with _temporary_lock:
+        _exiting = True
+    for path in list(_temporary_files):
+        _remove_temporary(path)
     killed = list(_compiling)
     for process in killed:
         process.kill()
@@ -138,13 +156,41 @@ def start() -> None:
             return
         if not enabled():
             _states.update({name: "off" for name in _states})
-            _thread = _LoadThread(lambda: None)  # marks the decision; never started
+            _thread = _LoadThread(None)  # marks the decision; never started
             return
-        _thread = _LoadThread(_load_all)
-        try:
-            _thread.start()
-        except RuntimeError as exc:  # no thread to be had (the interpreter finalizing, a thread limit)
-            _states.update({name: f"unavailable: the loading thread could not start: {exc}" for name in _states})
+        _start_thread(_load_all, list(_states))
+
+
+def _start_thread(target: Callable[[], None], names: list[str]) -> None:
+    """Start a loading thread of `target` as `_thread` (under `_lock`); where no thread can be had,
+    the modules `names` are unavailable and say why."""
+    global _thread
+    _thread = _LoadThread(target)
+    try:
+        _thread.start()
+    except RuntimeError as exc:  # no thread to be had (the interpreter finalizing, a thread limit)
+        _states.update({name: f"unavailable: the loading thread could not start: {exc}" for name in names})
+
+
+def torch_in_use() -> None:
+    """The torch adapter was just made. Where the core module is loaded but the torch module was
+    never asked for (torch was not imported when the loading thread looked), a thread loads it now:
+    a process that used jiter_magic before it imported torch still gets the torch key in C."""
+    if module is None or _states["jm_torch_call"] != "not started":
+        return
+    with _lock:
+        if module is None or not _claim_torch():
+            return
+        _start_thread(_load_torch, ["jm_torch_call"])
+
+
+def _claim_torch() -> bool:
+    """Whether the caller is to load the torch module (under `_lock`): torch is imported and no
+    thread has taken the load on. The one that is to marks it 'building'."""
+    if _states["jm_torch_call"] != "not started" or "torch" not in sys.modules:
+        return False
+    _states["jm_torch_call"] = "building"
+    return True
 
 
 def wait(timeout: float | None = None) -> ModuleType | None:
@@ -152,7 +198,7 @@ def wait(timeout: float | None = None) -> ModuleType | None:
     start()
     _first_result.set()  # a waiter wants every module now
     thread = _thread
-    if thread is not None and thread.started:
+    if thread is not None:
         thread.join(timeout)
     return module
 
@@ -166,20 +212,26 @@ def first_result() -> None:
 def _after_fork_in_child() -> None:
     """A forked child has none of its parent's threads: where the loading thread had not loaded
     everything, the child starts its own (the locks, which a parent's thread may have held at
-    the fork, made anew), so that a child forked soon after a first call still gets the C path."""
-    global _thread, _lock, _waiting_lock, _first_result
-    _lock, _waiting_lock = threading.Lock(), threading.Lock()
+    the fork, made anew), so that a child forked soon after a first call still gets the C path.
+    A module marked 'loaded' is in place; the parent's thread may have been about to announce it,
+    so the child announces what is loaded again (binding key functions anew is harmless)."""
+    global _thread, _lock, _waiting_lock, _temporary_lock, _first_result, _exiting
+    _lock, _waiting_lock, _temporary_lock = threading.Lock(), threading.Lock(), threading.Lock()
     had_result, _first_result = _first_result.is_set(), threading.Event()
     if had_result:
         _first_result.set()
     _compiling.clear()  # the parent's compilers are the parent's to stop
+    _temporary_files.clear()  # and its temporary files its own to remove
+    _exiting = False
     thread = _thread
-    if thread is None or not thread.started:  # never started here, or turned off
+    if thread is None or not thread.is_alive():  # never started here, turned off, or done
         return
     thread.gone_in_child()
     for name, state in _states.items():
         if state == "building":
             _states[name] = "not started"
+    if "loaded" in _states.values():
+        _announce()
     if "not started" in _states.values():
         _thread = None
         start()
@@ -190,40 +242,42 @@ if hasattr(os, "register_at_fork"):
 
 
 def when_loaded(owner: Any) -> None:
-    """Call `owner.fast_call_loaded()` after each module loads while a build runs (held weakly)."""
-    if not settled():
-        with _waiting_lock:
-            _waiting.add(owner)
+    """Call `owner.fast_call_loaded()` after each module loads (held weakly): also after the first
+    loading thread has finished, as the torch module may load later (`torch_in_use`)."""
+    with _waiting_lock:
+        _waiting.add(owner)
 
 
-def _load_core() -> None:
-    """Load (or build, then load) the core module and announce it."""
+def _install_core(loaded: ModuleType) -> None:
     global module
-    loaded = _load("jm_fast_call", _build_core)
-    if loaded is not None:
-        loaded.configure(LaunchError, *_driver_entry_points())
-        module = loaded
-        _announce()
+    loaded.configure(LaunchError, *_driver_entry_points())
+    module = loaded
+
+
+def _install_torch(loaded: ModuleType) -> None:
+    global torch_module
+    import torch
+
+    loaded.configure(torch.Tensor, torch.nn.Parameter)
+    torch_module = loaded
 
 
 def _load_all() -> None:
     """After the first result: load (or build, then load) the core module, then the torch module
-    once torch is imported."""
-    global torch_module
+    where torch is imported (else `torch_in_use` loads it once torch's adapter is made)."""
     _first_result.wait(FIRST_RESULT_WAIT)
     if module is None and _states["jm_fast_call"] in ("not started", "building"):
-        _load_core()
-        if module is None:
-            return
-    if module is not None and torch_module is None and "torch" in sys.modules \
-            and _states["jm_torch_call"] in ("not started", "building"):
-        torch_module = _load("jm_torch_call", _build_torch)
-        if torch_module is None:
-            return
-        import torch
+        _load("jm_fast_call", _build_core, _install_core)
+    if module is None:
+        return
+    with _lock:
+        claimed = _claim_torch()
+    if claimed:
+        _load_torch()
 
-        torch_module.configure(torch.Tensor, torch.nn.Parameter)
-        _announce()
+
+def _load_torch() -> None:
+    _load("jm_torch_call", _build_torch, _install_torch)
 
 
 def _announce() -> None:
@@ -235,19 +289,18 @@ def _announce() -> None:
         owner.fast_call_loaded()
 
 
-def _load(name: str, build: Callable[[], bytes | None]) -> ModuleType | None:
-    """The module, or None where it is not to be had (state 'unavailable: <why>')."""
+def _load(name: str, build: Callable[[], bytes], install: Callable[[ModuleType], None]) -> None:
+    """Build or read the module, load it, `install` it (configured, then assigned), then mark it
+    'loaded' and announce it, in that order: a child forked at any step finds a module marked
+    'loaded' in place. Where it is not to be had, the state says why ('unavailable: <why>')."""
     _states[name] = "building"
     try:
-        binary = build()
-        if binary is None:
-            return None
-        loaded = _import(name, binary)
+        install(_import(name, build()))
     except Exception as exc:  # noqa: BLE001 - any failure leaves the Python path, which always works
         _states[name] = f"unavailable: {exc}"
-        return None
+        return
     _states[name] = "loaded"
-    return loaded
+    _announce()
 
 
 def _python_headers() -> str:
@@ -261,12 +314,12 @@ def _python_headers() -> str:
     return include
 
 
-def _build_core() -> bytes | None:
+def _build_core() -> bytes:
     return _binary("jm_fast_call", "fast_call.cpp", "",
                    lambda: ("-O2", "-std=c++17", "-shared", "-fPIC", "-Wall", f"-I{_python_headers()}"))
 
 
-def _build_torch() -> bytes | None:
+def _build_torch() -> bytes:
     import torch
 
     root = os.path.dirname(os.path.abspath(torch.__file__))
@@ -291,7 +344,7 @@ def _cxx_standard() -> str:
     return "-std=c++20" if _accepts(find_cxx(os.environ.get("CXX") or None), "-std=c++20") else "-std=c++17"
 
 
-def _binary(name: str, source_file: str, identity: str, options: Callable[[], tuple[str, ...]]) -> bytes | None:
+def _binary(name: str, source_file: str, identity: str, options: Callable[[], tuple[str, ...]]) -> bytes:
     """A module's shared library: from the disk cache, else built and stored. The key is the source,
     the Python build and `identity` (what the module links against), not the compiler, whose probes
     cost more than the load itself: any compiler's build of it serves.
@@ -360,8 +413,13 @@ def build_here(name: str) -> int:
 
 
 def _import(name: str, binary: bytes) -> ModuleType:
-    """The extension module of these bytes, loaded from a private file removed at once."""
-    fd, path = tempfile.mkstemp(prefix=f"jiter_magic-{name}-", suffix=".so")
+    """The extension module of these bytes, loaded from a private file removed at once (or at the
+    process's exit, which can stop this daemon thread before its own removal)."""
+    with _temporary_lock:
+        if _exiting:
+            raise LaunchError("the process is exiting")
+        fd, path = tempfile.mkstemp(prefix=f"jiter_magic-{name}-", suffix=".so")
+        _temporary_files.add(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(binary)
@@ -371,8 +429,16 @@ def _import(name: str, binary: bytes) -> ModuleType:
         loaded = importlib.util.module_from_spec(spec)
         loader.exec_module(loaded)
     finally:
-        os.unlink(path)
+        _remove_temporary(path)
     return loaded
+
+
+def _remove_temporary(path: str) -> None:
+    with _temporary_lock:
+        if path in _temporary_files:
+            _temporary_files.discard(path)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def _driver_entry_points() -> tuple[int, int, int, int]:
