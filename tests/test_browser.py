@@ -152,25 +152,31 @@ def browser(tmp_path):
         driver.quit()
 
 
+# The open notebook's panel, in JavaScript: the shell's current widget, or the main area's widget
+# with a kernel session (JupyterLab 4.6 leaves the current widget unset in a window that never had
+# the focus, as headless Chromium's).
+NOTEBOOK_PANEL = ("(window.jupyterapp.shell.currentWidget || "
+                  "Array.from(window.jupyterapp.shell.widgets('main')).find(w => w.sessionContext))")
+
 # The colour of the C++ keyword `template` and of the plain text around it in the magic cell's editor.
 KEYWORD_COLOURS = """
-const editor = window.jupyterapp.shell.currentWidget.content.widgets[1].node.querySelector('.cm-content');
+const editor = NOTEBOOK_PANEL.content.widgets[1].node.querySelector('.cm-content');
 const spans = [...editor.querySelectorAll('span')].filter(s => s.textContent.trim() === 'template');
 if (!spans.length) return null;
 return {template: getComputedStyle(spans[0]).color, plain: getComputedStyle(editor).color};
-"""
+""".replace("NOTEBOOK_PANEL", NOTEBOOK_PANEL)
 
 RUN_ALL = """
 const done = arguments[arguments.length - 1];
 (async () => {
   const app = window.jupyterapp;
-  const panel = app.shell.currentWidget;
+  const panel = NOTEBOOK_PANEL;
   await panel.context.ready;
   await panel.sessionContext.ready;
   await app.commands.execute('notebook:run-all-cells');
   done('ok');
 })().catch(error => done('error: ' + error));
-"""
+""".replace("NOTEBOOK_PANEL", NOTEBOOK_PANEL)
 
 
 def _run_all_cells(driver, url: str, token: str) -> None:
@@ -181,7 +187,7 @@ def _run_all_cells(driver, url: str, token: str) -> None:
     driver.get(f"{url}/lab/tree/panel.ipynb?reset&token={token}")
     WebDriverWait(driver, 120).until(ec.presence_of_element_located((By.CSS_SELECTOR, ".jp-Notebook .jp-Cell")))
     WebDriverWait(driver, 60).until(lambda d: d.execute_script(
-        "const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+        f"const w = window.jupyterapp && {NOTEBOOK_PANEL};"
         "return !!(w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel);"))
     assert driver.execute_async_script(RUN_ALL) == "ok"
 
@@ -196,7 +202,7 @@ def test_panel_renders_in_jupyterlab(lab, browser):
         _run_all_cells(browser, url, token)
         # jiter_magic's JupyterLab extension: the %%jiterator cell is edited as C++, the others as Python
         mimes = browser.execute_script(
-            "return window.jupyterapp.shell.currentWidget.content.widgets.map(c => c.model.mimeType);")
+            f"return {NOTEBOOK_PANEL}.content.widgets.map(c => c.model.mimeType);")
         assert mimes[1] == "text/x-c++src" and mimes[2] == mimes[3] == "text/x-ipython", mimes
         keyword = WebDriverWait(browser, 30).until(lambda d: d.execute_script(KEYWORD_COLOURS))
         assert keyword["template"] != keyword["plain"], keyword  # `template` coloured as a C++ keyword
@@ -287,12 +293,12 @@ window.jupyterapp.commands.execute('apputils:change-theme', {theme: arguments[0]
 SAVE_AND_SHUT_DOWN = """
 const done = arguments[arguments.length - 1];
 (async () => {
-  const panel = window.jupyterapp.shell.currentWidget;
-  await window.jupyterapp.commands.execute('docmanager:save');
+  const panel = NOTEBOOK_PANEL;
+  await panel.context.save();  // what docmanager:save does, for a panel that need not have the focus
   await panel.sessionContext.shutdown();
   done('ok');
 })().catch(error => done('error: ' + error));
-"""
+""".replace("NOTEBOOK_PANEL", NOTEBOOK_PANEL)
 
 
 def _theme(driver, name: str) -> None:
@@ -339,7 +345,7 @@ def test_panel_reads_well_in_every_theme_and_survives_save_and_reopen(lab, brows
         browser.get_log("browser")  # drop the first session's messages
         browser.get(f"{url}/lab/tree/panel.ipynb?token={token}")
         WebDriverWait(browser, 120).until(lambda d: d.execute_script(
-            "const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+            f"const w = window.jupyterapp && {NOTEBOOK_PANEL};"
             "return !!(w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel);"))
         tab_labels = WebDriverWait(browser, 120).until(
             lambda d: d.find_elements(By.CSS_SELECTOR, ".jp-OutputArea .widget-tab .lm-TabBar-tabLabel"))
