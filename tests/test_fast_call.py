@@ -384,6 +384,25 @@ for _ in range(3):
     assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
 
 
+# A child forked at the point a test holds the load: it waits for its own loads, calls three times,
+# and reports its modules' states and its plans' hot paths; then the parent's end (FORK_END).
+FORK_AND_REPORT = """child = os.fork()
+if child == 0:
+    fast_call.wait(60)
+    for _ in range(3):
+        out = f(a, a)
+    hot = sorted({type(p.hot).__name__ for p in f._dispatch.plans.values()})
+    print("child", json.dumps(dict(status=fast_call.status(), torch_status=fast_call.torch_status(),
+                                   values=out.tolist(), hot=hot)), flush=True)
+    os._exit(0)
+""" + FORK_END
+
+
+def _assert_the_child_loaded_and_heated(found: dict) -> None:
+    assert found["status"] == found["torch_status"] == "loaded" and "HotPlan" in found["hot"]
+    assert found["values"] == [v * v + 1.0 for v in range(6)]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_before_a_load_is_announced_announces_it(tmp_path):
     """A child forked after the torch module was put in place but before the parent's thread
@@ -397,8 +416,9 @@ def held_install(loaded):
     installing.set()
     install_gate.wait(120)
     original_install(loaded)
+parent = os.getpid()
 def held_announce():
-    if fast_call.torch_module is not None:
+    if fast_call.torch_module is not None and os.getpid() == parent:  # the child's own announcement goes on
         announcing.set()
         gate.wait(120)
     original_announce()
@@ -410,19 +430,30 @@ out = f(a, a)  # binds the Python key: the torch module is not in place yet
 install_gate.set()
 assert announcing.wait(120)
 assert fast_call.torch_status() == "loaded"
-child = os.fork()
-if child == 0:
-    fast_call.wait(60)
-    for _ in range(3):
-        out = f(a, a)
-    hot = sorted({type(p.hot).__name__ for p in f._dispatch.plans.values()})
-    print("child", json.dumps(dict(status=fast_call.status(), torch_status=fast_call.torch_status(),
-                                   values=out.tolist(), hot=hot)), flush=True)
-    os._exit(0)
-""" + FORK_END)
-    found = _forked_child_report(script, tmp_path)
-    assert found["status"] == found["torch_status"] == "loaded" and "HotPlan" in found["hot"]
-    assert found["values"] == [v * v + 1.0 for v in range(6)]
+""" + FORK_AND_REPORT)
+    _assert_the_child_loaded_and_heated(_forked_child_report(script, tmp_path))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_with_a_module_in_place_but_not_marked_loaded_counts_it_loaded(tmp_path):
+    """A child forked after the core module was put in place but before it was marked loaded
+    (held here): the module is there in the child, so its status reads loaded and plans heat."""
+    script = CHILD.replace("fast_call.wait(120)\n", """
+import os, threading
+installed, gate = threading.Event(), threading.Event()
+original_install, parent = fast_call._install_core, os.getpid()
+def held_install(loaded):
+    original_install(loaded)
+    if os.getpid() == parent:
+        installed.set()
+        gate.wait(120)
+fast_call._install_core = held_install
+""").replace("for _ in range(3):\n    out = f(a, a)\n", """
+out = f(a, a)
+assert installed.wait(120)
+assert fast_call.status() == "building" and fast_call.module is not None
+""" + FORK_AND_REPORT)
+    _assert_the_child_loaded_and_heated(_forked_child_report(script, tmp_path))
 
 
 def test_torch_imported_after_the_first_load_still_gets_its_module(tmp_path):

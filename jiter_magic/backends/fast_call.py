@@ -168,7 +168,7 @@ def _start_thread(target: Callable[[], None], names: list[str]) -> None:
     _thread = _LoadThread(target)
     try:
         _thread.start()
-    except RuntimeError as exc:  # no thread to be had (the interpreter finalizing, a thread limit)
+    except Exception as exc:  # noqa: BLE001 - no thread to be had (the interpreter finalizing, a thread limit)
         _states.update({name: f"unavailable: the loading thread could not start: {exc}" for name in names})
 
 
@@ -181,7 +181,13 @@ def torch_in_use() -> None:
     with _lock:
         if module is None or not _claim_torch():
             return
-        _start_thread(_load_torch, ["jm_torch_call"])
+        previous = _thread
+
+        def after_previous() -> None:  # `wait` and `settled` follow the latest thread: it ends last
+            if previous is not None:
+                previous.join()
+            _load_torch()
+        _start_thread(after_previous, ["jm_torch_call"])
 
 
 def _claim_torch() -> bool:
@@ -213,8 +219,9 @@ def _after_fork_in_child() -> None:
     """A forked child has none of its parent's threads: where the loading thread had not loaded
     everything, the child starts its own (the locks, which a parent's thread may have held at
     the fork, made anew), so that a child forked soon after a first call still gets the C path.
-    A module marked 'loaded' is in place; the parent's thread may have been about to announce it,
-    so the child announces what is loaded again (binding key functions anew is harmless)."""
+    A module being loaded counts as loaded where it was already in place, else as not started;
+    the parent's thread may have been about to announce a module, so the child announces what is
+    loaded again (binding key functions anew is harmless)."""
     global _thread, _lock, _waiting_lock, _temporary_lock, _first_result, _exiting
     _lock, _waiting_lock, _temporary_lock = threading.Lock(), threading.Lock(), threading.Lock()
     had_result, _first_result = _first_result.is_set(), threading.Event()
@@ -224,17 +231,19 @@ def _after_fork_in_child() -> None:
     _temporary_files.clear()  # and its temporary files its own to remove
     _exiting = False
     thread = _thread
-    if thread is None or not thread.is_alive():  # never started here, turned off, or done
+    if thread is None:  # never started here
         return
+    running = thread.is_alive()
     thread.gone_in_child()
+    in_place = {"jm_fast_call": module, "jm_torch_call": torch_module}
     for name, state in _states.items():
-        if state == "building":
-            _states[name] = "not started"
-    if "loaded" in _states.values():
-        _announce()
+        if state == "building":  # a thread's load, or a claim whose thread had not started yet
+            _states[name] = "loaded" if in_place[name] is not None else "not started"
     if "not started" in _states.values():
         _thread = None
         start()
+    if running and "loaded" in _states.values():
+        _announce()
 
 
 if hasattr(os, "register_at_fork"):
