@@ -28,7 +28,7 @@ def rss_mib() -> float:
 
 
 def snapshot() -> dict:
-    from jiter_magic.loader import _SHARED
+    from jiter_magic.runtime.loader import _SHARED
 
     gc.collect()
     return {"maps": maps(), "rss_mib": round(rss_mib(), 1), "kernels_alive": len(_SHARED)}
@@ -53,8 +53,8 @@ def run(make_input, label: str, distinct: int, rounds: int, reuse: bool = False)
 
 def distinct_round(make_input, label: str, distinct: int) -> dict:
     """`distinct` new functions made (16 threads), called and dropped; then the pool emptied."""
-    from jiter_magic.backends import heap
-    from jiter_magic.loader import _POOL
+    from jiter_magic.runtime.backends import heap
+    from jiter_magic.runtime.loader import _POOL
 
     def one(i: int):
         f = jiter_magic.create_jit_fn(f"template <typename T> T {label}_d{i}(T x) {{ return x + T({i}); }}")

@@ -20,7 +20,7 @@ import jiter_magic  # noqa: E402
 
 def _fast_call_module():
     try:
-        from jiter_magic.backends import fast_call
+        from jiter_magic.native import loader as fast_call
     except ImportError:
         return None
     return fast_call

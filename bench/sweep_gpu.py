@@ -43,9 +43,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jiter_magic  # noqa: E402
-from jiter_magic.codegen import kernel as kernel_source  # noqa: E402
-from jiter_magic.dtypes import DTYPES  # noqa: E402
 from jiter_magic.kernels import base, contiguous, packed_tiles, rows, tiled  # noqa: E402
+from jiter_magic.kernels import render as kernel_source  # noqa: E402
+from jiter_magic.planning.dtypes import DTYPES  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_gpu import timed  # noqa: E402

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
-from .build import Specialization
-from .cache import CacheWarning
-from .cache import stats as cache_stats
-from .errors import (
+from jiter_magic._version import __version__
+from jiter_magic.cache.disk import CacheWarning
+from jiter_magic.cache.disk import stats as cache_stats
+from jiter_magic.errors import (
     ArgumentTypeError,
     BindError,
     CompileError,
@@ -32,7 +31,8 @@ from .errors import (
     UnknownKwargError,
     UnsupportedArrayError,
 )
-from .function import JitFunction
+from jiter_magic.function import JitFunction
+from jiter_magic.runtime.build import Specialization
 
 __all__ = [
     "create_jit_fn", "create_multi_output_jit_fn", "JitFunction", "Specialization",
@@ -63,7 +63,7 @@ def create_multi_output_jit_fn(code_string: str, num_outputs: int, **kwargs: obj
 
 
 if TYPE_CHECKING:
-    from .benchmarking import BenchmarkResult, SweepResult, benchmark, sweep
+    from jiter_magic.tools.benchmarking import BenchmarkResult, SweepResult, benchmark, sweep
 
 _LAZY = {"benchmark", "sweep", "BenchmarkResult", "SweepResult"}  # from .benchmarking, the first time asked
 
@@ -71,7 +71,7 @@ _LAZY = {"benchmark", "sweep", "BenchmarkResult", "SweepResult"}  # from .benchm
 def __getattr__(name: str) -> Any:
     """The benchmarking names, imported when first asked for: a new process's first call needs none."""
     if name in _LAZY:
-        from . import benchmarking
+        from jiter_magic.tools import benchmarking
 
         value = getattr(benchmarking, name)
         globals()[name] = value
@@ -85,7 +85,7 @@ def __dir__() -> list[str]:
 
 def cache_dir() -> str | None:
     """The disk cache directory in use (None when JITER_MAGIC_DISK_CACHE=0)."""
-    from .cache import disk_cache
+    from jiter_magic.cache.disk import disk_cache
 
     return disk_cache().root
 
@@ -93,8 +93,8 @@ def cache_dir() -> str | None:
 def clear_cache(memory: bool = True, disk: bool = True) -> None:
     """Empty the disk cache and/or the memory caches (every function's plans and loaded kernels,
     which later calls build again) and the counters."""
-    from .cache import COUNTERS, disk_cache
-    from .memcache import clear_all
+    from jiter_magic.cache.disk import COUNTERS, disk_cache
+    from jiter_magic.cache.memory import clear_all
 
     if disk:
         disk_cache().clear()
@@ -108,12 +108,12 @@ def clear_cache(memory: bool = True, disk: bool = True) -> None:
 
 def load_ipython_extension(ipython) -> None:
     """`%load_ext jiter_magic`: registers the %%jiterator, %jiterator_cache and %jiterator_bench magics."""
-    from .magic import load_ipython_extension as load
+    from jiter_magic.notebook.magic import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython) -> None:
-    from .magic import unload_ipython_extension as unload
+    from jiter_magic.notebook.magic import unload_ipython_extension as unload
 
     unload(ipython)

@@ -11,19 +11,19 @@ import weakref
 from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
-from . import tracing
-from .bind import bind
-from .build import Specialization
-from .dispatch import Dispatcher
-from .errors import BindError, InvalidArgumentError
-from .loader import KernelLoader
-from .parse import parse_functor
-from .signature import LazySignature, docstring_of
-from .spec import CONTIGUOUS, KernelSpec
-from .values import scalar_value
+from jiter_magic.arrays import tracing
+from jiter_magic.errors import BindError, InvalidArgumentError
+from jiter_magic.frontend.bind import bind
+from jiter_magic.frontend.parse import parse_functor
+from jiter_magic.frontend.signature import LazySignature, docstring_of
+from jiter_magic.planning.spec import CONTIGUOUS, KernelSpec
+from jiter_magic.planning.values import scalar_value
+from jiter_magic.runtime.build import Specialization
+from jiter_magic.runtime.dispatch import Dispatcher
+from jiter_magic.runtime.loader import KernelLoader
 
 if TYPE_CHECKING:
-    from .benchmarking import BenchmarkResult
+    from jiter_magic.tools.benchmarking import BenchmarkResult
 
 
 class JitFunction:
@@ -148,7 +148,7 @@ class JitFunction:
 
     def _repr_mimebundle_(self, include: Container[str] | None = None,
                           exclude: Container[str] | None = None) -> dict[str, Any]:
-        from .widgets import mimebundle
+        from jiter_magic.notebook.widgets import mimebundle
 
         return mimebundle(self, include, exclude)
 
@@ -160,7 +160,7 @@ class JitFunction:
         for a call (arrays of any library, Python numbers, kwargs overrides): their dtypes and
         layout then decide, exactly as a call on them would.
         """
-        from . import inspection
+        from jiter_magic.tools import inspection
 
         return inspection.source(self._dispatch, dtypes_or_arrays, backend, path, ndim, kwargs)
 
@@ -169,16 +169,16 @@ class JitFunction:
         """The compiled code of one specialization as text (no GPU needed): kind='ptx' or 'sass'
         for CUDA, 'asm' for the CPU; arguments as `source` takes them. Lines of the code string
         the compiler's line tables point at are shown as comments before their instructions."""
-        from . import inspection
-        from .compiled_code import compiled_text
-        from .compilers.nvrtc import default_arch
+        from jiter_magic.compilers.nvrtc import default_arch
+        from jiter_magic.tools import inspection
+        from jiter_magic.tools.compiled_code import compiled_text
 
         if backend is None:
             backend = "cpu" if kind == "asm" else "cuda"
         text = self.source(*dtypes_or_arrays, backend=backend, path=path, ndim=ndim, **kwargs)
         arch = default_arch()
         if backend == "cuda" and inspection.cuda_available():
-            from .backends.cuda import current_device, device_arch
+            from jiter_magic.runtime.backends.cuda import current_device, device_arch
 
             arch = device_arch(current_device())
         return compiled_text(kind, text, backend, arch, self.code)
@@ -189,14 +189,14 @@ class JitFunction:
         `repeat` after `warmup`): its time, GB/s and fraction of a same-sized device copy measured
         alongside, and with `reference` (a callable taking the same inputs) the speedup over it.
         `out=` and keyword extras go to the call. See `jiter_magic.benchmark`."""
-        from .benchmarking import benchmark
+        from jiter_magic.tools.benchmarking import benchmark
 
         return benchmark(self, *inputs, reference=reference, warmup=warmup, repeat=repeat, **kwargs)
 
     def compile(self, *dtypes: str, backend: str | None = None, path: str = CONTIGUOUS,
                 ndim: int = 1) -> Specialization:
         """Build a specialization now (for the given input dtypes, default all float32), so errors show early."""
-        from . import inspection
+        from jiter_magic.tools import inspection
 
         if backend is None:
             backend = self.backend if self.backend != "auto" else ("cuda" if inspection.cuda_available() else "cpu")
@@ -209,7 +209,7 @@ class JitFunction:
         if backend == "cpu":
             self._loader.launcher(spec, -1)
         elif inspection.cuda_available():
-            from .backends.cuda import current_device
+            from jiter_magic.runtime.backends.cuda import current_device
 
             self._loader.launcher(spec, current_device())
         else:

@@ -27,7 +27,7 @@ HAS_GPU = _has_gpu()
 def pytest_sessionstart(session):
     """Every test runs on the C call path where it can be built (JITER_MAGIC_FAST_CALL=0 runs them
     on the Python path): built or loaded once here, not in the background under some test."""
-    from jiter_magic.backends import fast_call
+    from jiter_magic.native import loader as fast_call
 
     fast_call.wait(300)
     # Processes the tests start (with caches of their own) load the modules from this session's

@@ -36,7 +36,7 @@ import pytest
 import torch
 
 import jiter_magic
-import jiter_magic.cache as cache_module
+import jiter_magic.cache.disk as cache_module
 from jiter_magic import (
     ArgumentTypeError,
     BindError,

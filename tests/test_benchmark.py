@@ -33,7 +33,9 @@ from jiter_magic import (  # noqa: E402
     create_jit_fn,
     create_multi_output_jit_fn,
 )
-from jiter_magic.benchmarking import (  # noqa: E402
+from jiter_magic.notebook.bench_line import parse_bench_line  # noqa: E402
+from jiter_magic.notebook.magic import JiteratorMagics  # noqa: E402
+from jiter_magic.tools.benchmarking import (  # noqa: E402
     MIN_SAMPLE_NS,
     benchmark,
     format_bytes,
@@ -41,8 +43,6 @@ from jiter_magic.benchmarking import (  # noqa: E402
     format_seconds,
     sweep,
 )
-from jiter_magic.magic import JiteratorMagics  # noqa: E402
-from jiter_magic.magic_bench import parse_bench_line  # noqa: E402
 
 AXPY = "template <typename T> T bench_axpy(T x, T y, T alpha) { return x + alpha * y; }"
 SUMDIFF = "template <typename T> void bench_sumdiff(T x, T y, T& s, T& d) { s = x + y; d = x - y; }"
@@ -263,14 +263,14 @@ def test_a_new_process_imports_the_benchmarking_and_inspection_modules_only_when
         "import sys, numpy, jiter_magic\n"
         "fn = jiter_magic.create_jit_fn('template <typename T> T f(T x) { return x + 1; }')\n"
         "assert fn(numpy.arange(3.0)).tolist() == [1.0, 2.0, 3.0]\n"
-        "print(sorted(m for m in ('jiter_magic.benchmarking', 'jiter_magic.inspection') if m in sys.modules))\n"
+        "print(sorted(m for m in ('jiter_magic.tools.benchmarking', 'jiter_magic.tools.inspection') if m in sys.modules))\n"
         "from jiter_magic import *\n"
         "print(benchmark.__module__, BenchmarkResult.__name__, sorted(m for m in sys.modules if m.endswith('benchmarking')))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["[]", "jiter_magic.benchmarking BenchmarkResult ['jiter_magic.benchmarking']"]
+    assert done.stdout.splitlines() == ["[]", "jiter_magic.tools.benchmarking BenchmarkResult ['jiter_magic.tools.benchmarking']"]
 
 
 # -- %jiterator_bench ---------------------------------------------------------------------------

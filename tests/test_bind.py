@@ -5,9 +5,9 @@ import dataclasses
 
 import pytest
 
-from jiter_magic.bind import EXTRA, INPUT, OUTPUT, Binding, bind
 from jiter_magic.errors import BindError, JiterError
-from jiter_magic.parse import parse_functor
+from jiter_magic.frontend.bind import EXTRA, INPUT, OUTPUT, Binding, bind
+from jiter_magic.frontend.parse import parse_functor
 
 
 def make(code: str, kwargs, num_outputs=None) -> Binding:

@@ -1,6 +1,6 @@
 """The kernel cache: counters, disk entries, integrity, atomic writes, permissions, disabled, unwritable.
 
-The build/cache logic is tested with a small counting fake compiler (`jiter_magic.build.build`
+The build/cache logic is tested with a small counting fake compiler (`jiter_magic.runtime.build.build`
 takes any object with `.options()`, `.identity` and `.compile(source, name)`); the same rules are
 then checked end to end with the real host compiler (g++), including a fresh process that must
 find its kernel on disk and compile nothing.
@@ -21,13 +21,14 @@ import pytest
 import torch
 
 import jiter_magic
-import jiter_magic.build as build_module
-import jiter_magic.cache as cache_module
+import jiter_magic.cache.disk as cache_module
+import jiter_magic.runtime.build as build_module
 from jiter_magic import CacheWarning, create_jit_fn
-from jiter_magic.build import build, cache_key
-from jiter_magic.codegen.kernel import render
+from jiter_magic.cache import entry as cache_entry
 from jiter_magic.compilers.base import CompileResult
-from jiter_magic.spec import KernelSpec
+from jiter_magic.kernels.render import render
+from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.runtime.build import build, cache_key
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE = "template <typename T> T cache_kernel(T x, T y) { return x * y + T(1); }"
@@ -61,11 +62,11 @@ class FakeCompiler:
 def forget_loaded_kernels() -> None:
     """Forget the kernels this process shares between functions (live functions keep theirs), so
     that the next new function reads the disk cache or compiles."""
-    import jiter_magic.loader
+    import jiter_magic.runtime.loader
 
     gc.collect()
-    jiter_magic.loader._POOL.clear()
-    jiter_magic.loader._SHARED.clear()
+    jiter_magic.runtime.loader._POOL.clear()
+    jiter_magic.runtime.loader._SHARED.clear()
 
 
 def binding():
@@ -157,15 +158,15 @@ def test_entry_is_checksummed_and_bound_to_its_key(fresh_cache):
     spec = build(binding(), SPEC, "cpu", FakeCompiler())
     with open(spec.cache_file, "rb") as handle:
         blob = handle.read()
-    magic = cache_module.MAGIC
-    assert magic == b"JITERMAGIC2\n" and cache_module.HEADER == len(magic) + 32 + 8 + 64 + 8
+    magic = cache_entry.MAGIC
+    assert magic == b"JITERMAGIC2\n" and cache_entry.HEADER == len(magic) + 32 + 8 + 64 + 8
     assert os.path.basename(spec.cache_file) == spec.cache_key + ".bin"
     body = blob[len(magic) + 32:]
     # The digest covers the namespace, the full key and the length as well as the payload.
     assert blob[len(magic):len(magic) + 32] == hashlib.sha256(body).digest()
     assert body[:8] == b"cpu\0\0\0\0\0" and body[8:72] == spec.cache_key.encode()
     assert int.from_bytes(body[72:80], "little") == len(spec.binary)
-    assert body[80:] == spec.binary and len(blob) == cache_module.HEADER + len(spec.binary)
+    assert body[80:] == spec.binary and len(blob) == cache_entry.HEADER + len(spec.binary)
 
 
 def test_old_format_entry_is_a_miss_with_one_warning(fresh_cache):
@@ -197,7 +198,7 @@ def _foreign(blob: bytes) -> bytes:
 
 
 def _header_only(blob: bytes) -> bytes:
-    return blob[: cache_module.HEADER]
+    return blob[: cache_entry.HEADER]
 
 
 def _empty(blob: bytes) -> bytes:
@@ -469,7 +470,7 @@ def test_clear_cache_empties_memory_and_functions_rebuild(fresh_cache):
 
 
 def test_memory_cache_is_a_bounded_lru_with_counts_per_group():
-    from jiter_magic.memcache import MemoryCache
+    from jiter_magic.cache.memory import MemoryCache
 
     cache: MemoryCache[str] = MemoryCache(limit=2, counted=False)
     cache.put("a", "plan a", group="spec 1")

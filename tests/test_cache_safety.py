@@ -41,14 +41,15 @@ from test_cache import (
 )
 
 import jiter_magic
-import jiter_magic.cache as cache_module
+import jiter_magic.cache.disk as cache_module
 import jiter_magic.compilers.cxx as cxx_module
 from jiter_magic import CacheWarning, create_jit_fn
-from jiter_magic.build import build, cache_key, discard
-from jiter_magic.codegen.kernel import render
+from jiter_magic.cache import entry as cache_entry
+from jiter_magic.cache.lock import KeyLock
 from jiter_magic.compilers.base import CompileResult
 from jiter_magic.errors import LaunchError
-from jiter_magic.filelock import KeyLock
+from jiter_magic.kernels.render import render
+from jiter_magic.runtime.build import build, cache_key, discard
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 OTHER_UID = 12345
@@ -294,7 +295,7 @@ def test_eviction_keeps_the_total_under_the_bound_least_recently_used_first(fres
 
     built = {name: make(name)[0] for name in ("id-0", "id-1", "id-2", "id-3")}
     entry = os.path.getsize(built["id-0"].cache_file)
-    assert entry == cache_module.HEADER + 49_912
+    assert entry == cache_entry.HEADER + 49_912
     before = counters()
     assert before["entries"] == 4 and before["bytes"] == 4 * entry <= 204_800 == before["max_bytes"]
     hit, calls = make("id-0")  # a disk hit refreshes id-0: id-1 is now the least recently used
@@ -356,7 +357,7 @@ def test_max_bytes_setting(monkeypatch, text, expected):
 @pytest.mark.parametrize("text", ["lots", "0", "-5", "12X"])
 def test_bad_max_bytes_warns_once_and_uses_the_default(monkeypatch, text):
     monkeypatch.setenv("JITER_MAGIC_CACHE_MAX_BYTES", text)
-    cache_module._setting.cache_clear()
+    cache_entry._setting.cache_clear()
     first, messages = recorded(cache_module.max_bytes)
     second, more = recorded(cache_module.max_bytes)
     assert first == second == 1 << 30 and more == []
@@ -365,7 +366,7 @@ def test_bad_max_bytes_warns_once_and_uses_the_default(monkeypatch, text):
 
 
 def test_lock_timeout_setting(monkeypatch):
-    cache_module._setting.cache_clear()
+    cache_entry._setting.cache_clear()
     for text, expected in (("", 60.0), ("1.5", 1.5), ("0", 0.0), ("120", 120.0)):
         monkeypatch.setenv("JITER_MAGIC_CACHE_LOCK_TIMEOUT", text)
         assert recorded(cache_module.lock_timeout) == (expected, [])
@@ -401,7 +402,7 @@ def test_feature_identity_follows_the_feature_macros():
 
 
 def test_host_identity_holds_the_compilers_real_features(monkeypatch):
-    from jiter_magic.backends import cpu
+    from jiter_magic.runtime.backends import cpu
 
     compiler = cpu.compiler()
     native = ("-march=native",) if cxx_module._accepts(compiler.cxx, "-march=native") else ()
@@ -445,7 +446,7 @@ def test_discard_with_the_disk_cache_off(fresh_cache, monkeypatch):
 def test_unloadable_entry_is_discarded_and_rebuilt_end_to_end(fresh_cache):
     """The loader's recovery: a 'disk' specialization whose binary does not load is discarded and
     built again, which compiles a loadable one."""
-    from jiter_magic.backends import cpu
+    from jiter_magic.runtime.backends import cpu
 
     load_cpu_backend_once()
     fn = create_jit_fn("template <typename T> T unloadable(T x) { return x - T(5); }")
@@ -485,7 +486,7 @@ def test_key_lock_excludes_and_removes_its_file(tmp_path):
 
 HOLD_SCRIPT = textwrap.dedent("""
     import sys, time
-    from jiter_magic.filelock import KeyLock
+    from jiter_magic.cache.lock import KeyLock
     assert KeyLock(sys.argv[1]).acquire(10.0)
     print("locked", flush=True)
     time.sleep(600)

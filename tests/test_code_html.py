@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("pygments")
 
-from jiter_magic.code_html import highlight  # noqa: E402
+from jiter_magic.notebook.code_html import highlight  # noqa: E402
 
 CODE = ('#include <cmath>\n'
         'template <typename T> T f(T x) {  // x < 1 & "quoted"\n'

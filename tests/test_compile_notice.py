@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jiter_magic import compile_notice
+from jiter_magic.runtime import notice as compile_notice
 
 jupyter_client = pytest.importorskip("jupyter_client")
 pytest.importorskip("ipykernel")
@@ -27,7 +27,7 @@ def test_threshold_from_the_environment(monkeypatch, value, expected):
 
 def test_no_notice_outside_a_kernel(monkeypatch):
     monkeypatch.setenv(compile_notice.NOTICE_ENV, "0")
-    from jiter_magic.spec import KernelSpec  # noqa: F401 - the notice needs no spec outside a kernel
+    from jiter_magic.planning.spec import KernelSpec  # noqa: F401 - the notice needs no spec outside a kernel
 
     assert compile_notice.start("axpy", None, -1) is None  # type: ignore[arg-type]
 

@@ -152,9 +152,9 @@ def test_static_initializers_that_work_are_kept():
     result = fn(np.arange(4.0))
     np.testing.assert_array_equal(result, np.arange(4.0) * 2)
     assert result.dtype == np.float64
-    from jiter_magic.backends import fault_guard, load_check
+    from jiter_magic.runtime.backends import fault_guard, load_check
 
-    runtime = fault_guard.ensure_runtime(jiter_magic.backends.cpu.compiler())
+    runtime = fault_guard.ensure_runtime(jiter_magic.runtime.backends.cpu.compiler())
     assert isinstance(load_check.initializer_bytes(runtime), int)
     assert load_check.runs_code_when_loaded(fn.specializations[-1].binary, runtime)
     good_call_works()  # DIVIDE has a specialization now
@@ -162,7 +162,7 @@ def test_static_initializers_that_work_are_kept():
 
 
 def test_initializer_tables_are_read_from_elf_only():
-    from jiter_magic.backends import load_check
+    from jiter_magic.runtime.backends import load_check
 
     assert load_check.initializer_bytes(b"") is None
     assert load_check.initializer_bytes(b"\xcf\xfa\xed\xfe" + bytes(60)) is None  # Mach-O

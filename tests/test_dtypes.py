@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from jiter_magic import dtypes as D
 from jiter_magic.errors import DTypeError, JiterError
+from jiter_magic.planning import dtypes as D
 
 ALL = D.TORCH_DTYPES + D.UNSIGNED_WIDE
 NUMPY_ALL = tuple(n for n in ALL if n != "bfloat16")

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import jiter_magic
-from jiter_magic.backends import fast_call
 from jiter_magic.errors import IntegerDivisionError, LaunchError
+from jiter_magic.native import loader as fast_call
 
 HAS_HEADERS = os.path.exists(os.path.join(sysconfig.get_paths().get("include") or "", "Python.h"))
 pytestmark = pytest.mark.skipif(not HAS_HEADERS, reason="Python.h is not installed, so the C call path cannot be "
@@ -205,7 +205,7 @@ def _run(script: str, env: dict) -> dict:
 
 CHILD = """
 import json, torch, jiter_magic
-from jiter_magic.backends import fast_call
+from jiter_magic.native import loader as fast_call
 from jiter_magic.compilers import cxx
 fast_call.wait(120)
 f = jiter_magic.create_jit_fn("template <typename T> T fc_child(T x, T y) { return x * y + 1; }")
@@ -464,7 +464,7 @@ def test_torch_imported_after_the_first_load_still_gets_its_module(tmp_path):
 import json, sys
 import numpy as np
 import jiter_magic
-from jiter_magic.backends import fast_call
+from jiter_magic.native import loader as fast_call
 f = jiter_magic.create_jit_fn("template <typename T> T fc_late(T x, T y) { return x * y + 1; }")
 a = np.arange(6.0)
 f(a, a)
@@ -492,7 +492,7 @@ def test_a_process_ending_during_a_load_leaves_no_file_behind(tmp_path):
     folder.mkdir()
     script = """
 import importlib.machinery, os, threading, numpy as np, jiter_magic
-from jiter_magic.backends import fast_call
+from jiter_magic.native import loader as fast_call
 held = threading.Event()
 real_loader = importlib.machinery.ExtensionFileLoader
 def holding_loader(name, path):
@@ -513,7 +513,7 @@ print(sorted(os.listdir(os.environ["TMPDIR"])))
 def test_waiting_for_the_modules_does_not_wait_for_a_first_result(tmp_path):
     """`fast_call.wait()` in a process that has launched nothing loads both modules at once (with
     the load's own wait for a first result made longer than the child's time limit)."""
-    script = ("import json, torch\nfrom jiter_magic.backends import fast_call\n"
+    script = ("import json, torch\nfrom jiter_magic.native import loader as fast_call\n"
               "fast_call.FIRST_RESULT_WAIT = 3600\nfast_call.wait()\n"
               "print(json.dumps([fast_call.status(), fast_call.torch_status()]))\n")
     environment = {**os.environ, "PYTHONPATH": ROOT, "JITER_MAGIC_CACHE_DIR": str(tmp_path)}
@@ -568,7 +568,7 @@ def test_a_failed_build_reports_its_reason_in_one_line(tmp_path):
     line as the C call path's status."""
     env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), fast_call.DIR_VARIABLE: str(tmp_path / "modules"),
            "JITER_MAGIC_CACHE_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "jiter_magic.backends.fast_call_build", "jm_fast_call"], env=env,
+    done = subprocess.run([sys.executable, "-m", "jiter_magic.native.build", "jm_fast_call"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [done.stderr.strip()] and "Traceback" not in done.stderr

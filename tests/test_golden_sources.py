@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from jiter_magic.bind import bind
-from jiter_magic.codegen.kernel import KERNEL_FILE, render
-from jiter_magic.parse import parse_functor
-from jiter_magic.spec import KernelSpec
+from jiter_magic.codegen.names import KERNEL_FILE
+from jiter_magic.frontend.bind import bind
+from jiter_magic.frontend.parse import parse_functor
+from jiter_magic.kernels.render import render
+from jiter_magic.planning.spec import KernelSpec
 
 GOLDEN = Path(__file__).parent / "golden"
 REGENERATE = os.environ.get("JITER_MAGIC_REGEN_GOLDEN") == "1"

@@ -570,13 +570,13 @@ def test_gradients_are_never_silently_missing_on_cuda():
 
 
 def test_the_device_is_named_where_a_notebook_user_reads_it():
-    from jiter_magic.inspection import cuda_device_name
+    from jiter_magic.tools.inspection import cuda_device_name
 
     name = cuda_device_name()
     assert name.startswith(f"cuda:{torch.cuda.current_device()}, ") and torch.cuda.get_device_name() in name
     pytest.importorskip("pygments")  # the panel's and the magic's text need the notebook extra
-    from jiter_magic import widgets
-    from jiter_magic.magic_report import summary
+    from jiter_magic.notebook import widgets
+    from jiter_magic.notebook.report import summary
 
     fn = create_jit_fn("template <typename T> T gpu_named(T x) { return x + T(1); }")
     fn.compile("float32", backend="cuda")

@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import jiter_magic  # noqa: E402
-from jiter_magic.backends import fast_call  # noqa: E402
 from jiter_magic.errors import LaunchError  # noqa: E402
+from jiter_magic.native import loader as fast_call  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 AXPY = "template <typename T> T gfc_axpy(T x, T y, T alpha) { return x * alpha + y; }"

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from jiter_magic.loader import POOL_LIMIT
+from jiter_magic.runtime.loader import POOL_LIMIT
 
 SCRIPT = r"""
 import gc, json, sys
@@ -22,7 +22,7 @@ def rss_kib():
 
 code = "template <typename T> T lifetime(T x) { return x + T(1); }"
 jiter_magic.create_jit_fn(code)(np.ones(3))
-from jiter_magic.backends import fast_call
+from jiter_magic.native import loader as fast_call
 fast_call.wait(600)  # the C call path's module is loaded once a process, not once a kernel
 gc.collect()
 start = {"maps": maps(), "rss": rss_kib()}
@@ -71,7 +71,7 @@ def test_recreated_and_dropped_functions_leave_mappings_and_rss_flat(tmp_path):
 
 TRIM_SCRIPT = r"""
 import ctypes, ctypes.util, sys
-from jiter_magic.backends import heap
+from jiter_magic.runtime.backends import heap
 
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, (ctypes.c_size_t,), (ctypes.c_void_p,)
@@ -111,8 +111,8 @@ def test_a_kernel_being_unloaded_can_no_longer_be_found_by_another_thread(monkey
     import numpy as np
 
     import jiter_magic
-    from jiter_magic import loader
-    from jiter_magic.backends import heap
+    from jiter_magic.runtime import loader
+    from jiter_magic.runtime.backends import heap
 
     jiter_magic.clear_cache(memory=True, disk=False)  # every other test's kernels unloaded first
     gc.collect()

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import jiter_magic
-from jiter_magic.backends import fast_call
-from jiter_magic.dispatch import KWARGS_LIMIT
 from jiter_magic.errors import DTypeError, UnknownKwargError, UnsupportedArrayError
+from jiter_magic.native import loader as fast_call
+from jiter_magic.runtime.dispatch import KWARGS_LIMIT
 
 AXPY = "template <typename T> T kw_axpy(T x, T y, T alpha) { return -x + alpha * y; }"
 SCALE = "template <typename T> T kw_scale(T x, T a) { return x * a; }"

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jiter_magic.errors import JiterError, ShapeError
-from jiter_magic.layout import (
+from jiter_magic.planning.layout import (
     INT32_MAX,
     Layout,
     broadcast_shape,
@@ -562,13 +562,13 @@ def _brute_force_distinct(shape, strides):
     ((4096, 4096), (4096, 4095), None),  # 16 M elements whose strides prove nothing: not enumerated
 ])
 def test_distinct_elements(shape, strides, expected):
-    from jiter_magic.resolve import distinct_elements
+    from jiter_magic.planning.resolve import distinct_elements
 
     assert distinct_elements(shape, strides) is expected
 
 
 def test_distinct_elements_agrees_with_brute_force():
-    from jiter_magic.resolve import distinct_elements
+    from jiter_magic.planning.resolve import distinct_elements
 
     rng = random.Random(7)
     for _ in range(2000):

@@ -21,7 +21,7 @@ from IPython.core.error import UsageError  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
 import jiter_magic  # noqa: E402
-from jiter_magic.magic import JiteratorMagics, parse_cell_line, parse_literal  # noqa: E402
+from jiter_magic.notebook.magic import JiteratorMagics, parse_cell_line, parse_literal  # noqa: E402
 
 AXPBY = "template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }"
 BROKEN = """template <typename T>
@@ -208,7 +208,7 @@ def test_the_summary_line_says_what_was_built_where_and_how(shell, fresh_cache, 
     shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel --backend cpu --dtype float64", code)
     line = capsys.readouterr().out
     assert re.fullmatch(r"axpby: compiled in \d+\.\d\d s for the CPU, \(float64, float64\) -> \(float64\)\n", line), line
-    from jiter_magic import loader
+    from jiter_magic.runtime import loader
 
     loader._POOL.clear()  # forget the loaded kernel: the next cell finds it on disk
     loader._SHARED.clear()
@@ -224,7 +224,7 @@ def test_the_summary_line_says_what_was_built_where_and_how(shell, fresh_cache, 
            "      |       ^" in log  # the editor's line 3, and g++'s marker under the name
 
 
-@pytest.mark.skipif(jiter_magic.inspection.cuda_available(), reason="the warning is for machines without a GPU")
+@pytest.mark.skipif(jiter_magic.tools.inspection.cuda_available(), reason="the warning is for machines without a GPU")
 def test_backend_cuda_without_a_gpu_warns_at_once(shell, capsys):
     with pytest.warns(RuntimeWarning, match=r"^%%jiterator axpby --backend cuda: no GPU found here, so the kernel is "
                                             r"only compiled \(for sm_\d+, to check it\)"):
@@ -235,7 +235,7 @@ def test_backend_cuda_without_a_gpu_warns_at_once(shell, capsys):
 
 def test_running_a_cell_again_marks_the_earlier_functions_panels(shell):
     pytest.importorskip("ipywidgets")
-    from jiter_magic import widgets
+    from jiter_magic.notebook import widgets
 
     shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel --quiet", AXPBY)
     first = shell.user_ns["axpby"]
@@ -328,7 +328,7 @@ def test_cuda_backend_compiles_with_nvrtc_without_a_gpu(shell):
 
 
 def test_a_failed_compile_with_the_panel_shows_the_attempt_then_fails(shell, capsys):
-    from jiter_magic.panel_html import failed_html
+    from jiter_magic.notebook.panel_html import failed_html
 
     result = shell.run_cell("%%jiterator broken\n" + BROKEN)
     assert isinstance(result.error_in_exec, jiter_magic.CompileError) and "broken" not in shell.user_ns

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from jiter_magic.errors import JiterError, ParseError
-from jiter_magic.parse import Functor, Parameter, parse_functor, tokenize
+from jiter_magic.frontend.parse import Functor, Parameter, parse_functor, tokenize
 
 SEED_AXPY = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
 SEED_HELPER = (

@@ -16,10 +16,10 @@ import textwrap
 
 import pytest
 
-from jiter_magic import toolchain_memo
-from jiter_magic.cache import disk_cache
+from jiter_magic.cache.disk import disk_cache
 from jiter_magic.compilers import cxx as cxx_module
 from jiter_magic.compilers import nvrtc as nvrtc_module
+from jiter_magic.compilers import toolchain_memo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -146,7 +146,7 @@ def test_a_new_process_knows_nvrtc_without_importing_cuda_pathfinder(tmp_path):
 
 
 def test_a_namespace_longer_than_an_entry_holds_is_refused():
-    from jiter_magic.cache_format import _pack
+    from jiter_magic.cache.entry import _pack
 
     with pytest.raises(ValueError, match="longer than an entry holds"):
         _pack("toolchain", "0" * 64, b"facts")  # 9 bytes: the entry's namespace field holds 8

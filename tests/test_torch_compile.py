@@ -222,7 +222,7 @@ def test_a_functor_named_outside_ascii_gets_an_operator_name_torch_accepts():
 
 def test_eager_calls_never_touch_the_operators():
     """Outside tracing the call path is the usual one: no operator is registered for a new function."""
-    from jiter_magic.arrays import torch_ops
+    from jiter_magic.integrations import torch_ops
 
     fresh = create_jit_fn("template <typename T> T only_eager(T x) { return x - 1; }")
     before = dict(torch_ops._NAMES_BY_DIGEST)

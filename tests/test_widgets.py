@@ -11,7 +11,7 @@ widgets_lib = pytest.importorskip("ipywidgets")
 from test_cache import forget_loaded_kernels  # noqa: E402
 
 import jiter_magic  # noqa: E402
-from jiter_magic import widgets  # noqa: E402
+from jiter_magic.notebook import panel_html, widgets  # noqa: E402
 
 AXPBY = "template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }"
 SINCOS = "template <typename T> void sincos2(T x, T& s, T& c) { s = ::sin(x); c = ::cos(x); }"
@@ -34,7 +34,7 @@ def test_panel_has_the_four_tabs(fn):
     assert len(p.tabs.children) == 4
     assert "axpby" in p.header.value and "alpha=2.0, beta=0.5" in p.header.value
     assert "1 output &middot; runs on " in p.header.value
-    if not jiter_magic.inspection.cuda_available():
+    if not jiter_magic.tools.inspection.cuda_available():
         assert p.header.value.endswith("runs on the CPU (no GPU found)")
     # Pygments colours the functor with inline styles and numbers its lines like the compiler does
     assert "<span" in p.functor.value and "style=" in p.functor.value
@@ -94,7 +94,7 @@ def test_cache_tab_tells_a_disk_hit_from_a_compile(fn):
 @pytest.mark.parametrize("n,text", [(0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (5 << 20, "5.0 MiB"),
                                     (3 << 30, "3.0 GiB"), (5 << 40, "5120.0 GiB")])
 def test_human_sizes(n, text):
-    assert widgets.human_size(n) == text
+    assert panel_html.human_size(n) == text
 
 
 def test_counted_nouns():

@@ -14,8 +14,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from ..errors import DTypeError
-from .base import ArrayAdapter
+from jiter_magic.arrays.base import ArrayAdapter
+from jiter_magic.errors import DTypeError
 
 BY_TYPE: dict[type, ArrayAdapter | None] = {}
 
@@ -27,8 +27,17 @@ _DTENSOR = frozenset({"torch.distributed.tensor.DTensor",  # its __module__ sinc
                       "torch.distributed.tensor._api.DTensor", "torch.distributed._tensor.api.DTensor"})
 
 
+# Adapters by module: the library adapters here, and the lifting adapters of integrations/, which
+# sit above the call path and are imported only when one of their arrays is first seen.
+_MODULES = {
+    "torch": f"{__name__}.torch", "numpy": f"{__name__}.numpy", "cupy": f"{__name__}.cupy",
+    "torch_ops": "jiter_magic.integrations.torch_ops", "torch_dtensor": "jiter_magic.integrations.torch_dtensor",
+    "dask": "jiter_magic.integrations.dask",
+}
+
+
 def _load(name: str) -> ArrayAdapter:
-    return import_module(f"{__name__}.{name}").ADAPTER
+    return import_module(_MODULES[name]).ADAPTER
 
 
 def _torch_adapter(kind: type) -> ArrayAdapter:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..records import NamedTuple
+from jiter_magic.records import NamedTuple
 
 
 class ArrayDesc(NamedTuple):

@@ -6,7 +6,7 @@ from typing import Any
 
 import cupy
 
-from .ndarray import NdarrayAdapter, extent
+from jiter_magic.arrays.ndarray import NdarrayAdapter, extent
 
 
 class CupyAdapter(NdarrayAdapter):

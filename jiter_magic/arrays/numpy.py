@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy
 
-from ..errors import InvalidArgumentError
-from .ndarray import NdarrayAdapter, extent
+from jiter_magic.arrays.ndarray import NdarrayAdapter, extent
+from jiter_magic.errors import InvalidArgumentError
 
 
 class NumpyAdapter(NdarrayAdapter):

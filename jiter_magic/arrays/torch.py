@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
-from ..backends import fast_call
-from ..errors import DeviceError, DTypeError, GradientError, InvalidArgumentError, UnsupportedArrayError
-from .base import ArrayDesc, Described, FastKey, new_tuple
+from jiter_magic.arrays.base import ArrayDesc, Described, FastKey, new_tuple
+from jiter_magic.errors import DeviceError, DTypeError, GradientError, InvalidArgumentError, UnsupportedArrayError
+from jiter_magic.native import loader as fast_call
 
 _NAMES = {
     torch.bool: "bool", torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",
@@ -243,7 +243,7 @@ class TorchAdapter:
     def with_gradient(self, name: str, needing: list, results: list, backward: Any, args: tuple,
                       kwargs: dict) -> list:
         """Results tracked by autograd (torch_autograd.py): the jitted backward, or one that raises."""
-        from .torch_autograd import with_gradient
+        from jiter_magic.arrays.torch_autograd import with_gradient
 
         return with_gradient(name, needing, results, backward, args, kwargs)
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from ..errors import GradientError
+from jiter_magic.errors import GradientError
 
 
 class _WithoutGradient(torch.autograd.Function):

@@ -6,10 +6,10 @@ here carries the reserved `jm_` prefix, so none can shadow, or be broken by, the
 """
 from __future__ import annotations
 
-from ..bind import EXTRA, INPUT, Binding
-from ..dtypes import DTYPES
-from ..spec import KernelSpec
-from .block import CodeBlock
+from jiter_magic.codegen.block import CodeBlock
+from jiter_magic.frontend.bind import EXTRA, INPUT, Binding
+from jiter_magic.planning.dtypes import DTYPES
+from jiter_magic.planning.spec import KernelSpec
 
 ARGS = "jm_a"  # the kernel's by-value Args struct
 

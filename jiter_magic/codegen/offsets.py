@@ -8,9 +8,9 @@ and `modulo` (once a block or a batch, where the cost does not matter).
 """
 from __future__ import annotations
 
-from ..spec import KernelSpec
-from .block import CodeBlock
-from .element import ARGS
+from jiter_magic.codegen.block import CodeBlock
+from jiter_magic.codegen.element import ARGS
+from jiter_magic.planning.spec import KernelSpec
 
 MAGIC, DIVIDE, MODULO = "magic", "divide", "modulo"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from ..codegen.kernel import KERNEL_FILE, USER_FILE
-from ..records import record
+from jiter_magic.codegen.names import KERNEL_FILE, USER_FILE
+from jiter_magic.records import record
 
 # Patterns as text, compiled (and kept) by `re` the first time a log is mapped, not at import.
 _USER_LOCATION = rf"^{USER_FILE}(?:\((\d+)\)|:(\d+)(?::(\d+))?):\s*"

@@ -20,9 +20,9 @@ import shutil
 import subprocess
 import tempfile
 
-from .. import toolchain_memo
-from ..errors import CompileError, ToolchainError
-from .base import CompileResult, map_log
+from jiter_magic.compilers import toolchain_memo
+from jiter_magic.compilers.base import CompileResult, map_log
+from jiter_magic.errors import CompileError, ToolchainError
 
 _FEATURE_MACRO = re.compile(r"^#define (__[A-Za-z0-9_]+) 1$", re.MULTILINE)
 # -Wall: the user's code gets the usual warnings (fn.warnings, the panel's log); the generated

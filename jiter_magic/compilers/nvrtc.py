@@ -11,9 +11,9 @@ import ctypes
 import functools
 import os
 
-from .. import toolchain_memo
-from ..errors import CompileError, ToolchainError
-from .base import CompileResult, map_log
+from jiter_magic.compilers import toolchain_memo
+from jiter_magic.compilers.base import CompileResult, map_log
+from jiter_magic.errors import CompileError, ToolchainError
 
 
 def _nvrtc():

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib
 
-from ..spec import CONTIGUOUS, ROWS, STRIDED, TILED, KernelSpec
-from .base import CallShape, KernelPath, PathChoice
+from jiter_magic.kernels.base import CallShape, KernelPath, PathChoice
+from jiter_magic.planning.spec import CONTIGUOUS, ROWS, STRIDED, TILED, KernelSpec
 
 # The CUDA paths by name (a spec's `path`), in the order a call tries them, with their modules'
 # and classes' names; and the host's.

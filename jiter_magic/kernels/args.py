@@ -9,9 +9,9 @@ from __future__ import annotations
 import struct
 from functools import lru_cache
 
-from ..dtypes import DTYPES, ctype
-from ..records import record
-from ..spec import KernelSpec
+from jiter_magic.planning.dtypes import DTYPES, ctype
+from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.records import record
 
 # name, C type, struct format (no padding), size in bytes, array length (0 for a plain field)
 FieldSpec = tuple[str, str, str, int, int]
@@ -92,7 +92,7 @@ def _operand_fields(spec: KernelSpec) -> list[FieldSpec]:
 @lru_cache(maxsize=1024)
 def args_layout(spec: KernelSpec, backend: str) -> ArgsLayout:
     """Fields of the kernel's `Args` struct on `backend` ('cuda' or 'cpu'), with offsets and packer."""
-    from . import path_of
+    from jiter_magic.kernels import path_of
 
     raw = _operand_fields(spec) + path_of(spec, backend).geometry_fields(spec)
     fields, fmt, offset = [], "<", 0

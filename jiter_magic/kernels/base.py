@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..arrays.base import ArrayDesc
-from ..bind import Binding
-from ..codegen.block import CodeBlock
-from ..dtypes import DTYPES
-from ..layout import Layout
-from ..records import NamedTuple
-from ..spec import KernelSpec
-from .args import FieldSpec
+from jiter_magic.arrays.base import ArrayDesc
+from jiter_magic.codegen.block import CodeBlock
+from jiter_magic.frontend.bind import Binding
+from jiter_magic.kernels.args import FieldSpec
+from jiter_magic.planning.dtypes import DTYPES
+from jiter_magic.planning.layout import Layout
+from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.records import NamedTuple
 
 BLOCK = 128  # threads a block on CUDA
 

@@ -9,13 +9,13 @@ so that loads stay in flight as they do at full width.
 """
 from __future__ import annotations
 
-from ..bind import Binding
-from ..codegen.block import CodeBlock
-from ..codegen.element import ARGS, element_body
-from ..dtypes import ctype
-from ..layout import Layout
-from ..spec import CONTIGUOUS, KernelSpec
-from .base import BLOCK, CallShape, CudaPath, Grid, PathChoice, ceil_div, vector_width, widest_vector
+from jiter_magic.codegen.block import CodeBlock
+from jiter_magic.codegen.element import ARGS, element_body
+from jiter_magic.frontend.bind import Binding
+from jiter_magic.kernels.base import BLOCK, CallShape, CudaPath, Grid, PathChoice, ceil_div, vector_width, widest_vector
+from jiter_magic.planning.dtypes import ctype
+from jiter_magic.planning.layout import Layout
+from jiter_magic.planning.spec import CONTIGUOUS, KernelSpec
 
 UNROLL = 1  # full-width vectors a thread (bench/sweep_gpu.py: 1 is best on the H200)
 

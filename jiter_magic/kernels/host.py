@@ -8,14 +8,14 @@ kernel returns, and a Python exception, instead of the end of the process.
 """
 from __future__ import annotations
 
-from ..bind import Binding
-from ..codegen.block import CodeBlock
-from ..codegen.element import ARGS, element_body
-from ..codegen.offsets import DIVIDE, operand_offsets
-from ..layout import Layout
-from ..spec import CONTIGUOUS, STRIDED, KernelSpec
-from .args import FieldSpec
-from .base import CallShape, Grid, KernelPath, PathChoice, loop_fields, loop_geometry
+from jiter_magic.codegen.block import CodeBlock
+from jiter_magic.codegen.element import ARGS, element_body
+from jiter_magic.codegen.offsets import DIVIDE, operand_offsets
+from jiter_magic.frontend.bind import Binding
+from jiter_magic.kernels.args import FieldSpec
+from jiter_magic.kernels.base import CallShape, Grid, KernelPath, PathChoice, loop_fields, loop_geometry
+from jiter_magic.planning.layout import Layout
+from jiter_magic.planning.spec import CONTIGUOUS, STRIDED, KernelSpec
 
 PARALLEL = "#pragma omp parallel if (jm_n > 32768)"
 

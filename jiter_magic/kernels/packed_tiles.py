@@ -9,14 +9,14 @@ decides at plan time; `packed_body` renders the kernel.
 """
 from __future__ import annotations
 
-from ..bind import Binding
-from ..codegen.block import CodeBlock
-from ..codegen.element import ARGS, element_body
-from ..codegen.offsets import MODULO, operand_offsets
-from ..dtypes import DTYPES, ctype
-from ..spec import KernelSpec
-from .base import CallShape
-from .tile_code import SHARED_LIMIT, TILE, WARP, batch_loop, operand_offset, stride, tile_origin
+from jiter_magic.codegen.block import CodeBlock
+from jiter_magic.codegen.element import ARGS, element_body
+from jiter_magic.codegen.offsets import MODULO, operand_offsets
+from jiter_magic.frontend.bind import Binding
+from jiter_magic.kernels.base import CallShape
+from jiter_magic.kernels.tile_code import SHARED_LIMIT, TILE, WARP, batch_loop, operand_offset, stride, tile_origin
+from jiter_magic.planning.dtypes import DTYPES, ctype
+from jiter_magic.planning.spec import KernelSpec
 
 # Packed tiles (`spec.pack` elements an access, tiles of 32*pack x 32*vec): the packs allowed and the
 # rows of threads for each, two loop dimensions and batched. On the H200 (sweep 19 of

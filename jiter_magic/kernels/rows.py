@@ -8,16 +8,26 @@ block is not gone after one store.
 """
 from __future__ import annotations
 
-from ..arrays.base import ArrayDesc
-from ..bind import Binding
-from ..codegen.block import CodeBlock
-from ..codegen.element import ARGS, element_body
-from ..codegen.offsets import MODULO, operand_offsets
-from ..dtypes import DTYPES, ctype
-from ..layout import INT32_MAX, Layout
-from ..spec import ROWS, KernelSpec
-from .args import FieldSpec
-from .base import BLOCK, CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry, vector_width
+from jiter_magic.arrays.base import ArrayDesc
+from jiter_magic.codegen.block import CodeBlock
+from jiter_magic.codegen.element import ARGS, element_body
+from jiter_magic.codegen.offsets import MODULO, operand_offsets
+from jiter_magic.frontend.bind import Binding
+from jiter_magic.kernels.args import FieldSpec
+from jiter_magic.kernels.base import (
+    BLOCK,
+    CallShape,
+    CudaPath,
+    Grid,
+    PathChoice,
+    ceil_div,
+    loop_fields,
+    loop_geometry,
+    vector_width,
+)
+from jiter_magic.planning.dtypes import DTYPES, ctype
+from jiter_magic.planning.layout import INT32_MAX, Layout
+from jiter_magic.planning.spec import ROWS, KernelSpec
 
 # Vectors a thread: 2 where an input is constant along the row (an outer product: little to load,
 # a block is gone after one store), else 1. On the H200 (bench/sweep_gpu.py --rows; results in

@@ -6,15 +6,15 @@ indices divide by magic numbers computed once a plan (`fast_divisor`), 64-bit on
 """
 from __future__ import annotations
 
-from ..bind import Binding
-from ..codegen.block import CodeBlock
-from ..codegen.element import ARGS, element_body
-from ..codegen.offsets import DIVIDE, MAGIC, operand_offsets
-from ..dtypes import ctype
-from ..layout import Layout
-from ..spec import STRIDED, KernelSpec
-from .args import FieldSpec
-from .base import BLOCK, CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry
+from jiter_magic.codegen.block import CodeBlock
+from jiter_magic.codegen.element import ARGS, element_body
+from jiter_magic.codegen.offsets import DIVIDE, MAGIC, operand_offsets
+from jiter_magic.frontend.bind import Binding
+from jiter_magic.kernels.args import FieldSpec
+from jiter_magic.kernels.base import BLOCK, CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry
+from jiter_magic.planning.dtypes import ctype
+from jiter_magic.planning.layout import Layout
+from jiter_magic.planning.spec import STRIDED, KernelSpec
 
 ITEMS = 4  # elements a thread
 

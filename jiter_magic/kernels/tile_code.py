@@ -5,9 +5,9 @@ Kept apart from the kernels so that the unpacked (`tiled.py`) and the packed
 """
 from __future__ import annotations
 
-from ..codegen.block import CodeBlock
-from ..codegen.element import ARGS
-from ..spec import KernelSpec
+from jiter_magic.codegen.block import CodeBlock
+from jiter_magic.codegen.element import ARGS
+from jiter_magic.planning.spec import KernelSpec
 
 WARP = 32
 TILE = 32  # a tile's edge in warp-wide runs: 32 elements, or 32 vectors of a packed tile

@@ -10,18 +10,18 @@ one of `packed_tiles.py` (`spec.pack`: elements moved as one 4-byte access).
 """
 from __future__ import annotations
 
-from ..arrays.base import ArrayDesc
-from ..bind import Binding
-from ..codegen.block import CodeBlock
-from ..codegen.element import ARGS, element_body
-from ..codegen.offsets import MODULO, operand_offsets
-from ..dtypes import DTYPES, ctype
-from ..layout import Layout
-from ..spec import TILED, KernelSpec
-from .args import FieldSpec
-from .base import CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry
-from .packed_tiles import PACKED_BATCHES_A_BLOCK, packed_body, packed_edges, packed_rows, packing
-from .tile_code import SHARED_LIMIT, TILE, WARP, batch_loop, operand_offset, tile_origin
+from jiter_magic.arrays.base import ArrayDesc
+from jiter_magic.codegen.block import CodeBlock
+from jiter_magic.codegen.element import ARGS, element_body
+from jiter_magic.codegen.offsets import MODULO, operand_offsets
+from jiter_magic.frontend.bind import Binding
+from jiter_magic.kernels.args import FieldSpec
+from jiter_magic.kernels.base import CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry
+from jiter_magic.kernels.packed_tiles import PACKED_BATCHES_A_BLOCK, packed_body, packed_edges, packed_rows, packing
+from jiter_magic.kernels.tile_code import SHARED_LIMIT, TILE, WARP, batch_loop, operand_offset, tile_origin
+from jiter_magic.planning.dtypes import DTYPES, ctype
+from jiter_magic.planning.layout import Layout
+from jiter_magic.planning.spec import TILED, KernelSpec
 
 # Tiles of edge0 x edge1 elements (`tile_edges`), 32 x `thread_rows(spec)` threads: a thread moves
 # edge0/32 columns of edge1/rows rows. On the H200 (bench/sweep_gpu.py; bench/results/2026-12-01-h200-speed

@@ -1,0 +1,1 @@
+"""Integrations above the core: torch.compile operators, DTensor, Dask."""

@@ -1,0 +1,93 @@
+"""Dask arrays: a call on them gives lazy Dask arrays, computed block by block by Dask itself.
+
+A Dask array is a graph of chunks, not memory a kernel can read, so its calls are lifted: each
+block of the result is the eager call on the inputs' matching blocks (NumPy chunks on the CPU,
+CuPy chunks on a GPU), laid out by Dask's own `blockwise`, which unifies the inputs' chunks and
+broadcasts them. What an eager call would refuse (shapes, dtypes, devices, kwargs) is refused
+at call time, not at compute time: shapes are checked here, and the result's dtype and meta
+come from the same call on the inputs' zero-size metas, which plans but launches nothing (so
+compiles nothing). A function of several outputs computes them together, one task a block,
+in one layer that small `getitem` layers split into one Dask array an output.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from functools import partial
+from typing import Any
+
+import dask.array as da
+from dask.array.utils import meta_from_array
+
+from jiter_magic.arrays import adapter_for, coerce
+from jiter_magic.errors import DeviceError, InvalidArgumentError, UnsupportedArrayError
+from jiter_magic.planning.layout import broadcast_shape
+
+
+class DaskAdapter:
+    """Runs a call that has Dask arrays among its inputs as a Dask graph (see the module docstring)."""
+
+    library = "dask"
+    lifts = True
+
+    def lift(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
+        """The lazy result of `function(*args, **kwargs)`: one Dask array an output."""
+        if out is not None:
+            raise InvalidArgumentError(
+                "out= is not supported with Dask arrays, which are immutable: use the returned Dask array "
+                "(da.store(result, target) writes it into an existing array)")
+        inputs = [as_dask_input(x) for x in args]
+        arrays = [x for x in inputs if isinstance(x, da.Array)]
+        broadcast_shape([known_sizes(a.shape) for a in arrays])  # a ShapeError now, not at compute time
+        ndim = max(a.ndim for a in arrays)
+        # The eager call on zero-size metas: the output dtypes and array types, and every error a block would raise.
+        results = function(*(zero_size(x) for x in inputs), **kwargs)
+        metas = [meta_from_array(m, ndim=ndim) for m in (results if function.num_outputs > 1 else (results,))]
+        per_block = partial(function, **kwargs) if kwargs else function
+        indexed: list[Any] = []
+        for x in inputs:  # right-aligned broadcasting: an input's dimensions are the output's last ones
+            indexed += (x, tuple(range(ndim - x.ndim, ndim))) if isinstance(x, da.Array) else (x, None)
+        out_index = tuple(range(ndim))
+        if len(metas) == 1:
+            return da.blockwise(per_block, out_index, *indexed, token=function.name, dtype=metas[0].dtype,
+                                meta=metas[0])
+        together = da.blockwise(per_block, out_index, *indexed, token=function.name, meta=tuple(metas))
+        token = together.name.rsplit("-", 1)[-1]
+        return tuple(
+            da.blockwise(operator.getitem, out_index, together, out_index, i, None, dtype=meta.dtype, meta=meta,
+                         name=f"{function.name}_{i}-{token}")
+            for i, meta in enumerate(metas))
+
+
+def as_dask_input(x: Any) -> Any:
+    """A Dask array as it is; a NumPy or CuPy array (or what `coerce` brings to one) as a one-chunk
+    Dask array, which `blockwise` rechunks to match the others; a number as it is, for every block."""
+    if isinstance(x, da.Array) or isinstance(x, numbers.Number):
+        return x
+    adapter = adapter_for(x)
+    if adapter is None:
+        x, adapter = coerce(x)
+    if adapter.library == "torch":
+        raise DeviceError(
+            "torch tensors cannot be mixed with Dask arrays in one call: Dask computes block by block on "
+            "NumPy or CuPy chunks; pass tensor.numpy() (CPU) or cupy.asarray(tensor) (GPU) instead, or call "
+            "the function on torch tensors alone")
+    if adapter.lifts:
+        raise UnsupportedArrayError(f"{type(x).__name__} cannot be an input of a call on Dask arrays; pass a Dask, "
+                                    "NumPy or CuPy array")
+    return da.from_array(x, chunks=-1)
+
+
+def known_sizes(shape: tuple) -> tuple[int, ...]:
+    """The shape with unknown sizes (NaN, after boolean indexing) as 1, which broadcasts with anything."""
+    return tuple(1 if math.isnan(n) else int(n) for n in shape)
+
+
+def zero_size(x: Any) -> Any:
+    """An input as the meta call takes it: a Dask array's meta with no elements (at least one
+    dimension, as a 0-d meta holds one element and would launch a kernel); a number as it is."""
+    return meta_from_array(x._meta, ndim=max(x.ndim, 1)) if isinstance(x, da.Array) else x
+
+
+ADAPTER = DaskAdapter()

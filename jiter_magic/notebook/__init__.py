@@ -1,0 +1,1 @@
+"""The notebook: the %%jiterator magics, panels, completion."""

@@ -1,0 +1,80 @@
+"""Tab completion on a `%%jiterator` line: its options and their values, and the names of the
+jitted functions already in the notebook (to define one again); and the options of a
+`%jiterator_bench` line (its CALL is Python, which IPython's own matchers complete).
+
+An IPython matcher (API v2, IPython >= 8.6) that answers only on the first line of a
+`%%jiterator` cell and then suppresses the others, which would offer Python builtins there.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+from IPython.core.completer import CompletionContext, SimpleCompletion, SimpleMatcherResult, context_matcher
+
+MAGIC = "%%jiterator"
+BENCH = "%jiterator_bench"
+BENCH_OPTIONS = ("--against", "-n", "-w")
+BENCH_VALUED = ("--against", "-n", "-w")  # options followed by a value
+OPTIONS = ("--outputs", "--backend", "--dtype", "--no-panel", "--quiet", "--help")
+VALUES = {
+    "--backend": ("auto", "cuda", "cpu"),
+    "--dtype": ("float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
+                "uint16", "uint32", "uint64", "bool", "complex64", "complex128"),
+}
+
+
+def jiterator_matcher(namespace: Callable[[], dict[str, Any]]) -> Callable[[CompletionContext], SimpleMatcherResult]:
+    """A matcher completing `%%jiterator` lines; `namespace()` gives the user's variables."""
+
+    @context_matcher()
+    def complete_jiterator_line(context: CompletionContext) -> SimpleMatcherResult:
+        completions = _complete(context, namespace)
+        # IPython reads the other keys of its (total) TypedDict as optional, and so do its own matchers.
+        return cast(SimpleMatcherResult, {"completions": completions, "suppress": bool(completions)})
+
+    return complete_jiterator_line
+
+
+def _complete(context: CompletionContext, namespace: Callable[[], dict[str, Any]]) -> list[SimpleCompletion]:
+    lines = context.full_text.splitlines()
+    if context.cursor_line < len(lines) and lines[context.cursor_line].lstrip().startswith(BENCH + " "):
+        return _complete_bench(lines[context.cursor_line], context)
+    if context.cursor_line != 0 or not context.full_text.startswith(MAGIC + " "):
+        return []
+    before = context.full_text.splitlines()[0][:context.cursor_position] if context.full_text else ""
+    words = before[len(MAGIC):].split()
+    token = context.token
+    previous = words[-2] if token and len(words) >= 2 else (words[-1] if words and not token else None)
+    if previous in VALUES:
+        return [SimpleCompletion(value, type="value") for value in VALUES[previous] if value.startswith(token)]
+    if token.startswith("-"):
+        return [SimpleCompletion(option, type="option") for option in OPTIONS if option.startswith(token)]
+    naming = len(words) == (1 if token else 0)  # the NAME position, right after the magic
+    if naming:
+        from jiter_magic.function import JitFunction
+
+        names = sorted(name for name, value in namespace().items()
+                       if isinstance(value, JitFunction) and name.startswith(token) and not name.startswith("_"))
+        return [SimpleCompletion(name, type="function") for name in names]
+    return []
+
+
+def _complete_bench(line: str, context: CompletionContext) -> list[SimpleCompletion]:
+    """Options of a `%jiterator_bench` line, while the cursor is still before its CALL."""
+    token = context.token
+    if not token.startswith("-"):
+        return []
+    before = line[:context.cursor_position].lstrip()[len(BENCH):]
+    words = before.split()[:-1] if token else before.split()
+    expects_value = False
+    for word in words:  # every earlier word must be an option or an option's value, else CALL has begun
+        if expects_value:
+            expects_value = False
+        elif word in BENCH_VALUED:
+            expects_value = True
+        else:
+            return []
+    if expects_value:
+        return []
+    return [SimpleCompletion(option, type="option") for option in BENCH_OPTIONS if option.startswith(token)]

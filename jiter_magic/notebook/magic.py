@@ -1,0 +1,350 @@
+"""IPython magics: `%%jiterator` turns a cell into a jitted callable, `%jiterator_cache` shows the cache,
+`%jiterator_bench` times a call.
+
+Thin on purpose: parse the magic line, call the public API, display the panel. The cell
+compiles at once for one dtype, so a broken functor fails the cell that holds it, not a later
+cell that happens to call it. Lines are counted as the notebook editor counts them: the
+magic line is line 1, so the code string given to the API is the cell behind one empty line,
+and every message (parse errors, compiler errors and warnings) and the panel's line numbers
+agree with the editor's. After the cell, one line says what was built, where and how fast.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import keyword
+import math
+import warnings
+
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, kwds, magic_arguments
+from IPython.display import display
+from IPython.utils.process import arg_split
+
+import jiter_magic
+from jiter_magic import BindError, CompileError, DTypeError, JitFunction, ParseError, ToolchainError
+from jiter_magic.compilers.nvrtc import default_arch
+from jiter_magic.notebook.bench_line import run_bench_line
+from jiter_magic.notebook.completion import jiterator_matcher
+from jiter_magic.notebook.panel_html import human_size
+from jiter_magic.notebook.report import format_cache_stats, summary
+from jiter_magic.records import record
+from jiter_magic.runtime import notice as compile_notice
+from jiter_magic.tools.benchmarking import BenchmarkResult
+from jiter_magic.tools.inspection import cuda_available
+
+# Names a value may use besides Python literals: floats that have no literal spelling.
+_SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "+inf": math.inf, "nan": math.nan}
+
+
+def parse_literal(token: str) -> tuple[str, bool | int | float | complex]:
+    """`key=value` -> (key, value); the value must be a bool, int, float or complex literal."""
+    key, sep, text = token.partition("=")
+    if not sep:
+        raise UsageError(f"{token!r}: expected key=value (a default for an extra argument)")
+    if not key.isidentifier() or keyword.iskeyword(key):
+        raise UsageError(f"{token!r}: {key!r} is not a valid argument name")
+    if text.strip().lower() in _SPECIAL_FLOATS:
+        return key, _SPECIAL_FLOATS[text.strip().lower()]
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        value = None
+    if not isinstance(value, (bool, int, float, complex)):
+        raise UsageError(f"{token!r}: the value of {key} must be a bool, int, float or complex literal "
+                         "(write key=value without spaces)")
+    return key, value
+
+
+@record(frozen=True)
+class CellOptions:
+    """The `%%jiterator` line, parsed."""
+
+    name: str
+    kwargs: dict[str, object]
+    outputs: int | None  # None: the single-output form
+    backend: str
+    dtypes: tuple[str, ...]  # one name (used for every input) or one per input; () means float32
+    panel: bool
+    quiet: bool = False  # no summary line after the cell
+
+
+def _dtype_list(text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return ()
+    names = tuple(part.strip() for part in text.split(","))
+    if not all(names):
+        raise UsageError(f"--dtype {text!r}: expected a dtype name or a comma-separated list of them")
+    return names
+
+
+class _ShortTraceback:
+    """Mixin: IPython renders the error as its message alone, without frames from inside jiter_magic."""
+
+    label = "Error"
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[0;31m{self.label}\x1b[0m: {self}"]
+
+
+class CellCompileError(_ShortTraceback, CompileError):
+    """The cell's functor did not compile; the message is the compiler log at the cell's line numbers."""
+
+    label = "CompileError"
+
+
+class CellParseError(_ShortTraceback, ParseError):
+    label = "ParseError"
+
+
+class CellBindError(_ShortTraceback, BindError):
+    label = "BindError"
+
+
+class CellToolchainError(_ShortTraceback, ToolchainError):
+    label = "ToolchainError"
+
+
+@magics_class
+class JiteratorMagics(Magics):
+    """The `%%jiterator` cell magic and the `%jiterator_cache` and `%jiterator_bench` line magics."""
+
+    @magic_arguments("%jiterator")  # shown as `%%jiterator` in the usage line
+    @argument("name", help="Python name to bind the jitted callable to")
+    @argument("params", nargs="*", metavar="key=value",
+              help="extra scalar arguments and their defaults (Python literals: 1, 2.5, True, 1+2j)")
+    @argument("--outputs", type=int, default=None, metavar="N",
+              help="the functor writes N outputs through reference parameters (multi-output form)")
+    @argument("--backend", choices=("auto", "cuda", "cpu"), default="auto",
+              help="where the callable runs; 'auto' follows the inputs' device")
+    @argument("--dtype", default=None, metavar="DTYPE",
+              help="input dtype(s) to compile for when the cell runs: one name for every input, "
+                   "or a comma-separated list, one per input (default float32)")
+    @argument("--no-panel", dest="panel", action="store_false",
+              help="do not display the inspection panel under the cell")
+    @argument("--quiet", action="store_true",
+              help="do not print the line saying what was built, where and how fast")
+    @cell_magic
+    def jiterator(self, line: str, cell: str) -> None:
+        """Jit the cell's C++ functor and bind it to NAME in the notebook.
+
+        The cell holds one or more C++ template functions; the last one is the entry point.
+        Every key=value names an extra scalar parameter of the entry function and gives its
+        default; a call may override it: NAME(x, y, key=2.0). The cell compiles at once for
+        float32 inputs (or --dtype) so that errors show where they are written, at the line
+        numbers the editor shows (the magic line is line 1), and one line says what was built.
+
+        Example:
+
+            %%jiterator axpby alpha=1.0 beta=0.0
+            template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }
+        """
+        options = parse_cell_line(line)
+        fn = _create(CELL_FIRST_LINE + cell, options)
+        _compile(fn, options)
+        assert self.shell is not None, "a magic runs inside an IPython shell"
+        previous = self.shell.user_ns.get(options.name)
+        if isinstance(previous, JitFunction) and previous is not fn:
+            from jiter_magic.notebook import widgets
+
+            widgets.rebound(previous, options.name)  # its panels say the name now points elsewhere
+        self.shell.push({options.name: fn})
+        if not options.quiet:
+            print(summary(fn, options.name))
+        if options.panel:
+            display(fn)
+
+    @magic_arguments("%jiterator_backward")  # shown as `%%jiterator_backward` in the usage line
+    @argument("name", help="the notebook name of a function jitted earlier")
+    @cell_magic
+    def jiterator_backward(self, line: str, cell: str) -> None:
+        """Give a jitted function its gradient for torch autograd: the cell is the backward functor.
+
+        It takes the function's inputs, then its extras (by name), then one gradient an output,
+        and writes one gradient an input through references; it compiles at once (float32), and
+        the function's results then carry a grad_fn (see `JitFunction.def_backward`).
+
+        Example:
+
+            %%jiterator_backward axpy
+            template <typename T> void axpy_bwd(T x, T y, T alpha, T g, T& gx, T& gy) { gx = alpha * g; gy = g; }
+        """
+        name = self.jiterator_backward.parser.parse_argstring(line).name
+        assert self.shell is not None, "a magic runs inside an IPython shell"
+        fn = self.shell.user_ns.get(name)
+        if not isinstance(fn, JitFunction):
+            found = "is not defined" if name not in self.shell.user_ns else f"is a {type(fn).__name__}"
+            raise UsageError(f"%%jiterator_backward {name}: {name} {found}; name a function made by %%jiterator "
+                             "or create_jit_fn first")
+        previous = fn.backward
+        try:
+            fn.def_backward(CELL_FIRST_LINE + cell)
+        except ParseError as exc:
+            raise CellParseError(_in_the_cell(str(exc))) from None
+        except BindError as exc:
+            raise CellBindError(_in_the_cell(str(exc))) from None
+        backward = fn.backward
+        assert backward is not None
+        try:
+            _compile(backward, CellOptions(name=f"{name} backward", kwargs={}, outputs=backward.num_outputs,
+                                           backend=backward.backend, dtypes=(), panel=False, quiet=True))
+        except Exception:
+            fn.def_backward(None if previous is None else previous.code)  # as before the cell
+            raise
+        print(f"{name}: backward {backward.name} defined ({summary(backward, backward.name).split(': ', 1)[1]})")
+
+    @magic_arguments()
+    @argument("--clear", action="store_true", help="delete every cached kernel on disk and reset the counters")
+    @line_magic
+    def jiterator_cache(self, line: str) -> None:
+        """Show jiter_magic's kernel cache: where it lives, its entries and size, hits and compiles."""
+        args = self.jiterator_cache.parser.parse_argstring(line)
+        if args.clear:
+            before = jiter_magic.cache_stats()
+            jiter_magic.clear_cache(memory=True, disk=True)
+            print(f"cleared {before['entries']} entries ({human_size(before['bytes'])}) from {before['root']}")
+            return
+        print(format_cache_stats(jiter_magic.cache_stats()))
+
+    @magic_arguments()
+    @kwds(usage="%(prog)s [-n REPEAT] [-w WARMUP] [--against EXPR] CALL")  # argparse would write CALL as '...'
+    @argument("-n", dest="repeat", type=int, default=25, metavar="REPEAT",
+              help="timed runs; their median is reported (default 25)")
+    @argument("-w", dest="warmup", type=int, default=3, metavar="WARMUP",
+              help="untimed calls before them (default 3)")
+    @argument("--against", default=None, metavar="EXPR",
+              help="a reference callable taking the same inputs, quoted if it has spaces: "
+                   "--against \"lambda x, y: 2*x + y\"")
+    @argument("call", nargs=argparse.REMAINDER, metavar="CALL",
+              help="the call to time, after the options: a jitted function called on names of the notebook")
+    @line_magic
+    def jiterator_bench(self, line: str) -> BenchmarkResult:
+        """Time a call of a jitted function and print its median time, GB/s and fraction of copy bandwidth.
+
+        CUDA events time calls on CUDA inputs, the host clock calls on host inputs; a device copy of
+        as many bytes is timed alongside, so the fraction says how near the memory's limit the call
+        runs. With --against, the reference callable is timed on the same inputs too. Returns the
+        result, so r = %jiterator_bench axpy(x, y) keeps it.
+
+        Example:
+
+            %jiterator_bench -n 50 --against "lambda x, y: x + 2.0 * y" axpy(x, y, alpha=2.0)
+        """
+        assert self.shell is not None, "a magic runs inside an IPython shell"
+        result = run_bench_line(line, self.jiterator_bench.parser, self.shell.user_ns)
+        print(result)
+        return result
+
+
+def _plain_help(function) -> None:
+    """IPython appends the usage after an reST '::'; `%%jiterator?` reads better without it."""
+    if function.__doc__:
+        function.__doc__ = function.__doc__.replace("::\n", ":\n")
+
+
+_plain_help(JiteratorMagics.jiterator)
+_plain_help(JiteratorMagics.jiterator_cache)
+_plain_help(JiteratorMagics.jiterator_bench)
+
+
+def parse_cell_line(line: str) -> CellOptions:
+    """Parse `NAME [key=value ...] [--outputs N] [--backend B] [--dtype D] [--no-panel]`."""
+    try:
+        argv = arg_split(line)
+    except ValueError as exc:  # an unbalanced quote
+        raise UsageError(f"%%jiterator {line.strip()!r}: {exc}") from None
+    args = JiteratorMagics.jiterator.parser.parse_intermixed_args(argv)
+    if not args.name.isidentifier() or keyword.iskeyword(args.name):
+        raise UsageError(f"{args.name!r} is not a valid Python name to bind the function to")
+    if args.outputs is not None and not 1 <= args.outputs <= 8:
+        raise UsageError(f"--outputs {args.outputs}: a functor has 1 to 8 outputs")
+    kwargs: dict[str, object] = {}
+    for token in args.params:
+        key, value = parse_literal(token)
+        if key in kwargs:
+            raise UsageError(f"{token!r}: {key} is given twice")
+        kwargs[key] = value
+    return CellOptions(args.name, kwargs, args.outputs, args.backend, _dtype_list(args.dtype), args.panel,
+                       args.quiet)
+
+
+# What stands for the magic line in the code string: its line 1, so that the cell's lines keep the
+# numbers the editor shows.
+CELL_FIRST_LINE = "\n"
+
+
+def _in_the_cell(message: str) -> str:
+    return message.replace("of the code string", "of the cell")
+
+
+def _create(cell: str, options: CellOptions) -> JitFunction:
+    try:
+        if options.outputs is None:
+            fn = jiter_magic.create_jit_fn(cell, **options.kwargs)
+        else:
+            fn = jiter_magic.create_multi_output_jit_fn(cell, options.outputs, **options.kwargs)
+    except ParseError as exc:
+        raise CellParseError(_in_the_cell(str(exc))) from None
+    except BindError as exc:
+        raise CellBindError(_in_the_cell(str(exc))) from None
+    fn.backend = options.backend
+    return fn
+
+
+def _compile(fn: JitFunction, options: CellOptions) -> None:
+    """Build the default specialization now; a failure fails the cell with the mapped compiler log."""
+    dtypes = options.dtypes
+    if len(dtypes) == 1:
+        dtypes = dtypes * fn.num_inputs
+    backend = None if options.backend == "auto" else options.backend
+    if backend == "cuda" and not cuda_available():
+        warnings.warn(f"%%jiterator {options.name} --backend cuda: no GPU found here, so the kernel is only compiled "
+                      f"(for {default_arch()}, to check it); calling {options.name} needs CUDA inputs on a GPU",
+                      RuntimeWarning, stacklevel=2)
+    try:
+        with compile_notice.silenced():  # the summary line after the cell says what was built
+            fn.compile(*dtypes, backend=backend)
+    except (DTypeError, BindError) as exc:
+        if not options.dtypes:
+            raise
+        raise UsageError(f"--dtype {','.join(options.dtypes)}: {exc}") from None
+    except ToolchainError as exc:
+        raise CellToolchainError(str(exc)) from None
+    except CompileError as exc:
+        if options.panel:  # the failed attempt, readable and kept in the saved notebook; the error follows
+            _show_failed(fn, options.name, exc.log, backend or ("cuda" if cuda_available() else "cpu"))
+        raise CellCompileError(str(exc), exc.log, exc.source) from None
+
+
+def _show_failed(fn: JitFunction, name: str, log: str, backend: str) -> None:
+    from jiter_magic.notebook.panel_html import failed_html  # pygments: imported when a panel is shown, not at load
+
+    display({"text/html": failed_html(name, fn.code, log, backend),
+             "text/plain": f"{name}: the functor did not compile (the error below gives the compiler's log)"},
+            raw=True)
+
+
+def load_ipython_extension(ipython: InteractiveShell) -> None:
+    """Register the magics and the completion of `%%jiterator` lines (`%load_ext jiter_magic`)."""
+    ipython.register_magics(JiteratorMagics)
+    completer = getattr(ipython, "Completer", None)
+    if completer is not None:
+        matchers = completer.custom_matchers
+        matchers[:] = [m for m in matchers if getattr(m, "__name__", "") != "complete_jiterator_line"]
+        matchers.append(jiterator_matcher(lambda: ipython.user_ns))
+
+
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
+    """Remove the magics and the completion again (`%unload_ext jiter_magic`)."""
+    manager = ipython.magics_manager
+    manager.magics["cell"].pop("jiterator", None)
+    manager.magics["cell"].pop("jiterator_backward", None)
+    manager.magics["line"].pop("jiterator_cache", None)
+    manager.magics["line"].pop("jiterator_bench", None)
+    manager.registry.pop(JiteratorMagics.__name__, None)
+    completer = getattr(ipython, "Completer", None)
+    if completer is not None:
+        completer.custom_matchers[:] = [m for m in completer.custom_matchers
+                                        if getattr(m, "__name__", "") != "complete_jiterator_line"]

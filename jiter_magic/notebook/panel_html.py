@@ -1,0 +1,158 @@
+"""The panel's text: highlighted code, the static forms (HTML and text), the log and cache tabs.
+
+Pure functions of a jitted function and its specializations, shared by the live panel
+(widgets.py) and the static stand-in every display carries. The static forms hold only
+deterministic facts (code, signature, specializations: no timings, paths or keys), so stored
+notebook outputs compare equal from run to run.
+"""
+from __future__ import annotations
+
+import html
+import os
+import re
+
+from jiter_magic import JitFunction
+from jiter_magic.notebook.code_html import highlight
+
+
+def kernel_html(source: str, backend: str) -> str:
+    """Generated source with its prelude (everything before the user's `#line 1`) folded away."""
+    lines = source.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith("#line 1 ")), 0)
+    body = highlight("".join(lines[start:]), backend, first_line=start + 1)
+    if not start:
+        return body
+    prelude = highlight("".join(lines[:start]), backend)
+    return (f"<details><summary>prelude: {start} lines of definitions the functor may use</summary>"
+            f"{prelude}</details>{body}")
+
+
+def _kwargs_text(fn: JitFunction) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in fn.kwargs.items()) or "none"
+
+
+def _label(index: int, specialization) -> str:
+    return f"#{index} {specialization.backend}: {specialization.spec.describe()}"
+
+
+def static_text(fn: JitFunction) -> str:
+    """Plain text of a function: stable across runs and machines of one kind (no timings or paths)."""
+    lines = [
+        f"JitFunction {fn.name}: {fn.functor.signature}",
+        f"  kwargs: {_kwargs_text(fn)}",
+        f"  outputs: {fn.num_outputs}, backend: {fn.backend}",
+        f"  specializations: {len(fn.specializations)}",
+    ]
+    lines += [f"    {_label(i, s)}" for i, s in enumerate(fn.specializations)]
+    return "\n".join(lines)
+
+
+def static_html(fn: JitFunction) -> str:
+    """HTML of a function without widgets: the same facts as `static_text`, plus the code."""
+    rows = "".join(
+        f"<tr><td>#{i}</td><td>{s.backend}</td><td><code>{html.escape(s.spec.describe())}</code></td></tr>"
+        for i, s in enumerate(fn.specializations)
+    )
+    table = (f"<table><tr><th></th><th>backend</th><th>specialization</th></tr>{rows}</table>"
+             if rows else "<p><i>no specialization compiled yet</i></p>")
+    return (
+        f'<div class="jiter-magic">'
+        f"<p><b>{html.escape(fn.name)}</b> <code>{html.escape(fn.functor.signature)}</code><br>"
+        f"kwargs: <code>{html.escape(_kwargs_text(fn))}</code>; outputs: {fn.num_outputs}; "
+        f"backend: {fn.backend}</p>"
+        f"<pre>{html.escape(fn.code)}</pre>{table}{_generated_html(fn.specializations)}</div>"
+    )
+
+
+def _generated_html(specializations: list) -> str:
+    """The newest specialization's generated kernel and every compiler log, folded, for frontends
+    without widgets. One `<details class="jiter-magic-generated">` block: the kernel differs between
+    a CPU and a GPU machine, so notebooks/nbval_sanitize.cfg compares notebooks without it."""
+    if not specializations:
+        return ""
+    newest = specializations[-1]
+    logs = "".join(f"<p>{html.escape(_label(i, s))}: "
+                   + (f"</p><pre>{html.escape(s.log.strip())}</pre>" if s.log.strip() else "no warnings</p>")
+                   for i, s in enumerate(specializations))
+    return (f'<details class="jiter-magic-generated"><summary>generated kernel of '
+            f"{html.escape(_label(len(specializations) - 1, newest))}, and the compile logs</summary>"
+            f"{kernel_html(newest.source, newest.backend)}{logs}</details>")
+
+
+_LOG_LINE = re.compile(r"^line (\d+)(?:, column \d+)?:", re.MULTILINE)
+
+
+def failed_html(name: str, code: str, log: str, backend: str = "cpu") -> str:
+    """What a `%%jiterator` cell shows of a compile that failed: the functor with the lines the
+    compiler named marked, and the compiler's log (the error below the cell says the same in text)."""
+    marked = {int(n) for n in _LOG_LINE.findall(log)}
+    return (f'<div class="jiter-magic"><p><b>{html.escape(name)}</b> did not compile '
+            f"({counted(len(marked), 'line')} named by the compiler):</p>"
+            f"{highlight(code, backend, marked=marked)}<pre>{html.escape(log.strip())}</pre></div>")
+
+
+def _log_html(specializations: list) -> str:
+    if not specializations:
+        return "<p><i>nothing compiled yet</i></p>"
+    parts = []
+    for i, s in enumerate(specializations):
+        how = (f"compiled in {s.compile_seconds:.3f} s" if s.cache_event == "compiled"
+               else "loaded from the disk cache")
+        log = html.escape(s.log.strip()) or "<i>(empty: no warnings)</i>"
+        parts.append(
+            f"<h4>{html.escape(_label(i, s))}</h4>"
+            f"<p>target <code>{html.escape(s.target)}</code>, {how}<br>"
+            f"options <code>{html.escape(' '.join(s.options))}</code></p><pre>{log}</pre>"
+        )
+    return "".join(parts)
+
+
+def human_size(n: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    if n < 1024:
+        return f"{n} B"
+    size = n / 1024
+    for unit in ("KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 entry', '3 entries'."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def _short_path(path: str | None, root: str) -> str:
+    """An entry's path below the cache root ('cpu/ab/abcdef….bin'), the full path as its tooltip."""
+    if not path:
+        return "(not stored)"
+    shown = os.path.relpath(path, root) if root and path.startswith(root) else os.path.basename(path)
+    folder, name = os.path.split(shown)
+    if len(name) > 20:
+        name = name[:12] + "…" + name[-4:]
+    return f'<code title="{html.escape(path)}">{html.escape(os.path.join(folder, name))}</code>'
+
+
+def _cache_html(specializations: list, stats: dict) -> str:
+    """One short row a specialization (the long facts as tooltips), at most ~16 rows tall."""
+    head = "".join(f"<th>{h}</th>" for h in ("", "dtypes", "path", "event", "file", "size", "compile"))
+    root = str(stats["root"])
+    rows = "".join(
+        f"<tr><td>#{i}</td><td title='{html.escape(s.spec.describe())}'>{html.escape(_dtypes(s.spec))}</td>"
+        f"<td>{s.backend} {s.spec.path}</td><td>{s.cache_event}</td><td>{_short_path(s.cache_file, root)}</td>"
+        f"<td>{human_size(s.binary_size)}</td>"
+        f"<td>{f'{s.compile_seconds:.2f} s' if s.cache_event == 'compiled' else ''}</td></tr>"
+        for i, s in enumerate(specializations)
+    )
+    totals = (f"<p>cache root <code>{html.escape(root)}</code>: {counted(stats['entries'], 'entry', 'entries')}, "
+              f"{human_size(stats['bytes'])}; this process: {counted(stats['memory_hits'], 'memory hit')}, "
+              f"{counted(stats['disk_hits'], 'disk hit')}, {counted(stats['compiles'], 'compile')} "
+              f"({stats['compile_seconds']:.2f} s)</p>")
+    table = f'<table class="jiter-magic-cache"><tr>{head}</tr>{rows}</table>'
+    return f'<div style="max-height:24em;overflow:auto">{table}</div>{totals}'
+
+
+def _dtypes(spec) -> str:
+    return f"({', '.join(spec.inputs)}) → ({', '.join(spec.outputs)})"

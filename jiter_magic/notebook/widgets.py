@@ -1,0 +1,219 @@
+"""The inspection panel of a jitted function, and its static stand-in.
+
+A live frontend (JupyterLab, Notebook 7, VS Code) gets an ipywidgets panel with four tabs:
+the functor, the generated kernel of each specialization, the compile log and the cache.
+It listens to the function, so it grows as later cells compile new specializations.
+Beside the widget view, every bundle carries HTML and text built only from deterministic facts
+(code, signature, specializations: no timings, paths or keys). Frontends without widgets
+(nbconvert without widget state, GitHub) render those, nbval compares them (it skips widget
+views), and terminal IPython gets only them; so stored notebook outputs compare equal from
+run to run. A kernel cannot ask its frontend whether it renders widgets, hence both forms.
+"""
+from __future__ import annotations
+
+import html
+import importlib.util
+import os
+import weakref
+from collections.abc import Container
+from typing import Any
+
+import jiter_magic
+from jiter_magic import JitFunction
+from jiter_magic.notebook.panel_html import (
+    _cache_html,
+    _kwargs_text,
+    _label,
+    _log_html,
+    counted,
+    highlight,
+    kernel_html,
+    static_html,
+    static_text,
+)
+from jiter_magic.runtime.dispatch import where
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# JITER_MAGIC_PANEL=static forces the static form (e.g. when storing notebook outputs), =widget the panel.
+PANEL_ENV = "JITER_MAGIC_PANEL"
+
+
+# ----------------------------------------------------------------------------- the live panel
+# What the Kernel tab can show of the chosen specialization: its source, or a compiled listing.
+VIEWS = {"generated source": None, "PTX (CUDA)": "ptx", "SASS (CUDA)": "sass", "assembly (CPU)": "asm"}
+
+
+class Panel:
+    """The ipywidgets tree for one function; it refreshes itself when the function compiles."""
+
+    TITLES = ("Functor", "Kernel", "Compile log", "Cache")
+
+    def __init__(self, fn: JitFunction):
+        import ipywidgets as w
+
+        self._fn = weakref.ref(fn)  # the function owns the panel (through its listener), not the reverse
+        self.rebound_as: str | None = None  # set when the notebook name of fn now names another function
+        self.header = w.HTML()
+        self.functor = w.HTML(highlight(fn.code))
+        self.choice = w.Dropdown(description="Specialization", layout=w.Layout(width="95%"),
+                                 style={"description_width": "initial"})
+        self.view = w.Dropdown(description="Show", options=list(VIEWS), value="generated source",
+                               style={"description_width": "initial"})
+        self.source = w.HTML()
+        self.log = w.HTML()
+        self.cache = w.HTML()
+        self.tabs = w.Tab(children=[self.functor, w.VBox([w.HBox([self.choice, self.view]), self.source]), self.log,
+                                    self.cache], titles=self.TITLES)
+        self.widget = w.VBox([self.header, self.tabs])
+        self._refreshing = False
+        self.choice.observe(self._show_source, names="value")
+        self.view.observe(self._show_source, names="value")
+        fn.add_listener(self._on_specialization)
+        fn.add_start_listener(self._on_build_start)
+        weakref.finalize(fn, self._close_widgets)
+        self.refresh()
+
+    def _on_specialization(self, _specialization) -> None:
+        self.refresh()
+
+    def _on_build_start(self, spec, device: int) -> None:
+        """Say in the header that a call waits for a build (replaced by the next refresh)."""
+        fn = self._fn()
+        if fn is not None:
+            what = html.escape(spec.dtypes_text())
+            busy = f"compiling #{len(fn.specializations)} {what} for {where(device)} &hellip;"
+            self.header.value = f"{self._header(fn)}<div><i>{busy}</i></div>"
+
+    def _header(self, fn: JitFunction) -> str:
+        notice = ("" if self.rebound_as is None else
+                  f"<div><b>{html.escape(self.rebound_as)}</b> now names another function (its cell ran again); "
+                  "this panel shows the earlier one.</div>")
+        return (f"{notice}<b>{html.escape(fn.name)}</b> <code>{html.escape(fn.functor.signature)}</code> "
+                f"&middot; kwargs <code>{html.escape(_kwargs_text(fn))}</code> &middot; "
+                f"{counted(fn.num_outputs, 'output')} &middot; runs on {html.escape(runs_on(fn))}")
+
+    def refresh(self) -> None:
+        """Rebuild every tab from the function's specializations; select the newest one."""
+        fn = self._fn()
+        if fn is None:
+            return
+        specs = list(fn.specializations)
+        self.header.value = self._header(fn)
+        self._refreshing = True  # one highlight per refresh, not one per dropdown event
+        try:
+            self.choice.options = [(_label(i, s), i) for i, s in enumerate(specs)]
+            self.choice.value = len(specs) - 1 if specs else None
+            self.choice.disabled = not specs
+        finally:
+            self._refreshing = False
+        self._show_source()
+        self.log.value = _log_html(specs)
+        self.cache.value = _cache_html(specs, jiter_magic.cache_stats())
+
+    def _show_source(self, _change: Any = None) -> None:
+        if self._refreshing:
+            return
+        fn = self._fn()
+        index = self.choice.value
+        if fn is None or index is None:
+            self.source.value = "<p><i>Not compiled yet: call the function, or fn.compile('float32', ...).</i></p>"
+            return
+        specialization = fn.specializations[index]
+        kind = VIEWS[self.view.value]
+        if kind is None:
+            self.source.value = kernel_html(specialization.source, specialization.backend)
+            return
+        from jiter_magic.tools.compiled_code import compiled_text
+
+        try:  # compiled on demand, only when this view is chosen
+            text = compiled_text(kind, specialization.source, specialization.backend, specialization.target, fn.code)
+        except (jiter_magic.JiterError, OSError) as exc:
+            self.source.value = f"<p><i>{html.escape(str(exc))}</i></p>"
+            return
+        self.source.value = '<pre style="max-height:32em;overflow:auto">' + html.escape(text) + "</pre>"
+
+    def rebound(self, name: str) -> None:
+        """Say in the header that `name` now names another function."""
+        self.rebound_as = name
+        self.refresh()
+
+    def close(self) -> None:
+        """Stop listening and close the widget models (the frontend views go blank)."""
+        fn = self._fn()
+        if fn is not None:
+            fn.remove_listener(self._on_specialization)
+            fn.remove_start_listener(self._on_build_start)
+            live = _PANELS.get(fn, [])
+            if self in live:
+                live.remove(self)
+        self._close_widgets()
+
+    def _close_widgets(self) -> None:
+        for widget in (self.widget, self.header, self.tabs, *self.tabs.children, self.choice, self.view, self.source):
+            widget.close()
+
+
+_PANELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # fn -> its live panels
+
+
+def panel(fn: JitFunction) -> Panel:
+    """A new live panel of `fn`: each display gets its own, so a tab chosen in one does not
+    move another; all of them follow the function's new specializations."""
+    made = Panel(fn)
+    _PANELS.setdefault(fn, []).append(made)
+    return made
+
+
+def panels(fn: JitFunction) -> list[Panel]:
+    """The live panels of `fn`."""
+    return list(_PANELS.get(fn, []))
+
+
+def rebound(previous: JitFunction, name: str) -> None:
+    """`name` was bound to `previous` and now names another function: its panels say so."""
+    for shown in panels(previous):
+        shown.rebound(name)
+
+
+def runs_on(fn: JitFunction) -> str:
+    """Where a call runs, for the header: 'the CPU', 'cuda:0, NVIDIA H200', 'the CPU (no GPU found)'."""
+    from jiter_magic.tools.inspection import cuda_available, cuda_device_name
+
+    if fn.backend == "cpu":
+        return "the CPU"
+    if not cuda_available():
+        return "the CPU (no GPU found)" if fn.backend == "auto" else "CUDA, but no GPU was found"
+    device = cuda_device_name()
+    return device if fn.backend == "cuda" else f"the inputs' device ({device}, or the CPU)"
+
+
+def _live_frontend() -> bool:
+    """Whether to offer the widget: inside a Jupyter kernel, unless JITER_MAGIC_PANEL says otherwise."""
+    mode = os.environ.get(PANEL_ENV, "auto").lower()
+    if mode in ("static", "widget"):
+        return mode == "widget"
+    if importlib.util.find_spec("ipywidgets") is None:
+        return False
+    from IPython import get_ipython
+
+    return getattr(get_ipython(), "kernel", None) is not None
+
+
+def mimebundle(fn: JitFunction, include: Container[str] | None = None,
+               exclude: Container[str] | None = None) -> dict[str, Any]:
+    """`JitFunction._repr_mimebundle_`: the live panel where a kernel can host it, static HTML and text always.
+
+    A frontend that renders widgets picks the widget view; nbconvert (without widget state),
+    nbval's comparison and plain frontends use the static forms, which stay byte-identical
+    between runs.
+    """
+    bundle: dict[str, Any] = {}
+    if _live_frontend():
+        bundle.update(panel(fn).widget._repr_mimebundle_())
+    bundle["text/plain"] = static_text(fn)
+    bundle["text/html"] = static_html(fn)
+    if include:
+        bundle = {k: v for k, v in bundle.items() if k in include}
+    if exclude:
+        bundle = {k: v for k, v in bundle.items() if k not in exclude}
+    return bundle

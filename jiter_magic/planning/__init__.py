@@ -1,0 +1,1 @@
+"""Pure planning of a call: dtypes and promotion, broadcasting and layout, the kernel path, the `KernelSpec`."""

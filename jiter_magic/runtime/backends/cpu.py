@@ -1,0 +1,85 @@
+"""Load host shared libraries with ctypes and run them (synchronously, GIL released), under the
+fault guard: a non-zero status from the kernel becomes the Python exception it stands for."""
+from __future__ import annotations
+
+import _ctypes
+import ctypes
+import functools
+import os
+import tempfile
+import weakref
+from typing import Any
+
+from jiter_magic.codegen.names import KERNEL_NAME
+from jiter_magic.compilers.cxx import CxxCompiler
+from jiter_magic.errors import LaunchError
+from jiter_magic.kernels.args import args_layout
+from jiter_magic.native import loader as fast_call
+from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.runtime.backends import fault_guard, heap, load_check
+
+_dlclose = getattr(_ctypes, "dlclose", None)  # POSIX only; elsewhere libraries stay loaded
+
+
+@functools.cache
+def compiler() -> CxxCompiler:
+    return CxxCompiler()
+
+
+def _unload(handle: int) -> None:
+    """Close a kernel's library (where the platform can) and count it for a heap trim."""
+    if _dlclose is None:
+        return
+    try:
+        _dlclose(handle)
+    except OSError:  # already gone
+        return
+    heap.kernel_unloaded()
+
+
+class CpuLauncher:
+    """One loaded host specialization."""
+
+    def __init__(self, binary: bytes, spec: KernelSpec, key: str, name: str):
+        runtime = fault_guard.ensure_runtime(compiler())  # kernels resolve the guard's symbols against it
+        load_check.check_loading(binary, runtime, key, name)
+        self.name = name
+        # The verified bytes go to a file of this loader's own, which is removed once loaded:
+        # concurrent loaders never share a half-written file, and nothing is left behind.
+        fd, path = tempfile.mkstemp(prefix=f"jiter_magic-{key[:16]}-", suffix=".so")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(binary)
+            self.library = ctypes.CDLL(path)
+            self.function = getattr(self.library, KERNEL_NAME)
+        except (OSError, AttributeError) as exc:
+            raise LaunchError(f"could not load the compiled host kernel: {exc}") from exc
+        finally:
+            os.unlink(path)
+        self.function.argtypes = (ctypes.c_char_p,)
+        self.function.restype = ctypes.c_int
+        self.pack = args_layout(spec, "cpu").packer.pack
+        self._native: Any = None
+        # Unload the library once nothing holds this kernel any more (see loader.py), from a weakref
+        # finalizer rather than __del__: Python runs __del__ before it clears the object's weak
+        # references, so while __del__ closed the library (the GIL released), another thread could
+        # still find the kernel in the loader's weak registry and run unmapped code.
+        weakref.finalize(self, _unload, self.library._handle).atexit = False
+
+    def native(self) -> Any:
+        """The C launcher of this kernel (fast_call.py; it runs it with the GIL released, as ctypes
+        does), or None while that path is not loaded."""
+        if self._native is None:
+            address = ctypes.cast(self.function, ctypes.c_void_p).value or 0
+            self._native = fast_call.kernel(address, True, (1, 1, 1), 0,
+                                            functools.partial(fault_guard.raise_fault, name=self.name), self.name)
+        return self._native
+
+    def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
+        native = self._native or self.native()
+        if native is not None:
+            native.launch(self.pack(*values, *geometry), grid, stream)
+            return
+        status = self.function(self.pack(*values, *geometry))
+        if status:
+            fault_guard.raise_fault(status, self.name)

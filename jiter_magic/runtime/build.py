@@ -1,0 +1,160 @@
+"""Render, then find the binary in the disk cache or compile it: one specialization's build.
+
+The key is a SHA-256 of everything that decides the binary: the generated source, the
+compiler's options and identity (NVRTC version and architecture, or the host compiler, CPU
+and instruction-set features) and this package's version. Processes missing the same key
+together compile it once: the others wait on the key's lock, then find the entry on disk.
+Counters record disk hits, compiles and compile time. With `JITER_MAGIC_DEBUG=1`, the source
+of a failed compile is saved to a file the error names. `discard` removes an entry whose
+binary failed to load, so that the loader can build it again.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+
+from jiter_magic._version import __version__
+from jiter_magic.cache.disk import COUNTERS, DiskCache, NullDiskCache, disk_cache
+from jiter_magic.compilers.base import Compiler, with_source_lines
+from jiter_magic.errors import CompileError
+from jiter_magic.frontend.bind import Binding
+from jiter_magic.kernels.render import render
+from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.records import record
+
+DEBUG_VARIABLE = "JITER_MAGIC_DEBUG"
+
+
+@record(frozen=True)
+class Specialization:
+    """A built specialization, as the notebook panel and `fn.specializations` show it."""
+
+    backend: str  # 'cuda' or 'cpu'
+    target: str  # 'sm_90', or 'host'
+    spec: KernelSpec
+    source: str
+    binary: bytes
+    log: str
+    options: tuple[str, ...]
+    compile_seconds: float  # 0.0 when it came from the disk cache
+    cache_event: str  # 'compiled' or 'disk'
+    cache_key: str
+    cache_file: str | None
+
+    @property
+    def binary_size(self) -> int:
+        return len(self.binary)
+
+
+def cache_key(source: str, options: tuple[str, ...], identity: str) -> str:
+    digest = hashlib.sha256()
+    for part in (__version__, identity, "\0".join(options), source):
+        digest.update(part.encode())
+        digest.update(b"\0\1")
+    return digest.hexdigest()
+
+
+def debugging() -> bool:
+    return os.environ.get(DEBUG_VARIABLE, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def save_failed_source(source: str, name: str, backend: str, key: str) -> str:
+    """Write the source of a failed compile where the user can open it; returns the path."""
+    folder = os.path.join(tempfile.gettempdir(), "jiter_magic-failed")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    path = os.path.join(folder, f"{name}-{key[:16]}{'.cu' if backend == 'cuda' else '.cpp'}")
+    with open(path, "w") as handle:
+        handle.write(source)
+    return path
+
+
+@record(frozen=True)
+class _Job:
+    """One build: what names its entry, and what its Specialization reports."""
+
+    binding: Binding
+    spec: KernelSpec
+    backend: str
+    compiler: Compiler
+    source: str
+    options: tuple[str, ...]
+    key: str
+
+    def made(self, binary: bytes, log: str, seconds: float, event: str, path: str | None) -> Specialization:
+        return Specialization(self.backend, self.compiler.target, self.spec, self.source, binary, log,
+                              self.options, seconds, event, self.key, path)
+
+
+def build(binding: Binding, spec: KernelSpec, backend: str, compiler: Compiler) -> Specialization:
+    """The binary for `spec` on `backend`: from disk when a valid entry exists, else compiled and
+    stored. On a miss the key's inter-process lock is taken and the disk checked again, so that
+    of several processes (or threads) missing together only one compiles."""
+    source = render(binding, spec, backend)
+    options = compiler.options()
+    job = _Job(binding, spec, backend, compiler, source, options, cache_key(source, options, compiler.identity))
+    disk = disk_cache()
+    found = _from_disk(job, disk)
+    if found is not None:
+        return found
+    with disk.key_lock(backend, job.key) as held:
+        found = _from_disk(job, disk) if held else None  # the previous holder may have compiled it
+        return found if found is not None else _compile(job, disk)
+
+
+def discard(specialization: Specialization, reason: str = "its binary could not be loaded") -> bool:
+    """Remove `specialization`'s disk entry (one CacheWarning, counted as a corrupt entry) because
+    its binary failed to load; the caller then builds again, which compiles. True when removed."""
+    return disk_cache().discard(specialization.backend, specialization.cache_key, reason)
+
+
+# A compile's warnings are stored with its binary, so that a kernel loaded from the disk cache
+# still shows them: the payload is then this tag, the log's length and text, and the binary (a
+# binary alone, as stored without warnings, is an ELF file and never starts with the tag).
+_WITH_LOG = b"jm-log1\0"
+
+
+def stored_payload(binary: bytes, log: str) -> bytes:
+    if not log:
+        return binary
+    text = log.encode()
+    return _WITH_LOG + len(text).to_bytes(8, "little") + text + binary
+
+
+def split_payload(payload: bytes) -> tuple[bytes, str]:
+    """(binary, log) of a stored payload."""
+    if not payload.startswith(_WITH_LOG):
+        return payload, ""
+    start = len(_WITH_LOG) + 8
+    end = start + int.from_bytes(payload[len(_WITH_LOG):start], "little")
+    return payload[end:], payload[start:end].decode(errors="replace")
+
+
+def _from_disk(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization | None:
+    payload = disk.get(job.backend, job.key)
+    if payload is None:
+        return None
+    COUNTERS.add("disk_hits")
+    binary, log = split_payload(payload)
+    return job.made(binary, log, 0.0, "disk", disk.path(job.backend, job.key))
+
+
+def _compile(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization:
+    name = job.binding.functor.name
+    started = time.perf_counter()
+    try:
+        result = job.compiler.compile(job.source, name, job.options)
+    except CompileError as exc:
+        log = with_source_lines(exc.log, job.binding.functor.code)
+        message = f"{name}: compiling {job.spec.describe()} failed.\n{log}"
+        if debugging():
+            message += f"\n(generated source saved to {save_failed_source(job.source, name, job.backend, job.key)})"
+        raise CompileError(message, log, job.source) from None
+    log = with_source_lines(result.log, job.binding.functor.code) if result.log else ""
+    path = disk.put(job.backend, job.key, stored_payload(result.binary, log))
+    seconds = time.perf_counter() - started
+    with COUNTERS.lock:
+        COUNTERS.compiles += 1
+        COUNTERS.compile_seconds += seconds
+    return job.made(result.binary, log, seconds, "compiled", path)

@@ -1,0 +1,472 @@
+"""Dispatch a call: describe its arguments into a key, find or make the plan, launch.
+
+The hot path (plain arrays of one library, no `out=`) asks the adapter for a fast key and
+finds a `CallPlan` with one dictionary lookup; then only pointers are packed. Keyword extras
+(`fn(x, y, alpha=2.0)`, as torch's jiterator is called) take it too where they are Python
+numbers (plans of other scalar kinds than the defaults' are kept under the kinds too); values
+seen twice get a hot path of their own, packed with them. `out=` calls of a library whose key
+covers the outputs (torch) take it keyed over inputs and outputs together.
+Any other call describes each argument (arrays of any library, Python numbers), checks
+devices and `out=`, and plans once per key: resolve dtypes, layout and kernel path, load
+the kernel, bind the output allocators and the launch geometry.
+"""
+from __future__ import annotations
+
+import numbers
+import struct
+from collections.abc import Callable, Hashable
+from typing import Any, cast
+
+from jiter_magic.arrays import BY_TYPE, adapter_for, coerce
+from jiter_magic.arrays.base import ArrayAdapter, ArrayDesc, Described, FastKey, Lifted, LiftingAdapter
+from jiter_magic.cache.memory import MemoryCache
+from jiter_magic.errors import BindError, DeviceError, DTypeError, InvalidArgumentError, UnknownKwargError
+from jiter_magic.kernels import path_of
+from jiter_magic.kernels.args import args_layout
+from jiter_magic.kernels.base import Grid
+from jiter_magic.native import loader as fast_call
+from jiter_magic.planning.resolve import (
+    OverlapPair,
+    byte_span,
+    check_output_overlap,
+    check_overlap,
+    output_overlap_pairs,
+    overlap_pairs,
+    resolve_call,
+)
+from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.planning.values import INT64_RANGE, PY_SCALAR_KIND, flattener, scalar_kind, scalar_value
+from jiter_magic.records import record
+from jiter_magic.runtime.loader import KernelLoader, Launcher
+
+PLAN_LIMIT = 4096  # plans kept a function (each key of a call: dtypes, shapes, strides, alignment)
+KWARGS_LIMIT = 64  # keyword values a plan keeps hot paths for
+_DOUBLE = struct.Struct("<d")  # a float keyword value's bits, where == cannot key it (zeros, NaNs)
+BACKENDS = ("auto", "cuda", "cpu")
+
+
+def _bind_key(table: dict, slot: Any, adapter: ArrayAdapter, count: int) -> Callable[[tuple], FastKey | None]:
+    """`adapter`'s key function of `count` arrays, kept in `table[slot]` unless a C call path module
+    loaded while it was read: its announcement may have come before the store, so it is read again."""
+    loads = fast_call.loads
+    found = table[slot] = adapter.fast_key_for(count)
+    if fast_call.loads != loads:
+        table.pop(slot, None)
+    return found
+
+
+@record(eq=False)
+class CallPlan:
+    """Everything a call with a known key needs besides its pointers and scalar values; `hot` is
+    its hot path run from C (`heat`), once the C call path is loaded."""
+
+    spec: KernelSpec
+    numel: int
+    launcher: Launcher | None  # None when there is nothing to compute
+    geometry: tuple[int, ...]  # the path's loop geometry, packed after the values
+    grid: Grid
+    allocators: tuple[Callable[[], Any], ...]  # one per output
+    flatten: Callable | None  # None when extras pack as they are and no input is a scalar
+    stream: Callable[[int], int]  # the library's current raw stream on a device
+    pointer: Callable[[Any], int]  # an output's data pointer
+    device: int  # -1 for the host
+    overlap_pairs: tuple[OverlapPair, ...] = ()  # out= plans: pairs to check on every call
+    output_pairs: tuple = ()  # out= plans with several outputs: pairs of outputs to check
+    reach: tuple[int, ...] = ()  # bytes each array input reads from its pointer on (see `reach_of`)
+    out_reach: tuple[int, ...] = ()  # the same for out= arrays
+    room: Callable[[Any, tuple], None] | None = None  # the adapter's storage check, where storages shrink
+    hot: Callable[[list], Any] | None = None  # input pointers -> the call's result(s), from C
+    heatable: bool = True  # whether `heat` is still to be tried
+    hot_with: dict[tuple, Callable[[list], Any] | None] | None = None  # keyword values -> their hot path
+    seen_with: set | None = None  # keyword values seen once (`heat_with`)
+
+    def heat(self, inputs: int, extras: list, returns_one: bool) -> None:
+        """Give the plan its hot path in C (backends/fast_call.py) where the kernel has a C launcher:
+        the Args struct is packed here once with the default extras, leaving only the pointers
+        (the struct's first fields, 8 bytes each) to write on each call."""
+        self.heatable = False
+        self.hot = self._hot_path(inputs, extras, returns_one)
+
+    def heat_with(self, key: tuple, inputs: int, extras: list, returns_one: bool) -> None:
+        """The same for calls with these keyword values, on their second sight (a sweep over
+        values builds none); a plan keeps at most KWARGS_LIMIT of them (None where there is none),
+        and remembers at most KWARGS_LIMIT values seen once."""
+        table = self.hot_with
+        if table is None:
+            table = self.hot_with = {}
+        seen = self.seen_with
+        if seen is None:
+            seen = self.seen_with = set()
+        if key not in seen:
+            if len(seen) >= KWARGS_LIMIT:  # values seen once long ago give way to new ones
+                seen.clear()
+            seen.add(key)
+        elif len(table) < KWARGS_LIMIT:
+            table[key] = self._hot_path(inputs, extras, returns_one)
+
+    def _hot_path(self, inputs: int, extras: list, returns_one: bool) -> Callable[[list], Any] | None:
+        native = getattr(self.launcher, "native", None)  # both launchers have one; `Launcher` types the call
+        kernel = native() if native is not None else None
+        if kernel is None or fast_call.module is None:
+            return None
+        layout = args_layout(self.spec, "cpu" if self.device < 0 else "cuda")
+        pointers = len(self.allocators) + inputs
+        if any(f.offset != 8 * k or f.format != "Q" for k, f in enumerate(layout.fields[:pointers])):
+            return None
+        tail = [self.numel, *extras] if self.flatten is None else list(self.flatten(self.numel, extras, ()))
+        packed = layout.packer.pack(*([0] * pointers), *tail, *self.geometry)
+        return fast_call.module.HotPlan(kernel, self.launcher, packed, self.grid, inputs, self.allocators,
+                                        self.pointer, None if self.device < 0 else self.stream, self.device,
+                                        returns_one)
+
+    def launch(self, pointers: list, input_pointers: list, extras: list, items: list | tuple) -> None:
+        """Pack pointers, element count, extras and scalar inputs; launch on the current stream."""
+        assert self.launcher is not None
+        values = pointers + input_pointers
+        if self.flatten is None:
+            values.append(self.numel)
+            values += extras
+        else:
+            values += self.flatten(self.numel, extras, items)
+        self.launcher(values, self.geometry, self.grid, self.stream(self.device) if self.device >= 0 else 0)
+
+
+def where(device: int) -> str:
+    """'the CPU' or 'cuda:N', as error messages and the notebook's lines name a device."""
+    return "the CPU" if device < 0 else f"cuda:{device}"
+
+
+def _bits_of_floats(value: object) -> object:
+    """A keyword value as a hot path's key holds it where a zero or a NaN is about: a float, or
+    each part of a complex, as its 8 bytes (== tells neither -0.0 from 0.0 nor one NaN's sign
+    and payload from another's), anything else as itself."""
+    if type(value) is float:
+        return _DOUBLE.pack(value)
+    if type(value) is complex:
+        return _DOUBLE.pack(value.real), _DOUBLE.pack(value.imag)
+    return value
+
+
+class Dispatcher:
+    """The call path of one jitted function, with its plan cache."""
+
+    def __init__(self, name: str, loader: KernelLoader, kwargs: dict[str, object], returns_one: bool) -> None:
+        binding = loader.binding
+        self.name = name
+        self.loader = loader
+        self.input_names = binding.input_names
+        self.num_inputs = len(binding.input_names)
+        self.extra_names = binding.extra_names
+        self.num_outputs = binding.num_outputs
+        self.kwargs = kwargs
+        self.returns_one = returns_one
+        self.default_extras = [kwargs[n] for n in binding.extra_names]
+        self.default_kinds = tuple(scalar_kind(v) for v in self.default_extras)
+        # Where a keyword's value goes among the extras, and the Python type its value must have
+        # for the hot path (None: a default that is no plain Python number).
+        self._extra_position = {name: at for at, name in enumerate(binding.extra_names)}
+        self._default_types = [type(v) if type(v) in PY_SCALAR_KIND else None for v in self.default_extras]
+        self._no_keywords: tuple[list, None, None] = (self.default_extras, None, None)  # `_keyword_extras` of {}
+        self.plans: MemoryCache[CallPlan] = MemoryCache(PLAN_LIMIT)
+        self.backend = "auto"
+        self.backward: Any = None  # the jitted gradient (fn.def_backward), called by autograd
+        self._checked_device: int | None = None
+        self._fast_keys: dict[type, Callable[[tuple], FastKey | None]] = {}
+        self._out_keys: dict[ArrayAdapter, Callable[[tuple], FastKey | None]] = {}  # of inputs and out= arrays
+        self.owner: Callable[[], Any] = lambda: None  # the JitFunction, weakly (a lifted call needs it)
+        fast_call.when_loaded(self)
+
+    def fast_call_loaded(self) -> None:
+        """The C call path just loaded: bind the hot path's key functions again (torch's is read in C)."""
+        self._fast_keys.clear()
+        self._out_keys.clear()
+
+    def _fast_key_function(self, kind: type) -> Callable[[tuple], FastKey | None] | None:
+        """The fast key of calls whose first input is a `kind` (bound once a type), or None."""
+        adapter = BY_TYPE.get(kind)
+        if adapter is None or adapter.lifts:  # lifted arrays take the general path, which hands them on
+            return None
+        return _bind_key(self._fast_keys, kind, adapter, self.num_inputs)
+
+    def set_backend(self, value: str) -> None:
+        if value not in BACKENDS:
+            raise InvalidArgumentError(f"backend must be 'auto', 'cuda' or 'cpu', got {value!r}")
+        self.backend = value
+        self._checked_device = None
+        self.plans.clear()
+
+    def call(self, args: tuple, out: object, kwargs: dict) -> Any:
+        """One call of the function: the hot path inline, anything else through `_call`."""
+        if len(args) != self.num_inputs:
+            raise BindError(f"{self.name} takes {len(self.input_names)} input(s) {list(self.input_names)}, "
+                            f"got {len(args)}")
+        fast, plan_key = None, None
+        if out is None:
+            keyword = self._keyword_extras(kwargs) if kwargs else self._no_keywords
+            if keyword is None:
+                return self._call(args, out, kwargs, None)
+            extras, kinds, named = keyword
+            key_of = self._fast_keys.get(type(args[0])) or self._fast_key_function(type(args[0]))
+            if key_of is not None:
+                fast = key_of(args)
+                if fast is not None:
+                    plan_key = fast[0] if kinds is None else (fast[0], kinds)
+                    plan = self.plans.get(plan_key)
+                    if plan is not None:
+                        hot = plan.hot if not kwargs else None if named is None or plan.hot_with is None \
+                            else plan.hot_with.get(named)
+                        if hot is not None:
+                            return hot(fast[1])
+                        if plan.room is not None and type(fast[0]) is not bytes:  # a key read in C checked it
+                            plan.room(args, plan.reach)
+                        results = [allocate() for allocate in plan.allocators]
+                        if plan.launcher is not None:
+                            pointer = plan.pointer
+                            plan.launch([pointer(r) for r in results], fast[1], extras, ())
+                            # A HotPlan checks no storage room: only where the key did (C) or none is needed.
+                            if fast_call.module is not None and fast_call.settled() and \
+                                    (plan.room is None or type(fast[0]) is bytes):
+                                if not kwargs:
+                                    if plan.heatable:
+                                        plan.heat(self.num_inputs, extras, self.returns_one)
+                                elif named is not None and (plan.hot_with is None or named not in plan.hot_with):
+                                    plan.heat_with(named, self.num_inputs, extras, self.returns_one)
+                        return results[0] if self.returns_one else tuple(results)
+        elif type(out) is tuple or type(out) is list or type(out) in BY_TYPE:
+            return self._call_out(args, out, kwargs)
+        return self._call(args, out, kwargs, fast, plan_key)
+
+    def _call_out(self, args: tuple, out: Any, kwargs: dict) -> Any:
+        """A call with `out=`: the hot path where the library's fast key covers the outputs too
+        (keyed as inputs and outputs together, under "out"); the pointer checks (partial overlap
+        with an input or another output) and torch's version counters run on every call."""
+        given = tuple(out) if type(out) is tuple or type(out) is list else (out,)
+        adapter = BY_TYPE.get(type(args[0]))
+        if adapter is None or adapter.lifts or not adapter.keys_outputs or len(given) != self.num_outputs:
+            return self._call(args, out, kwargs, None)
+        keyword = self._keyword_extras(kwargs) if kwargs else self._no_keywords
+        if keyword is None:
+            return self._call(args, out, kwargs, None)
+        extras, kinds, _named = keyword
+        key_of = self._out_keys.get(adapter) or \
+            _bind_key(self._out_keys, adapter, adapter, self.num_inputs + self.num_outputs)
+        fast = key_of(args + given)
+        if fast is None:
+            return self._call(args, out, kwargs, None)
+        plan_key = ("out", fast[0], kinds)
+        plan = self.plans.get(plan_key)
+        if plan is None:
+            return self._call(args, out, kwargs, fast, plan_key)
+        pointers, inputs = fast[1], self.num_inputs
+        out_pointers, in_pointers = pointers[inputs:], pointers[:inputs]
+        if plan.room is not None and type(fast[0]) is not bytes:  # a key read in C checked the room itself
+            plan.room(args, plan.reach)
+            plan.room(given, plan.out_reach)
+        if plan.overlap_pairs:
+            check_overlap(plan.overlap_pairs, out_pointers, in_pointers)
+        if plan.output_pairs:
+            check_output_overlap(plan.output_pairs, out_pointers)
+        adapter.check_writable(given)
+        if plan.launcher is not None:
+            plan.launch(out_pointers, in_pointers, extras, ())
+        adapter.written(list(given))
+        return given[0] if self.returns_one else given
+
+    def _call(self, args: tuple, out: object, kwargs: dict, fast: FastKey | None,
+              plan_key: Hashable | None = None) -> Any:
+        """The general path: any library, scalars, out= and kwargs; plans on a miss. With `fast`
+        the plan is kept for the hot path too, under `plan_key` (the fast key with the extras'
+        kinds where they are not the defaults', or an `out=` call's key), else under `fast[0]`."""
+        extras, kinds = self.extras(kwargs) if kwargs else (self.default_extras, self.default_kinds)
+        try:
+            items, parts, adapter, device = self.describe(args)
+        except Lifted as lifted:
+            return lifted.adapter.lift(self.owner(), args, out, kwargs)
+        outs = None if out is None else self._outputs(out, adapter, device)
+        default_float = adapter.default_float() if any(type(p) is str for p in parts) else None
+        key = (adapter, device, tuple(parts), kinds, None if outs is None else tuple(o.key for o in outs),
+               default_float)
+        plan = self.plans.get(key)
+        planned = False
+        if plan is None:
+            planned = True
+            plan = self._plan(items, adapter, device, outs, kinds, default_float or "float32")
+            self.plans.put(key, plan, plan.spec)
+        adapter.check_room([i.array for i in items if isinstance(i, Described)], plan.reach)
+        if outs is not None:
+            adapter.check_room([o.array for o in outs], plan.out_reach)
+        needing_grad = adapter.gradient_inputs(items, outs)
+        if fast is not None and adapter.reusable(fast[0]):
+            self.plans.put(fast[0] if plan_key is None else plan_key, plan, plan.spec, miss=False)
+        if outs is None:
+            results = [allocate() for allocate in plan.allocators]
+            pointers = [plan.pointer(r) for r in results]
+        else:
+            results = [o.array for o in outs]
+            pointers = [o.pointer for o in outs]
+        input_pointers = [i.pointer for i in items if isinstance(i, Described)]
+        if plan.overlap_pairs:
+            check_overlap(plan.overlap_pairs, pointers, input_pointers)
+        if plan.output_pairs:
+            check_output_overlap(plan.output_pairs, pointers)
+        if plan.launcher is not None:
+            plan.launch(pointers, input_pointers, extras, items)
+        if planned:
+            fast_call.first_result()
+        if outs is not None:
+            adapter.written(results)
+        if needing_grad:
+            results = adapter.with_gradient(self.name, needing_grad, results, self.backward, args,
+                                            {**self.kwargs, **kwargs})
+        return results[0] if self.returns_one else tuple(results)
+
+    def _keyword_extras(self, kwargs: dict) -> tuple[list, tuple[str, ...] | None, tuple | None] | None:
+        """For a call whose keyword values are Python numbers: its extras, their kinds where they
+        differ from the defaults' (else None: the defaults' plans serve), and the key of a hot
+        path packed with these values (zeros and NaNs keyed by their bits: 0.0 == -0.0 would
+        hand one zero the other's packed value, and NaN != NaN would never find its own). None
+        for any other call: the general path checks, converts and plans it."""
+        extras = self.default_extras.copy()
+        position, types = self._extra_position, self._default_types
+        kinds: list[str] | None = None
+        by_bits = False
+        for name, value in kwargs.items():
+            at = position.get(name)
+            kind = type(value)
+            if at is None or kind not in PY_SCALAR_KIND:
+                return None
+            if kind is not types[at]:
+                if types[at] is None:  # a default of another type (a NumPy scalar): planned in general
+                    return None
+                if kinds is None:
+                    kinds = list(self.default_kinds)
+                kinds[at] = PY_SCALAR_KIND[kind]
+            if kind is int:
+                if not INT64_RANGE[0] <= cast(int, value) <= INT64_RANGE[1]:
+                    return None
+            elif kind is float:
+                by_bits = by_bits or value == 0 or value != value
+            elif kind is complex:
+                number = cast(complex, value)
+                by_bits = by_bits or number.real == 0 or number.imag == 0 or number != number
+            extras[at] = value
+        named = tuple((name, _bits_of_floats(v)) for name, v in kwargs.items()) if by_bits else tuple(kwargs.items())
+        return extras, None if kinds is None else tuple(kinds), named
+
+    def extras(self, kwargs: dict) -> tuple[list, tuple[str, ...]]:
+        """The extra arguments of a call with keyword overrides, and their scalar kinds."""
+        check_kwarg_names(kwargs, self.kwargs)
+        values = {**self.kwargs, **kwargs}
+        extras = [scalar_value(values[name], name) for name in self.extra_names]
+        return extras, tuple(scalar_kind(v) for v in extras)
+
+    def describe(self, args: tuple, check_backend: bool = True) -> tuple[list, list, ArrayAdapter, int]:
+        """Per input: the adapter's description, or the Python scalar itself; their key parts;
+        the one adapter and device every array input shares. Raises `Lifted` on an input whose
+        arrays run a call their own way (DTensor, Dask, traced tensors)."""
+        items: list = []
+        parts: list = []
+        adapter: ArrayAdapter | None = None
+        device = -1
+        numpy_scalars = []
+        for position, x in enumerate(args):
+            a = BY_TYPE.get(type(x)) or adapter_for(x)
+            if a is None:
+                if isinstance(x, numbers.Number):
+                    if type(x).__module__ == "numpy":
+                        numpy_scalars.append(position)
+                    items.append(x)
+                    parts.append(scalar_kind(x))
+                    continue
+                x, a = coerce(x)
+            if a.lifts:
+                raise Lifted(cast(LiftingAdapter, a))
+            described = a.describe(a.materialize(x))
+            if adapter is None:
+                adapter, device = a, described.device
+                if check_backend and device != self._checked_device:
+                    self._check_backend(device)
+            elif a is not adapter:
+                raise DeviceError(f"inputs mix {adapter.library} and {a.library} arrays; convert them to one library")
+            elif described.device != device:
+                raise DeviceError(f"inputs live on different devices ({where(device)} and {where(described.device)}); "
+                                  "move them to one device")
+            items.append(described)
+            parts.append(described.key)
+        if adapter is None:
+            raise BindError(f"{self.name} needs at least one array input; got only Python scalars")
+        if numpy_scalars and adapter.rules == "numpy":
+            for position in numpy_scalars:  # NumPy scalars are typed: 0-d arrays of their dtype (NEP 50)
+                described = adapter.describe(adapter.asarray(args[position]))
+                items[position] = described
+                parts[position] = described.key
+        return items, parts, adapter, device
+
+    def _check_backend(self, device: int) -> None:
+        lives = "cpu" if device < 0 else "cuda"
+        if self.backend != "auto" and self.backend != lives:
+            raise DeviceError(f"{self.name} is set to backend={self.backend!r} but its inputs live on {where(device)}; "
+                              "move them, or set backend='auto'")
+        self._checked_device = device
+
+    def _outputs(self, out: object, adapter: ArrayAdapter, device: int) -> list[Described]:
+        given = out if isinstance(out, (tuple, list)) else (out,)
+        for o in given:
+            if adapter_for(o) is None:
+                raise DTypeError(f"out= must be {adapter.library} arrays (a tuple of them for several outputs), "
+                                 f"got {type(o).__name__}")
+        if len(given) != self.num_outputs:
+            raise BindError(f"{self.name} has {self.num_outputs} output(s), but out= gives {len(given)}")
+        result = []
+        for o in given:
+            if adapter_for(o) is not adapter:
+                raise DeviceError(f"out= must be a {adapter.library} array like the inputs, got {type(o).__name__}")
+            adapter.check_output(o)
+            described = adapter.describe(adapter.materialize(o))
+            if described.device != device:
+                raise DeviceError(f"out= lives on {where(described.device)}, the inputs on {where(device)}")
+            result.append(described)
+        return result
+
+    def _plan(self, items: list, adapter: ArrayAdapter, device: int, outs: list[Described] | None,
+              kinds: tuple[str, ...], default_float: str) -> CallPlan:
+        arrays = normalized(items, adapter)
+        normal_outs = None if outs is None else [adapter.normalize(o) for o in outs]
+        backend = "cuda" if device >= 0 else "cpu"
+        spec, layout = resolve_call(arrays, adapter.rules, backend, normal_outs, kinds, self.num_outputs,
+                                    default_float)
+        path = path_of(spec, backend)
+        computes = layout.numel > 0
+        like = next(i.array for i in items if isinstance(i, Described))
+        inputs = [a for a in arrays if isinstance(a, ArrayDesc)]
+        pairs = () if normal_outs is None else overlap_pairs(normal_outs, inputs)
+        return CallPlan(
+            spec, layout.numel,
+            self.loader.launcher(spec, device) if computes else None,
+            path.geometry(spec, layout) if computes else (),
+            path.grid(spec, layout) if computes else (0, 0, 0),
+            tuple(adapter.allocator(layout.shape, layout.output_strides, d, like) for d in spec.outputs),
+            flattener(spec, adapter.rules == "torch"), adapter.stream, adapter.pointer, device, pairs,
+            () if normal_outs is None else output_overlap_pairs(normal_outs),
+            tuple(reach_of(a) for a in inputs), () if normal_outs is None else tuple(reach_of(o) for o in normal_outs),
+            adapter.check_room if adapter.shrinkable else None,
+        )
+
+
+def check_kwarg_names(given: dict, declared: dict) -> None:
+    """Refuse a keyword that names no extra argument, as torch's jiterator does (a KeyError)."""
+    for name in given:
+        if name not in declared:
+            raise UnknownKwargError(f"{name} is not declared in function definition (declared: {list(declared)})")
+
+
+def reach_of(a: ArrayDesc) -> int:
+    """Bytes a kernel reads from the array's pointer on (to the end of its last element); an
+    empty array reads nothing, so any room will do."""
+    span = byte_span(a)
+    return -(1 << 62) if span is None else span[1]
+
+
+def normalized(items: list, adapter: ArrayAdapter) -> list:
+    """Each described array as planning sees it (`ArrayDesc`); scalars as they are."""
+    return [adapter.normalize(i) if isinstance(i, Described) else i for i in items]

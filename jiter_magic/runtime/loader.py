@@ -1,0 +1,142 @@
+"""The loaded kernels of one jitted function: each (device, spec) built and loaded once.
+
+Threads that miss together build once (under a lock); each build is recorded as a
+`Specialization` and announced to listeners (the notebook panel). Loaded kernels are shared
+process-wide by (device, binding, spec): re-creating a function (a cell run again, a
+`create_jit_fn` in a loop) reuses its kernel, from a weak registry of the kernels live functions
+hold and a small pool of the most recently loaded ones; any other kernel no function holds any
+more is unloaded.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from jiter_magic.cache.memory import MemoryCache
+from jiter_magic.errors import LaunchError
+from jiter_magic.frontend.bind import Binding
+from jiter_magic.native import loader as fast_call
+from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.records import replace
+from jiter_magic.runtime.build import Specialization, build, discard
+
+Launcher = Callable[[list, tuple, tuple[int, int, int], int], None]
+KERNEL_LIMIT = 1024  # loaded kernels kept a function
+POOL_LIMIT = 64  # kernels kept loaded after the last function holding them is gone
+_SHARED: weakref.WeakValueDictionary[tuple, Any] = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+_POOL: MemoryCache[Any] = MemoryCache(POOL_LIMIT, counted=False)
+
+
+class KernelLoader:
+    def __init__(self, binding: Binding) -> None:
+        self.binding = binding
+        self.loaded: MemoryCache[Launcher] = MemoryCache(KERNEL_LIMIT, counted=False)
+        self.specializations: list[Specialization] = []
+        self.warnings: list[str] = []
+        self.listeners: list[Callable[[Specialization], None]] = []
+        self.start_listeners: list[Callable[[KernelSpec, int], None]] = []  # a build of (spec, device) begins
+        self._lock = threading.RLock()
+
+    def launcher(self, spec: KernelSpec, device: int) -> Launcher:
+        """The loaded kernel of `spec` on `device` (-1: the host), built on first use."""
+        key = (device, spec)
+        found = self.loaded.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self.loaded.get(key)
+            if found is None:
+                found = self._load(spec, device)
+                self.loaded.put(key, found, spec)
+        return found
+
+    def _load(self, spec: KernelSpec, device: int) -> Launcher:
+        shared_key = (device, self.binding, spec)
+        with _SHARED_LOCK:
+            launcher: Any = _SHARED.get(shared_key)
+        if launcher is None:
+            launcher = _POOL.get(shared_key)
+        if launcher is not None:  # loaded for an equal function that is still alive
+            self.record(replace(launcher.specialization, cache_event="memory", compile_seconds=0.0))
+            return launcher
+        specialization = self._build(spec, device)
+        try:
+            launcher = self._loaded(specialization, device)
+        except LaunchError as exc:  # a valid-looking disk entry that does not load: rebuild once
+            if specialization.cache_event != "disk":
+                raise
+            discard(specialization, str(exc))
+            specialization = self._build(spec, device)
+            launcher = self._loaded(specialization, device)
+        launcher.specialization = specialization
+        fast_call.start()  # the C call path, built or loaded in the background once a process
+        with _SHARED_LOCK:
+            _SHARED[shared_key] = launcher
+        _POOL.put(shared_key, launcher, spec)
+        self.record(specialization)
+        return launcher
+
+    def _build(self, spec: KernelSpec, device: int) -> Specialization:
+        """The binary of `spec` for `device`: from the disk cache or compiled, announced to the
+        start listeners and, when slow, in the notebook cell."""
+        self._announce(self.start_listeners, spec, device)
+        notice = None
+        if "IPython" in sys.modules:  # no notebook without it: the notice's module loads only in one
+            from jiter_magic.runtime import notice as compile_notice
+
+            notice = compile_notice.start(self.binding.functor.name, spec, device)
+        built: Specialization | None = None
+        try:
+            built = self._build_now(spec, device)
+            return built
+        finally:
+            if notice is not None:
+                notice.finish(None if built is None else built.cache_event)
+
+    def _build_now(self, spec: KernelSpec, device: int) -> Specialization:
+        if device >= 0:
+            from jiter_magic.runtime.backends import cuda
+
+            return build(self.binding, spec, "cuda", cuda.compiler(device))
+        from jiter_magic.runtime.backends import cpu
+
+        return build(self.binding, spec, "cpu", cpu.compiler())
+
+    def _loaded(self, specialization: Specialization, device: int) -> Any:
+        """A launcher for a built binary, loaded on `device` (-1: the host)."""
+        if device >= 0:
+            from jiter_magic.runtime.backends import cuda
+
+            return cuda.CudaLauncher(specialization.binary, specialization.spec, device, self.binding.functor.name)
+        from jiter_magic.runtime.backends import cpu
+
+        return cpu.CpuLauncher(specialization.binary, specialization.spec, specialization.cache_key,
+                               self.binding.functor.name)
+
+    def build_without_device(self, spec: KernelSpec) -> Specialization:
+        """Compile a CUDA specialization with no GPU present (for the default architecture)."""
+        from jiter_magic.compilers.nvrtc import NvrtcCompiler, default_arch
+
+        specialization = build(self.binding, spec, "cuda", NvrtcCompiler(default_arch()))
+        self.record(specialization)
+        return specialization
+
+    def record(self, specialization: Specialization) -> None:
+        self.specializations.append(specialization)
+        log = specialization.log.strip()
+        if log and log not in self.warnings:  # each dtype's compile says the same of the same code
+            self.warnings.append(log)
+        self._announce(self.listeners, specialization)
+
+    @staticmethod
+    def _announce(listeners: list, *event: Any) -> None:
+        for callback in list(listeners):
+            try:
+                callback(*event)
+            except Exception as exc:  # noqa: BLE001 - a display must never fail the computation
+                warnings.warn(f"jiter_magic: a specialization listener failed: {exc!r}", RuntimeWarning, 3)

@@ -1,0 +1,110 @@
+"""A line in the notebook cell while a call waits for a new specialization to compile.
+
+A call with a new dtype pauses for a compile (0.2-0.5 s on the CPU, more for big functors); in a
+notebook that looks like a hang. When a build takes longer than a threshold, a timer puts one line
+in the running cell ("compiling ..."), and the build's end rewrites it in place ("compiled in ...").
+Only inside a Jupyter kernel: scripts and terminals stay silent, as torch's jiterator is.
+`JITER_MAGIC_NOTICE_AFTER` sets the threshold in seconds (default 0.5); `off` silences it.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from jiter_magic.planning.spec import KernelSpec
+
+NOTICE_ENV = "JITER_MAGIC_NOTICE_AFTER"
+DEFAULT_AFTER_S = 0.5
+_SILENCED: contextvars.ContextVar[bool] = contextvars.ContextVar("jiter_magic_notice_silenced", default=False)
+
+
+@contextlib.contextmanager
+def silenced() -> Iterator[None]:
+    """No notice for builds inside this block (the `%%jiterator` magic prints its own line)."""
+    token = _SILENCED.set(True)
+    try:
+        yield
+    finally:
+        _SILENCED.reset(token)
+
+
+def threshold() -> float | None:
+    """Seconds before the notice appears, or None when silenced (or the variable is not a number)."""
+    value = os.environ.get(NOTICE_ENV, "").strip().lower()
+    if value in ("off", "no", "false", "none"):
+        return None
+    if not value:
+        return DEFAULT_AFTER_S
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _in_a_kernel() -> bool:
+    """Inside a Jupyter kernel; a process that has not imported IPython is not in one (and a call
+    must not import it)."""
+    ipython = sys.modules.get("IPython")
+    return ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None
+
+
+class CompileNotice:
+    """One build's notice: shown by a timer after the threshold, finished by the building thread."""
+
+    def __init__(self, name: str, spec: KernelSpec, device: int, after: float) -> None:
+        from jiter_magic.runtime.dispatch import where  # not at import: dispatch imports the loader, which imports this
+
+        self._what = f"{name} for {spec.dtypes_text()} on {where(device)}"
+        self._started = time.perf_counter()
+        self._lock = threading.Lock()
+        self._handle: Any = None
+        self._finished = False
+        self._timer = threading.Timer(after, self._show)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _show(self) -> None:
+        from IPython.display import display
+
+        with self._lock:
+            if not self._finished:
+                self._handle = display(_Line(f"jiter_magic: compiling {self._what} ..."), display_id=True)
+
+    def finish(self, how: str | None) -> None:
+        """`how`: 'compiled', 'disk', or None when the build failed (its error says the rest)."""
+        self._timer.cancel()
+        with self._lock:
+            self._finished = True
+            if self._handle is None:
+                return
+            seconds = time.perf_counter() - self._started
+            if how is None:
+                text = f"jiter_magic: compiling {self._what} failed after {seconds:.2f} s"
+            else:
+                verb = "compiled" if how == "compiled" else "loaded from the disk cache"
+                text = f"jiter_magic: {verb} {self._what} in {seconds:.2f} s"
+            self._handle.update(_Line(text))
+
+
+class _Line:
+    """Plain text for the cell output (a str would be shown with its quotes)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def start(name: str, spec: KernelSpec, device: int) -> CompileNotice | None:
+    """A notice for a build about to start; None outside a Jupyter kernel or when silenced."""
+    after = threshold()
+    if after is None or _SILENCED.get() or not _in_a_kernel():
+        return None
+    return CompileNotice(name, spec, device, after)
