@@ -3,7 +3,7 @@
 # Usage on the GPU machine: bash bench/run_gpu.sh [tests|bench|notebooks|two-gpus|all]
 # `tests` runs the GPU tests on the C call path, then test_gpu.py again on the Python one.
 # `notebooks` runs every notebook through nbval, strict and --nbval-lax; the GPU machine has no
-# IPython or nbval, so it installs them from wheels carried in .whl/ (pip download, see README).
+# IPython or nbval, so it installs them from wheels carried in .whl/ (pip download --python-version 3.12 --only-binary=:all: -d .whl ...).
 # `two-gpus` (on nvidia-h200-x2) runs the DTensor tests over two GPUs with NCCL, and executes
 # notebook 05 whole, its two-GPU cells included, into $OUT/05_beyond.executed.ipynb.
 set -u -o pipefail

@@ -78,8 +78,8 @@ def _storage_backed(kind: type) -> bool:
 # storage freed to nothing under the view, as FSDP frees parameters) keys apart (-1), so that
 # the general path checks and refuses it. The key carries no room (bytes from the pointer to
 # the storage's end, see `check_room`): reading it costs ~0.5 us a tensor, a tenth of a call's
-# host cost; a storage resized smaller but not to nothing under a view is caught when a call is
-# planned and on every general call, not on the hot path (README, Safety).
+# host cost; a storage resized smaller but not to nothing under a view is caught by the plan's
+# `check_room` on every call instead (docs/safety.md).
 _PART = 9
 _FIELDS = ("x{i}.dtype, x{i}.shape, x{i}.stride(), p{i} & 15 if p{i} > 4095 else -1, x{i}.device, "
            "x{i}.is_neg(), x{i}.is_conj(), type(x{i}), x{i}.requires_grad")
