@@ -26,6 +26,7 @@ from jiter_magic.errors import (
     LaunchError,
     ParseError,
     ScalarOverflowError,
+    SettingWarning,
     ShapeError,
     ToolchainError,
     UnknownKwargError,
@@ -40,7 +41,7 @@ __all__ = [
     "JiterError", "ParseError", "BindError", "DTypeError", "ShapeError", "DeviceError", "CompileError",
     "ToolchainError", "LaunchError", "ArgumentTypeError", "InvalidArgumentError", "UnknownKwargError",
     "ScalarOverflowError", "UnsupportedArrayError", "GradientError", "KernelFaultError",
-    "IntegerDivisionError", "CacheWarning", "__version__",
+    "IntegerDivisionError", "CacheWarning", "SettingWarning", "__version__",
     "load_ipython_extension", "unload_ipython_extension",
 ]
 

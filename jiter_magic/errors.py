@@ -82,5 +82,9 @@ class ToolchainError(JiterError, RuntimeError):
     """A compiler or runtime component needed for the requested backend is missing."""
 
 
+class SettingWarning(UserWarning):
+    """A `JITER_MAGIC_*` environment variable has a value that is not valid; its default is used."""
+
+
 class LaunchError(JiterError, RuntimeError):
     """The kernel could not be loaded or launched."""

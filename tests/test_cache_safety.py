@@ -43,7 +43,7 @@ from test_cache import (
 import jiter_magic
 import jiter_magic.cache.disk as cache_module
 import jiter_magic.compilers.cxx as cxx_module
-from jiter_magic import CacheWarning, create_jit_fn
+from jiter_magic import CacheWarning, SettingWarning, create_jit_fn, settings
 from jiter_magic.cache import entry as cache_entry
 from jiter_magic.cache.lock import KeyLock
 from jiter_magic.compilers.base import CompileResult
@@ -56,11 +56,12 @@ OTHER_UID = 12345
 
 
 def recorded(callable_, *args):
-    """(result, list of CacheWarning messages) of one call."""
+    """(result, list of CacheWarning and SettingWarning messages) of one call."""
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         result = callable_(*args)
-    return result, [str(w.message) for w in cache_warnings(record)]
+    settings_said = [w for w in record if issubclass(w.category, SettingWarning)]
+    return result, [str(w.message) for w in cache_warnings(record) + settings_said]
 
 
 def discarded(path: str, why: str) -> str:
@@ -357,24 +358,24 @@ def test_max_bytes_setting(monkeypatch, text, expected):
 @pytest.mark.parametrize("text", ["lots", "0", "-5", "12X"])
 def test_bad_max_bytes_warns_once_and_uses_the_default(monkeypatch, text):
     monkeypatch.setenv("JITER_MAGIC_CACHE_MAX_BYTES", text)
-    cache_entry._setting.cache_clear()
+    settings._parsed.cache_clear()
     first, messages = recorded(cache_module.max_bytes)
     second, more = recorded(cache_module.max_bytes)
     assert first == second == 1 << 30 and more == []
-    assert messages == [f"jiter_magic: JITER_MAGIC_CACHE_MAX_BYTES={text!r} is not a valid value (like 1073741824, "
-                        "500M or 2G for sizes, 60 for seconds); using 1.07374e+09"]
+    assert messages == [f"jiter_magic: JITER_MAGIC_CACHE_MAX_BYTES={text!r} is not valid: expected a positive size in "
+                        "bytes, such as 1073741824, 500M or 2G; using the default, 1073741824"]
 
 
 def test_lock_timeout_setting(monkeypatch):
-    cache_entry._setting.cache_clear()
+    settings._parsed.cache_clear()
     for text, expected in (("", 60.0), ("1.5", 1.5), ("0", 0.0), ("120", 120.0)):
         monkeypatch.setenv("JITER_MAGIC_CACHE_LOCK_TIMEOUT", text)
         assert recorded(cache_module.lock_timeout) == (expected, [])
     monkeypatch.setenv("JITER_MAGIC_CACHE_LOCK_TIMEOUT", "soon")
     value, messages = recorded(cache_module.lock_timeout)
     assert value == 60.0 and messages == [
-        "jiter_magic: JITER_MAGIC_CACHE_LOCK_TIMEOUT='soon' is not a valid value (like 1073741824, 500M or 2G for "
-        "sizes, 60 for seconds); using 60"]
+        "jiter_magic: JITER_MAGIC_CACHE_LOCK_TIMEOUT='soon' is not valid: expected seconds, a number >= 0; "
+        "using the default, 60.0"]
 
 
 def test_cache_stats_keys(fresh_cache):

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import os
 import queue
+import warnings
 from pathlib import Path
 
 import pytest
 
+import jiter_magic
 from jiter_magic.runtime import notice as compile_notice
 
 jupyter_client = pytest.importorskip("jupyter_client")
@@ -17,12 +19,24 @@ AXPY = "template <typename T> T axpy(T x, T y, T a) { return a * x + y; }"
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    ("", compile_notice.DEFAULT_AFTER_S), ("0", 0.0), ("1.5", 1.5), ("-3", 0.0), ("off", None), ("OFF", None),
-    ("none", None), ("soon", None),
+    ("", compile_notice.DEFAULT_AFTER_S), ("0", 0.0), ("1.5", 1.5), ("off", None), ("OFF", None), ("none", None),
 ])
 def test_threshold_from_the_environment(monkeypatch, value, expected):
     monkeypatch.setenv(compile_notice.NOTICE_ENV, value)
-    assert compile_notice.threshold() == expected
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a valid value warns of nothing
+        assert compile_notice.threshold() == expected
+
+
+@pytest.mark.parametrize("value", ["soon", "-3", "nan", "inf"])
+def test_a_threshold_that_is_not_valid_warns_once_and_keeps_the_default(monkeypatch, value):
+    monkeypatch.setenv(compile_notice.NOTICE_ENV, value)
+    with pytest.warns(jiter_magic.SettingWarning, match=f"JITER_MAGIC_NOTICE_AFTER={value!r} is not valid: "
+                      "expected seconds"):
+        assert compile_notice.threshold() == compile_notice.DEFAULT_AFTER_S
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once: the same value again warns of nothing
+        assert compile_notice.threshold() == compile_notice.DEFAULT_AFTER_S
 
 
 def test_no_notice_outside_a_kernel(monkeypatch):

@@ -7,22 +7,17 @@ changed is caught on read.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
-import re
 import threading
-import warnings
 
+from jiter_magic import settings
 from jiter_magic.records import field, record
 
 MAGIC = b"JITERMAGIC2\n"
 NAMESPACES = ("cuda", "cpu")
 _NAMESPACE_BYTES, _KEY_BYTES = 8, 64
 HEADER = len(MAGIC) + 32 + 8 + _NAMESPACE_BYTES + _KEY_BYTES
-DEFAULT_MAX_BYTES = 1 << 30
-DEFAULT_LOCK_TIMEOUT = 60.0
-_NUMBER = r"(?i)(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?"  # compiled by `re` at first use, not at import
 
 
 class CacheWarning(UserWarning):
@@ -52,7 +47,7 @@ COUNTERS = Counters()
 
 def cache_root() -> str:
     """The cache directory the environment asks for (read at each use, so tests can move it)."""
-    explicit = os.environ.get("JITER_MAGIC_CACHE_DIR")
+    explicit = settings.CACHE_DIR.get()
     if explicit:
         return os.path.abspath(os.path.expanduser(explicit))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -60,33 +55,17 @@ def cache_root() -> str:
 
 
 def disk_cache_enabled() -> bool:
-    return os.environ.get("JITER_MAGIC_DISK_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
+    return settings.DISK_CACHE.get()
 
 
 def max_bytes() -> int:
     """The size bound of the disk cache: `JITER_MAGIC_CACHE_MAX_BYTES` (bytes, or 500K/200M/2G)."""
-    return int(_setting("JITER_MAGIC_CACHE_MAX_BYTES", os.environ.get("JITER_MAGIC_CACHE_MAX_BYTES", "")))
+    return settings.CACHE_MAX_BYTES.get()
 
 
 def lock_timeout() -> float:
     """Seconds to wait for another process compiling the same key: `JITER_MAGIC_CACHE_LOCK_TIMEOUT`."""
-    return _setting("JITER_MAGIC_CACHE_LOCK_TIMEOUT", os.environ.get("JITER_MAGIC_CACHE_LOCK_TIMEOUT", ""))
-
-
-@functools.lru_cache(maxsize=16)  # one warning per bad value, not one per build
-def _setting(name: str, text: str) -> float:
-    """A number from the environment (sizes may end in K, M, G or T, powers of 1024); the default
-    when unset, and with one warning when it is not a number (or not positive, for the size)."""
-    default = DEFAULT_MAX_BYTES if name.endswith("BYTES") else DEFAULT_LOCK_TIMEOUT
-    match = re.fullmatch(_NUMBER, text.strip())
-    if match:
-        value = float(match[1]) * 1024 ** " kmgt".index(match[2].lower() or " ")
-        if value > 0 or (value == 0 and default is DEFAULT_LOCK_TIMEOUT):
-            return value
-    if text.strip():
-        warnings.warn(f"jiter_magic: {name}={text!r} is not a valid value (like 1073741824, 500M or 2G for "
-                      f"sizes, 60 for seconds); using {default:g}", CacheWarning, 3)
-    return default
+    return settings.CACHE_LOCK_TIMEOUT.get()
 
 
 def _pack(namespace: str, key: str, payload: bytes) -> bytes:

@@ -11,6 +11,7 @@ import ctypes
 import functools
 import os
 
+from jiter_magic import settings
 from jiter_magic.compilers import toolchain_memo
 from jiter_magic.compilers.base import CompileResult, map_log
 from jiter_magic.errors import CompileError, ToolchainError
@@ -117,7 +118,7 @@ def complete_elf(binary: bytes) -> bytes:
 
 def default_arch() -> str:
     """Architecture to compile for when no GPU is present (inspection, CI): JITER_MAGIC_CUDA_ARCH or sm_90."""
-    return os.environ.get("JITER_MAGIC_CUDA_ARCH", "sm_90")
+    return settings.CUDA_ARCH.get()
 
 
 class NvrtcCompiler:

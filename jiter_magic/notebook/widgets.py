@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import html
 import importlib.util
-import os
 import weakref
 from collections.abc import Container
 from typing import Any
 
 import jiter_magic
-from jiter_magic import JitFunction
+from jiter_magic import JitFunction, settings
 from jiter_magic.notebook.panel_html import (
     _cache_html,
     _kwargs_text,
@@ -35,7 +34,7 @@ from jiter_magic.runtime.dispatch import where
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # JITER_MAGIC_PANEL=static forces the static form (e.g. when storing notebook outputs), =widget the panel.
-PANEL_ENV = "JITER_MAGIC_PANEL"
+PANEL_ENV = settings.PANEL.name
 
 
 # ----------------------------------------------------------------------------- the live panel
@@ -189,7 +188,7 @@ def runs_on(fn: JitFunction) -> str:
 
 def _live_frontend() -> bool:
     """Whether to offer the widget: inside a Jupyter kernel, unless JITER_MAGIC_PANEL says otherwise."""
-    mode = os.environ.get(PANEL_ENV, "auto").lower()
+    mode = settings.PANEL.get()
     if mode in ("static", "widget"):
         return mode == "widget"
     if importlib.util.find_spec("ipywidgets") is None:

@@ -15,6 +15,7 @@ import os
 import tempfile
 import time
 
+from jiter_magic import settings
 from jiter_magic._version import __version__
 from jiter_magic.cache.disk import COUNTERS, DiskCache, NullDiskCache, disk_cache
 from jiter_magic.compilers.base import Compiler, with_source_lines
@@ -24,7 +25,7 @@ from jiter_magic.kernels.render import render
 from jiter_magic.planning.spec import KernelSpec
 from jiter_magic.records import record
 
-DEBUG_VARIABLE = "JITER_MAGIC_DEBUG"
+DEBUG_VARIABLE = settings.DEBUG.name
 
 
 @record(frozen=True)
@@ -57,7 +58,7 @@ def cache_key(source: str, options: tuple[str, ...], identity: str) -> str:
 
 
 def debugging() -> bool:
-    return os.environ.get(DEBUG_VARIABLE, "").strip().lower() not in ("", "0", "false", "no", "off")
+    return settings.DEBUG.get()
 
 
 def save_failed_source(source: str, name: str, backend: str, key: str) -> str:

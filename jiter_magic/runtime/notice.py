@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
+import math
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+from jiter_magic import settings
 from jiter_magic.planning.spec import KernelSpec
 
-NOTICE_ENV = "JITER_MAGIC_NOTICE_AFTER"
-DEFAULT_AFTER_S = 0.5
+NOTICE_ENV = settings.NOTICE_AFTER.name
+DEFAULT_AFTER_S = settings.NOTICE_AFTER.default
 _SILENCED: contextvars.ContextVar[bool] = contextvars.ContextVar("jiter_magic_notice_silenced", default=False)
 
 
@@ -35,16 +36,9 @@ def silenced() -> Iterator[None]:
 
 
 def threshold() -> float | None:
-    """Seconds before the notice appears, or None when silenced (or the variable is not a number)."""
-    value = os.environ.get(NOTICE_ENV, "").strip().lower()
-    if value in ("off", "no", "false", "none"):
-        return None
-    if not value:
-        return DEFAULT_AFTER_S
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
+    """Seconds before the notice appears (JITER_MAGIC_NOTICE_AFTER), or None when it is off."""
+    after = settings.NOTICE_AFTER.get()
+    return None if after == math.inf else after
 
 
 def _in_a_kernel() -> bool:
