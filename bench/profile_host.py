@@ -19,10 +19,14 @@ import jiter_magic  # noqa: E402
 
 
 def _fast_call_module():
+    """The C call path's loader in either layout (native/ since 2026-12-03, backends/ before), or None."""
     try:
         from jiter_magic.native import loader as fast_call
     except ImportError:
-        return None
+        try:
+            from jiter_magic.backends import fast_call  # type: ignore[no-redef]
+        except ImportError:
+            return None
     return fast_call
 
 
@@ -139,7 +143,9 @@ def main() -> None:
             finally:
                 plan.hot = hot
         rows["jiter_magic call, Python path"] = python_path
-        torch_key = fast_call.torch_key()
+        torch_module = getattr(fast_call, "TORCH", None)  # the new loader; the old one had torch_key()
+        torch_key = torch_module.module.torch_key if torch_module and torch_module.module else \
+            getattr(fast_call, "torch_key", lambda: None)()
         if torch_key is not None:
             rows["C key of 2 tensors"] = lambda: torch_key((a, b))
     rows["torch.empty_like"] = lambda: torch.empty_like(a)

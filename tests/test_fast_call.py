@@ -1,4 +1,4 @@
-"""The C-level call path (backends/fast_call.py, fast_call.cpp): built, cached, used, and the same
+"""The C-level call path (native/loader.py, fast_call.cpp): built, cached, loaded, used, and the same
 results and errors as the Python path it replaces on the hot path and in launches."""
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def hot_plan(function, *args):
 def test_the_modules_are_loaded_for_the_session():
     assert fast_call.wait(300) is not None
     assert fast_call.status() == "loaded" and fast_call.torch_status() == "loaded"
-    assert fast_call.torch_key() is not None
+    assert fast_call.TORCH.module is not None and fast_call.torch_module() is fast_call.TORCH.module
     f = jiter_magic.create_jit_fn(AXPY, alpha=1)
     plan = hot_plan(f, torch.rand(3), torch.rand(3))
     assert type(plan.allocators[0]).__name__ == "Allocator"  # at::empty_strided, from C++
@@ -111,7 +111,7 @@ def test_faults_raise_through_the_c_path_and_the_next_call_works():
 
 
 def test_the_c_key_refuses_what_the_general_path_must_see():
-    key = fast_call.torch_key()
+    key = fast_call.TORCH.module.torch_key
     x = torch.rand(4, 3)
     plain = key((x, x))
     assert isinstance(plain[0], bytes) and plain[1] == [x.data_ptr(), x.data_ptr()]
@@ -185,7 +185,7 @@ def _has_driver() -> bool:
 @pytest.mark.skipif(_has_driver(), reason="this machine has a CUDA driver")
 def test_without_a_driver_cuda_kernels_keep_the_python_launch():
     with pytest.raises(LaunchError, match="the fast call path has no CUDA driver"):
-        fast_call.module.Kernel(1, False, (1, 1, 1), 0, None, "x")
+        fast_call.CORE.module.Kernel(1, False, (1, 1, 1), 0, None, "x")
     assert fast_call.kernel(1, False, (1, 1, 1), 0, None, "x") is None
 
 
@@ -224,19 +224,105 @@ def test_turned_off_the_python_path_gives_the_same_results(tmp_path):
     assert found["values"] == [v * v + 1.0 for v in range(6)]
 
 
-def test_a_loading_thread_that_cannot_start_leaves_the_python_path(tmp_path):
-    """Where no thread can be started (the interpreter finalizing, a thread limit: made to fail
-    here), the call still returns its result on the Python path, and the status says why."""
-    script = CHILD.replace("fast_call.wait(120)\n", """
-def no_thread(function, args):
-    raise RuntimeError("can't start new thread")
-fast_call.start_new_thread = no_thread
-""").replace('print(json.dumps({', 'print(json.dumps({"settled": fast_call.settled(), "waited": fast_call.wait(5), ')
-    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path)})
+def test_a_new_process_loads_both_modules_at_its_first_call(tmp_path):
+    """With both modules in the disk cache, the first torch call loads them (the torch adapter asks
+    for its module when it is made), so the first plan is already native: no waiting, no thread."""
+    script = CHILD.replace("fast_call.wait(120)\n", "before = [fast_call.status(), fast_call.torch_status()]\n"
+                           "import threading\nthreads = threading.active_count()\n").replace(
+        'print(json.dumps({', 'print(json.dumps({"before": before, "threads": threading.active_count() - threads, ')
+    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
+    assert found["before"] == ["not started", "not started"] and found["threads"] == 0
+    assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
     assert found["values"] == [v * v + 1.0 for v in range(6)]
-    assert found["hot"] == "NoneType" and found["settled"] is True and found["waited"] is None
-    assert found["status"] == found["torch_status"] == \
-        "unavailable: the loading thread could not start: can't start new thread"
+
+
+NUMPY_CHILD = """
+import json, sys, numpy as np, jiter_magic
+from jiter_magic.native import loader as fast_call
+f = jiter_magic.create_jit_fn("template <typename T> T fc_numpy(T x, T y) { return x * y + 1; }")
+a = np.arange(6.0)
+for _ in range(3):
+    out = f(a, a)
+plan = next(p for p in f._dispatch.plans.values())
+found = {"status": fast_call.status(), "hot": type(plan.hot).__name__, "values": out.tolist()}
+fast_call.CORE.wait(120)  # the builder's result, loaded here now: the plan made before keeps its launch
+g = jiter_magic.create_jit_fn("template <typename T> T fc_numpy2(T x, T y) { return x - y; }")
+for _ in range(3):
+    f(a, a), g(a, a)
+found.update(after=fast_call.status(), old_plan=type(plan.hot).__name__,
+             new_plan=type(next(p for p in g._dispatch.plans.values()).hot).__name__,
+             torch_status=fast_call.torch_status(), torch_imported="torch" in sys.modules)
+print(json.dumps(found))
+"""
+
+
+def test_a_module_not_on_disk_is_built_by_a_builder_process_and_the_call_keeps_the_python_path(tmp_path):
+    """Nothing in the disk cache: the first call starts the builder and runs on the Python path;
+    a plan keeps the launch it was made with, a plan made after the module loaded is native, and
+    the next process loads the module from the disk cache."""
+    env = {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: str(tmp_path / "modules")}
+    first = _run(NUMPY_CHILD, env)
+    assert first["status"] == "building" and first["hot"] == "NoneType"
+    assert first["values"] == [v * v + 1.0 for v in range(6)]
+    assert first["after"] == "loaded" and first["old_plan"] == "NoneType" and first["new_plan"] == "HotPlan"
+    assert first["torch_status"] == "not started" and first["torch_imported"] is False
+    second = _run(NUMPY_CHILD, env)
+    assert second["status"] == "loaded" and second["hot"] == "HotPlan"
+
+
+def test_torch_imported_after_the_first_call_still_gets_its_module(tmp_path):
+    """A process that used NumPy first: the torch adapter, made at its first torch call, loads the
+    torch module then."""
+    script = NUMPY_CHILD.replace("print(json.dumps(found))", """
+import torch
+h = jiter_magic.create_jit_fn("template <typename T> T fc_torch(T x) { return x + 1; }")
+t = torch.arange(4.0)
+for _ in range(3):
+    r = h(t)
+hot = next(p for p in h._dispatch.plans.values())
+found.update(late_torch=fast_call.torch_status(), late_hot=type(hot.hot).__name__,
+             allocator=type(hot.allocators[0]).__name__, late_values=r.tolist())
+print(json.dumps(found))""")
+    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
+    assert found["status"] == "loaded" and found["torch_imported"] is False and found["torch_status"] == "not started"
+    assert found["late_torch"] == "loaded" and found["late_hot"] == "HotPlan" and found["allocator"] == "Allocator"
+    assert found["late_values"] == [1.0, 2.0, 3.0, 4.0]
+
+
+FORK_CHILD = """
+import json, os, signal, threading, torch, jiter_magic
+from jiter_magic.native import loader as fast_call
+signal.alarm(60)  # a child that hangs on a lock held at the fork ends with SIGALRM, and the test fails
+held, release = threading.Event(), threading.Event()
+def hold():  # another thread inside a first load of the core module when the process forks
+    with fast_call.CORE._lock:
+        held.set()
+        release.wait()
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+child = os.fork()
+if child == 0:
+    f = jiter_magic.create_jit_fn("template <typename T> T fc_fork(T x, T y) { return x * y + 1; }")
+    a = torch.arange(6.0)
+    for _ in range(3):
+        out = f(a, a)
+    plan = next(p for p in f._dispatch.plans.values())
+    print("child", json.dumps({"status": fast_call.status(), "hot": type(plan.hot).__name__,
+                               "values": out.tolist()}), flush=True)
+    os._exit(0)
+_, code = os.waitpid(child, 0)
+release.set()
+print("parent", json.dumps({"child_exit": code}))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_another_thread_holds_the_loaders_lock_loads_on_its_own(tmp_path):
+    lines = _output_lines(FORK_CHILD, {"JITER_MAGIC_CACHE_DIR": str(tmp_path),
+                                       fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
+    child = json.loads(next(line for line in lines if line.startswith("child "))[len("child "):])
+    assert json.loads(next(line for line in lines if line.startswith("parent "))[len("parent "):]) == {"child_exit": 0}
+    assert child == {"status": "loaded", "hot": "HotPlan", "values": [v * v + 1.0 for v in range(6)]}
 
 
 def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
@@ -260,302 +346,12 @@ def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
     assert len(list((tmp_path / fast_call.NAMESPACE).rglob("*.bin"))) == 2
 
 
-def test_a_new_process_loads_both_modules_after_its_first_result(tmp_path):
-    """With both modules in the disk cache, a thread loads them once the first call has returned:
-    a load (a dlopen, the torch module's against libtorch) holds the interpreter for milliseconds,
-    which that call would wait for. The first call runs on the Python path (its launch through the
-    driver, never through CuPy); once the modules load, plans heat as usual."""
-    script = CHILD.replace("fast_call.wait(120)\n", """
-order = []
-original_load, original_result = fast_call._load, fast_call.first_result
-fast_call._load = lambda name, *rest: (order.append("load " + name), original_load(name, *rest))[1]
-first = []  # the modules' states when the first result is announced (the thread may load them at once)
-fast_call.first_result = lambda: (order.append("result"), first.extend([fast_call.status(), fast_call.torch_status()]),
-                                  original_result())[2]
-""").replace("for _ in range(3):\n    out = f(a, a)\n", """
-out = f(a, a)
-first.append(type(next(iter(f._dispatch.plans.values())).hot).__name__)
-fast_call.wait(120)
-for _ in range(3):
-    out = f(a, a)
-""").replace('print(json.dumps({', 'print(json.dumps({"first": first, "order": order, ')
-    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
-    assert found["first"] == ["not started", "not started", "NoneType"]
-    assert found["order"][:3] == ["result", "load jm_fast_call", "load jm_torch_call"]
-    assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
-    assert found["values"] == [v * v + 1.0 for v in range(6)]
-
-
-# The parent's part after the fork: the child's exit checked, then the held load let go.
-FORK_END = """_, code = os.waitpid(child, 0)
-assert code == 0, code
-gate.set()
-fast_call.wait(120)
-"""
-
-
-def _forked_child_report(script: str, tmp_path) -> dict:
-    """What the forked child printed (after "child "), the parent having run to its end too."""
-    lines = _output_lines(script.replace('print(json.dumps({', 'print("parent", json.dumps({'),
-                          {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
-    assert any(line.startswith("parent") for line in lines)
-    return json.loads(next(line for line in lines if line.startswith("child "))[len("child "):])
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_child_forked_before_the_modules_load_loads_them_itself(tmp_path):
-    """A child forked between the first result and the modules' load (held back here) has none of
-    its parent's threads: it starts its own load, and its plans heat as usual."""
-    script = CHILD.replace("fast_call.wait(120)\n", """
-import os, threading
-gate = threading.Event()
-original = fast_call._load_all
-fast_call._load_all = lambda: (gate.wait(120), original())
-""").replace("for _ in range(3):\n    out = f(a, a)\n", """
-out = f(a, a)
-child = os.fork()
-if child == 0:
-    gate.set()
-    fast_call.wait(120)
-    for _ in range(3):
-        out = f(a, a)
-    plan = next(p for p in f._dispatch.plans.values())
-    print("child", json.dumps(dict(status=fast_call.status(), torch_status=fast_call.torch_status(),
-                                   values=out.tolist(), hot=type(plan.hot).__name__)), flush=True)
-    os._exit(0)
-""" + FORK_END)
-    found = _forked_child_report(script, tmp_path)
-    assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
-    assert found["values"] == [v * v + 1.0 for v in range(6)]
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_child_forked_while_the_loading_thread_runs_on_counts_it_finished(tmp_path):
-    """A child forked after both modules loaded but before the parent's loading thread returned
-    (held here) has no such thread: it counts as finished there, so the child's `wait` returns at
-    once, its plans are settled and they heat."""
-    script = CHILD.replace("fast_call.wait(120)\n", """
-import os, threading, time
-gate = threading.Event()
-original = fast_call._load_all
-fast_call._load_all = lambda: (original(), gate.wait(120))
-""").replace("for _ in range(3):\n    out = f(a, a)\n", """
-out = f(a, a)
-deadline = time.monotonic() + 120
-while (fast_call.status(), fast_call.torch_status()) != ("loaded", "loaded") and time.monotonic() < deadline:
-    time.sleep(0.01)
-assert not fast_call.settled()  # the parent's thread is still held
-child = os.fork()
-if child == 0:
-    began = time.monotonic()
-    fast_call.wait(60)
-    waited = time.monotonic() - began
-    settled = fast_call.settled()
-    for _ in range(3):
-        out = f(a, a)
-    plan = next(p for p in f._dispatch.plans.values())
-    print("child", json.dumps(dict(waited=waited, settled=settled, values=out.tolist(),
-                                   hot=type(plan.hot).__name__)), flush=True)
-    os._exit(0)
-""" + FORK_END)
-    found = _forked_child_report(script, tmp_path)
-    assert found["settled"] is True and found["waited"] < 5
-    assert found["hot"] == "HotPlan" and found["values"] == [v * v + 1.0 for v in range(6)]
-
-
-def test_the_loading_thread_counts_as_running_as_soon_as_it_is_started(tmp_path):
-    """The new thread may run before `start_new_thread` returns: from then on no other thread may
-    see the load settled (a function made then would never hear of it, and `wait` not wait)."""
-    script = CHILD.replace("fast_call.wait(120)\n", """
-real_start, seen = fast_call.start_new_thread, []
-def starting(function, args):
-    ident = real_start(function, args)
-    seen.append(fast_call.settled())  # what another thread would see at this moment
-    return ident
-fast_call.start_new_thread = starting
-""").replace("for _ in range(3):\n    out = f(a, a)\n", """
-out = f(a, a)
-fast_call.wait(120)
-for _ in range(3):
-    out = f(a, a)
-""").replace('print(json.dumps({', 'print(json.dumps({"seen": seen, ')
-    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
-    assert found["seen"] == [False]
-    assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
-
-
-# A child forked at the point a test holds the load: it waits for its own loads, calls three times,
-# and reports its modules' states and its plans' hot paths; then the parent's end (FORK_END).
-FORK_AND_REPORT = """child = os.fork()
-if child == 0:
-    fast_call.wait(60)
-    for _ in range(3):
-        out = f(a, a)
-    hot = sorted({type(p.hot).__name__ for p in f._dispatch.plans.values()})
-    print("child", json.dumps(dict(status=fast_call.status(), torch_status=fast_call.torch_status(),
-                                   values=out.tolist(), hot=hot)), flush=True)
-    os._exit(0)
-""" + FORK_END
-
-
-def _assert_the_child_loaded_and_heated(found: dict) -> None:
-    assert found["status"] == found["torch_status"] == "loaded" and "HotPlan" in found["hot"]
-    assert found["values"] == [v * v + 1.0 for v in range(6)]
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_child_forked_before_a_load_is_announced_announces_it(tmp_path):
-    """A child forked after the torch module was put in place but before the parent's thread
-    announced it (held here), with a function whose key was bound to the Python key while that
-    module loaded: the child announces it again, and the function's plans heat there."""
-    script = CHILD.replace("fast_call.wait(120)\n", """
-import os, threading
-installing, install_gate, announcing, gate = (threading.Event() for _ in range(4))
-original_install, original_announce = fast_call._install_torch, fast_call._announce
-def held_install(loaded):
-    installing.set()
-    install_gate.wait(120)
-    original_install(loaded)
-parent = os.getpid()
-def held_announce():
-    if fast_call.torch_module is not None and os.getpid() == parent:  # the child's own announcement goes on
-        announcing.set()
-        gate.wait(120)
-    original_announce()
-fast_call._install_torch, fast_call._announce = held_install, held_announce
-""").replace("for _ in range(3):\n    out = f(a, a)\n", """
-out = f(a, a)
-assert installing.wait(120)
-out = f(a, a)  # binds the Python key: the torch module is not in place yet
-install_gate.set()
-assert announcing.wait(120)
-assert fast_call.torch_status() == "loaded"
-""" + FORK_AND_REPORT)
-    _assert_the_child_loaded_and_heated(_forked_child_report(script, tmp_path))
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_child_forked_with_a_module_in_place_but_not_marked_loaded_counts_it_loaded(tmp_path):
-    """A child forked after the core module was put in place but before it was marked loaded
-    (held here): the module is there in the child, so its status reads loaded and plans heat."""
-    script = CHILD.replace("fast_call.wait(120)\n", """
-import os, threading
-installed, gate = threading.Event(), threading.Event()
-original_install, parent = fast_call._install_core, os.getpid()
-def held_install(loaded):
-    original_install(loaded)
-    if os.getpid() == parent:
-        installed.set()
-        gate.wait(120)
-fast_call._install_core = held_install
-""").replace("for _ in range(3):\n    out = f(a, a)\n", """
-out = f(a, a)
-assert installed.wait(120)
-assert fast_call.status() == "building" and fast_call.module is not None
-""" + FORK_AND_REPORT)
-    _assert_the_child_loaded_and_heated(_forked_child_report(script, tmp_path))
-
-
-def test_torch_imported_after_the_first_load_still_gets_its_module(tmp_path):
-    """A process that used jiter_magic (NumPy arrays) before it imported torch: the loading thread
-    has finished without the torch module; torch's adapter, once made, loads it, and calls of
-    torch tensors heat on the C key."""
-    script = """
-import json, sys
-import numpy as np
-import jiter_magic
-from jiter_magic.native import loader as fast_call
-f = jiter_magic.create_jit_fn("template <typename T> T fc_late(T x, T y) { return x * y + 1; }")
-a = np.arange(6.0)
-f(a, a)
-fast_call.wait(120)
-before = [fast_call.status(), fast_call.torch_status(), "torch" in sys.modules]
-import torch
-t = torch.arange(6.0)
-f(t, t)
-fast_call.wait(120)
-for _ in range(3):
-    out = f(t, t)
-hot = sorted(type(p.hot).__name__ for p in f._dispatch.plans.values())  # NumPy's, torch's (and its Python key's)
-print(json.dumps({"before": before, "after": fast_call.torch_status(), "hot": hot, "values": out.tolist()}))
-"""
-    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
-    assert found["before"] == ["loaded", "not started", False]
-    assert found["after"] == "loaded" and found["hot"].count("HotPlan") == 2
-    assert found["values"] == [v * v + 1.0 for v in range(6)]
-
-
-def test_a_process_ending_during_a_load_leaves_no_file_behind(tmp_path):
-    """The exit stops the daemon loading thread wherever it is: a load's private file is removed
-    at exit all the same (the load held here with its file written)."""
-    folder = tmp_path / "tmp"
-    folder.mkdir()
-    script = """
-import importlib.machinery, os, threading, numpy as np, jiter_magic
-from jiter_magic.native import loader as fast_call
-held = threading.Event()
-real_loader = importlib.machinery.ExtensionFileLoader
-def holding_loader(name, path):
-    held.set()
-    threading.Event().wait()  # for good: the exit finds the thread here
-importlib.machinery.ExtensionFileLoader = holding_loader
-f = jiter_magic.create_jit_fn("template <typename T> T fc_exit(T x) { return x + 1; }")
-f(np.arange(3.0))
-assert held.wait(120)
-print(sorted(os.listdir(os.environ["TMPDIR"])))
-"""
-    lines = _output_lines(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(folder),
-                                   fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
-    assert "jiter_magic-jm_fast_call-" in lines[-1]  # the file existed while the load was held
-    assert [p.name for p in folder.iterdir() if p.name.startswith("jiter_magic-jm_")] == []
-
-
-def test_waiting_for_the_modules_does_not_wait_for_a_first_result(tmp_path):
-    """`fast_call.wait()` in a process that has launched nothing loads both modules at once (with
-    the load's own wait for a first result made longer than the child's time limit)."""
-    script = ("import json, torch\nfrom jiter_magic.native import loader as fast_call\n"
-              "fast_call.FIRST_RESULT_WAIT = 3600\nfast_call.wait()\n"
-              "print(json.dumps([fast_call.status(), fast_call.torch_status()]))\n")
-    environment = {**os.environ, "PYTHONPATH": ROOT, "JITER_MAGIC_CACHE_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=environment)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["loaded", "loaded"]
-
-
-@pytest.mark.parametrize("route", ["inputs", "out="])
-def test_a_key_bound_while_a_module_loads_is_bound_again(monkeypatch, route):
-    """The loading thread announces a module while a call binds its key function (read, then
-    stored): the stored binding may predate the module, so it is dropped and read again."""
-    from jiter_magic.arrays import adapter_for
-
-    f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
-    adapter = adapter_for(torch.zeros(1))
-    original = adapter.fast_key_for
-
-    def racing(count):
-        found = original(count)
-        fast_call._announce()  # as the thread would, between the read and the store
-        return found
-
-    monkeypatch.setattr(adapter, "fast_key_for", racing)
-    a = torch.arange(4.0)
-    if route == "out=":
-        out = torch.empty(4)
-        f(a, a, out=out)
-        assert torch.equal(out, torch.zeros(4)) and adapter not in f._dispatch._out_keys
-    else:
-        assert torch.equal(f(a, a), torch.zeros(4)) and torch.Tensor not in f._dispatch._fast_keys
-    monkeypatch.setattr(adapter, "fast_key_for", original)
-    f(a, a)
-    assert torch.Tensor in f._dispatch._fast_keys  # bound for good once nothing loads meanwhile
-
-
 def test_a_build_that_cannot_happen_leaves_the_python_path(tmp_path):
     """No Python.h, and the modules not in the cache: no builder process starts, and calls take the
     Python path (only a build asks for the headers: a load from the cache does not)."""
     script = CHILD.replace("fast_call.wait(120)\n",
                            "fast_call._python_headers = lambda: (_ for _ in ()).throw(OSError('no Python.h here'))\n"
-                           "fast_call._build_in_own_process = lambda name: (_ for _ in ()).throw(AssertionError('started'))\n"
+                           "fast_call._start_builder = lambda name: (_ for _ in ()).throw(AssertionError('started'))\n"
                            "fast_call.wait(120)\n")
     found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: str(tmp_path / "modules")})
     assert found["status"] == "unavailable: no Python.h here" and found["hot"] == "NoneType"
@@ -587,15 +383,17 @@ def test_the_modules_can_live_in_a_cache_directory_of_their_own(tmp_path):
     assert not (tmp_path / "own" / fast_call.NAMESPACE).exists()
 
 
-def test_the_python_hot_path_refuses_a_storage_shrunk_under_a_planned_view_too():
+def test_the_python_hot_path_refuses_a_storage_shrunk_under_a_planned_view_too(monkeypatch):
+    from jiter_magic.arrays import adapter_for
     from jiter_magic.errors import UnsupportedArrayError
 
+    adapter = adapter_for(torch.zeros(1))  # the torch adapter as it is where its C module is not loaded
+    monkeypatch.setattr(adapter, "native", None)
+    monkeypatch.setattr(adapter, "key_checks_room", False)
+    monkeypatch.setattr(adapter, "pointer", torch.Tensor.data_ptr)
     f = jiter_magic.create_jit_fn(AXPY, alpha=1)
     base = torch.rand(64)
     view, other = base[8:40], torch.rand(32)
-    from jiter_magic.arrays.torch import _fast_key_of
-
-    f._dispatch._fast_keys[torch.Tensor] = _fast_key_of(2)  # the key in Python, as without the C path
     plan = hot_plan(f, view, other)
     plan.hot = None  # the Python hot path
     assert plan.room is not None
@@ -606,7 +404,8 @@ def test_the_python_hot_path_refuses_a_storage_shrunk_under_a_planned_view_too()
 
 
 def test_c_objects_made_without_init_raise_instead_of_crashing():
-    hot, kernel, allocator = fast_call.module.HotPlan, fast_call.module.Kernel, fast_call.torch_module.Allocator
+    core, torch_module = fast_call.CORE.module, fast_call.TORCH.module
+    hot, kernel, allocator = core.HotPlan, core.Kernel, torch_module.Allocator
     with pytest.raises(TypeError):
         hot.__new__(hot)([1])
     with pytest.raises(TypeError, match="never initialized"):

@@ -178,12 +178,17 @@ def test_a_view_whose_storage_shrank_is_refused_with_keyword_values_too():
 
 
 def test_without_the_torch_c_module_no_hot_plan_skips_the_storage_check(monkeypatch):
-    """Where the core C module is loaded but the torch one is not (torch imported after the C path
-    settled, or its build failed), the torch key is read in Python and checks no storage: such
-    plans never get a C hot plan, and a storage shrunk under a planned view is refused every time."""
-    if fast_call.module is None:
+    """Where the core C module is loaded but the torch one is not (its build failed or is still
+    running), the torch key is read in Python and checks no storage: such plans never get a C hot
+    plan, and a storage shrunk under a planned view is refused every time."""
+    if fast_call.CORE.module is None:
         pytest.skip("the C call path is not loaded here")
-    monkeypatch.setattr(fast_call, "torch_key", lambda: None)  # the Python torch key
+    from jiter_magic.arrays import adapter_for
+
+    adapter = adapter_for(torch.zeros(1))  # the torch adapter as it is without its C module
+    monkeypatch.setattr(adapter, "native", None)
+    monkeypatch.setattr(adapter, "key_checks_room", False)
+    monkeypatch.setattr(adapter, "pointer", torch.Tensor.data_ptr)
     f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
     base, other, target = torch.rand(64), torch.rand(32), torch.zeros(32)
     view = base[8:40]

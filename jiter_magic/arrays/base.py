@@ -51,6 +51,7 @@ class ArrayAdapter(Protocol):
     library: str  # 'torch', 'numpy' or 'cupy'
     lifts: bool  # False: the kernels read these arrays (see `LiftingAdapter`)
     shrinkable: bool  # whether a storage can shrink under a view (torch): `check_room` has work to do
+    key_checks_room: bool  # whether `fast_key` itself refuses an array reaching past its storage (torch's C key)
     # Whether the fast key of `out=` arrays covers all `check_output` checks (torch: its key refuses
     # lazy conj/neg views), so that `out=` calls may take the hot path; not NumPy's (read-only flag).
     keys_outputs: bool

@@ -23,6 +23,7 @@ class NdarrayAdapter:
     rules = "numpy"
     lifts = False
     shrinkable = False  # NumPy and CuPy never shrink memory a view uses
+    key_checks_room = False  # nothing to check (not shrinkable)
     keys_outputs = False  # their fast keys do not read NumPy's writeable flag: out= takes the general path
     array_type: Any = object
 

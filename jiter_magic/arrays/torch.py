@@ -138,28 +138,27 @@ class TorchAdapter:
     def __init__(self) -> None:
         # The raw current-stream accessor itself, not a wrapper: the hot path calls it every launch.
         self.stream: Callable[[int], int] = _raw_stream or _no_cuda_stream
-        self.pointer: Callable[[torch.Tensor], int] = torch.Tensor.data_ptr
-        fast_call.when_loaded(self)  # first: a load between the two is then announced or read below
-        self.fast_call_loaded()
-        fast_call.torch_in_use()  # where jiter_magic ran before torch was imported: its C key loads now
-
-    def fast_call_loaded(self) -> None:
-        """Read output pointers through ATen once the torch module of the C call path is loaded."""
-        if fast_call.torch_module is not None:
-            self.pointer = fast_call.torch_module.data_ptr
+        # The C call path's torch module where it loads (native/loader.py): keys, output pointers
+        # and allocations read through ATen. Decided once, when the first torch call makes the adapter.
+        self.native = fast_call.torch_module()
+        self.pointer: Callable[[torch.Tensor], int] = \
+            torch.Tensor.data_ptr if self.native is None else self.native.data_ptr
+        # The C key refuses a view that reaches past its storage itself; the Python key leaves that
+        # to the plan's `check_room`.
+        self.key_checks_room = self.native is not None
 
     def fast_key(self, args: tuple) -> FastKey | None:
         return self.fast_key_for(len(args))(args)
 
     def fast_key_for(self, count: int) -> Callable[[tuple], FastKey | None]:
         """The key read from C where the C call path is loaded (bytes: see `torch_key` in
-        backends/fast_call.cpp; it keys only what a plan may be reused for), else in Python."""
-        return fast_call.torch_key() or _fast_key_of(count)
+        native/torch_fast_call.cpp; it keys only what a plan may be reused for), else in Python."""
+        return _fast_key_of(count) if self.native is None else self.native.torch_key
 
     def reusable(self, key: tuple | bytes) -> bool:
         """Lazy conj/neg views, inputs requiring grad and subclasses never reuse a plan (the C key
         is None for them)."""
-        if type(key) is bytes:
+        if self.native is not None:
             return True
         return not (any(key[5::_PART]) or any(key[6::_PART]) or any(key[8::_PART])) and \
             all(kind in _PLAIN for kind in key[7::_PART])
@@ -251,7 +250,7 @@ class TorchAdapter:
         """Large CPU outputs are advised onto transparent huge pages, as NumPy does for its arrays:
         torch's allocator hands back fresh pages, and faulting 4 KiB pages in is otherwise slower
         than the kernel that fills them (17 ms against 5 ms for 64 MiB on the development machine)."""
-        native = fast_call.torch_module
+        native = self.native
         nbytes = _DTYPES[dtype].itemsize
         for size in shape:
             nbytes *= size

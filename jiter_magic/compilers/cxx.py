@@ -148,26 +148,17 @@ class CxxCompiler:
         accepts = toolchain_facts(self.cxx)["accepts"]
         return BASE_OPTIONS + tuple(flag for flag in PROBED_FLAGS if accepts[flag])
 
-    def compile(self, source: str, name: str, options: tuple[str, ...] | None = None,
-                running: set[subprocess.Popen] | None = None) -> CompileResult:
-        """The library's bytes; while the compiler runs, its process is in `running` (so that a
-        background build can be stopped when the interpreter exits)."""
+    def compile(self, source: str, name: str, options: tuple[str, ...] | None = None) -> CompileResult:
+        """The library's bytes, and the compiler's messages."""
         options = self.options() if options is None else options
         with tempfile.TemporaryDirectory(prefix="jiter_magic-") as folder:
             src = os.path.join(folder, f"jm_{name}.cpp")
             lib = os.path.join(folder, f"jm_{name}.so")
             with open(src, "w") as handle:
                 handle.write(source)
-            process = subprocess.Popen([self.cxx, *options, src, "-o", lib], stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True)
-            if running is not None:
-                running.add(process)
-            try:
-                stdout, stderr = process.communicate()
-            finally:
-                if running is not None:
-                    running.discard(process)
-            log = map_log((stdout + stderr).replace(folder + os.sep, ""))
+            process = subprocess.run([self.cxx, *options, src, "-o", lib], capture_output=True, text=True,
+                                     check=False)
+            log = map_log((process.stdout + process.stderr).replace(folder + os.sep, ""))
             if process.returncode != 0:
                 raise CompileError(f"the C++ compiler could not compile {name} for the CPU:\n{log}", log, source)
             with open(lib, "rb") as handle:

@@ -1,5 +1,5 @@
 """`python -m jiter_magic.native.build NAME`: build one module of the C call path into
-the disk cache, in a process of its own that outlives the one that asked (see fast_call.py)."""
+the disk cache, in a process of its own that outlives the one that asked (see loader.py)."""
 from __future__ import annotations
 
 import sys

@@ -45,20 +45,10 @@ _DOUBLE = struct.Struct("<d")  # a float keyword value's bits, where == cannot k
 BACKENDS = ("auto", "cuda", "cpu")
 
 
-def _bind_key(table: dict, slot: Any, adapter: ArrayAdapter, count: int) -> Callable[[tuple], FastKey | None]:
-    """`adapter`'s key function of `count` arrays, kept in `table[slot]` unless a C call path module
-    loaded while it was read: its announcement may have come before the store, so it is read again."""
-    loads = fast_call.loads
-    found = table[slot] = adapter.fast_key_for(count)
-    if fast_call.loads != loads:
-        table.pop(slot, None)
-    return found
-
-
 @record(eq=False)
 class CallPlan:
     """Everything a call with a known key needs besides its pointers and scalar values; `hot` is
-    its hot path run from C (`heat`), once the C call path is loaded."""
+    its hot path run from C (`heat`), where the C call path was loaded when the plan was made."""
 
     spec: KernelSpec
     numel: int
@@ -74,8 +64,12 @@ class CallPlan:
     output_pairs: tuple = ()  # out= plans with several outputs: pairs of outputs to check
     reach: tuple[int, ...] = ()  # bytes each array input reads from its pointer on (see `reach_of`)
     out_reach: tuple[int, ...] = ()  # the same for out= arrays
-    room: Callable[[Any, tuple], None] | None = None  # the adapter's storage check, where storages shrink
+    # The adapter's storage check, where storages can shrink and the fast key does not check them.
+    room: Callable[[Any, tuple], None] | None = None
     hot: Callable[[list], Any] | None = None  # input pointers -> the call's result(s), from C
+    # Whether hot paths in C may be made: the C call path was loaded when the plan was made, and the
+    # hot path has no storage room to check (a HotPlan checks none).
+    native: bool = False
     heatable: bool = True  # whether `heat` is still to be tried
     hot_with: dict[tuple, Callable[[list], Any] | None] | None = None  # keyword values -> their hot path
     seen_with: set | None = None  # keyword values seen once (`heat_with`)
@@ -107,7 +101,8 @@ class CallPlan:
     def _hot_path(self, inputs: int, extras: list, returns_one: bool) -> Callable[[list], Any] | None:
         native = getattr(self.launcher, "native", None)  # both launchers have one; `Launcher` types the call
         kernel = native() if native is not None else None
-        if kernel is None or fast_call.module is None:
+        core = fast_call.CORE.module
+        if kernel is None or core is None:
             return None
         layout = args_layout(self.spec, "cpu" if self.device < 0 else "cuda")
         pointers = len(self.allocators) + inputs
@@ -115,7 +110,7 @@ class CallPlan:
             return None
         tail = [self.numel, *extras] if self.flatten is None else list(self.flatten(self.numel, extras, ()))
         packed = layout.packer.pack(*([0] * pointers), *tail, *self.geometry)
-        return fast_call.module.HotPlan(kernel, self.launcher, packed, self.grid, inputs, self.allocators,
+        return core.HotPlan(kernel, self.launcher, packed, self.grid, inputs, self.allocators,
                                         self.pointer, None if self.device < 0 else self.stream, self.device,
                                         returns_one)
 
@@ -174,19 +169,14 @@ class Dispatcher:
         self._fast_keys: dict[type, Callable[[tuple], FastKey | None]] = {}
         self._out_keys: dict[ArrayAdapter, Callable[[tuple], FastKey | None]] = {}  # of inputs and out= arrays
         self.owner: Callable[[], Any] = lambda: None  # the JitFunction, weakly (a lifted call needs it)
-        fast_call.when_loaded(self)
-
-    def fast_call_loaded(self) -> None:
-        """The C call path just loaded: bind the hot path's key functions again (torch's is read in C)."""
-        self._fast_keys.clear()
-        self._out_keys.clear()
 
     def _fast_key_function(self, kind: type) -> Callable[[tuple], FastKey | None] | None:
         """The fast key of calls whose first input is a `kind` (bound once a type), or None."""
         adapter = BY_TYPE.get(kind)
         if adapter is None or adapter.lifts:  # lifted arrays take the general path, which hands them on
             return None
-        return _bind_key(self._fast_keys, kind, adapter, self.num_inputs)
+        found = self._fast_keys[kind] = adapter.fast_key_for(self.num_inputs)
+        return found
 
     def set_backend(self, value: str) -> None:
         if value not in BACKENDS:
@@ -217,15 +207,13 @@ class Dispatcher:
                             else plan.hot_with.get(named)
                         if hot is not None:
                             return hot(fast[1])
-                        if plan.room is not None and type(fast[0]) is not bytes:  # a key read in C checked it
+                        if plan.room is not None:
                             plan.room(args, plan.reach)
                         results = [allocate() for allocate in plan.allocators]
                         if plan.launcher is not None:
                             pointer = plan.pointer
                             plan.launch([pointer(r) for r in results], fast[1], extras, ())
-                            # A HotPlan checks no storage room: only where the key did (C) or none is needed.
-                            if fast_call.module is not None and fast_call.settled() and \
-                                    (plan.room is None or type(fast[0]) is bytes):
+                            if plan.native:
                                 if not kwargs:
                                     if plan.heatable:
                                         plan.heat(self.num_inputs, extras, self.returns_one)
@@ -248,8 +236,9 @@ class Dispatcher:
         if keyword is None:
             return self._call(args, out, kwargs, None)
         extras, kinds, _named = keyword
-        key_of = self._out_keys.get(adapter) or \
-            _bind_key(self._out_keys, adapter, adapter, self.num_inputs + self.num_outputs)
+        key_of = self._out_keys.get(adapter)
+        if key_of is None:
+            key_of = self._out_keys[adapter] = adapter.fast_key_for(self.num_inputs + self.num_outputs)
         fast = key_of(args + given)
         if fast is None:
             return self._call(args, out, kwargs, None)
@@ -259,7 +248,7 @@ class Dispatcher:
             return self._call(args, out, kwargs, fast, plan_key)
         pointers, inputs = fast[1], self.num_inputs
         out_pointers, in_pointers = pointers[inputs:], pointers[:inputs]
-        if plan.room is not None and type(fast[0]) is not bytes:  # a key read in C checked the room itself
+        if plan.room is not None:
             plan.room(args, plan.reach)
             plan.room(given, plan.out_reach)
         if plan.overlap_pairs:
@@ -287,9 +276,7 @@ class Dispatcher:
         key = (adapter, device, tuple(parts), kinds, None if outs is None else tuple(o.key for o in outs),
                default_float)
         plan = self.plans.get(key)
-        planned = False
         if plan is None:
-            planned = True
             plan = self._plan(items, adapter, device, outs, kinds, default_float or "float32")
             self.plans.put(key, plan, plan.spec)
         adapter.check_room([i.array for i in items if isinstance(i, Described)], plan.reach)
@@ -311,8 +298,6 @@ class Dispatcher:
             check_output_overlap(plan.output_pairs, pointers)
         if plan.launcher is not None:
             plan.launch(pointers, input_pointers, extras, items)
-        if planned:
-            fast_call.first_result()
         if outs is not None:
             adapter.written(results)
         if needing_grad:
@@ -440,6 +425,7 @@ class Dispatcher:
         like = next(i.array for i in items if isinstance(i, Described))
         inputs = [a for a in arrays if isinstance(a, ArrayDesc)]
         pairs = () if normal_outs is None else overlap_pairs(normal_outs, inputs)
+        room = adapter.check_room if adapter.shrinkable and not adapter.key_checks_room else None
         return CallPlan(
             spec, layout.numel,
             self.loader.launcher(spec, device) if computes else None,
@@ -449,7 +435,7 @@ class Dispatcher:
             flattener(spec, adapter.rules == "torch"), adapter.stream, adapter.pointer, device, pairs,
             () if normal_outs is None else output_overlap_pairs(normal_outs),
             tuple(reach_of(a) for a in inputs), () if normal_outs is None else tuple(reach_of(o) for o in normal_outs),
-            adapter.check_room if adapter.shrinkable else None,
+            room, native=room is None and fast_call.CORE.module is not None,
         )
 
 

@@ -19,7 +19,6 @@ from typing import Any
 from jiter_magic.cache.memory import MemoryCache
 from jiter_magic.errors import LaunchError
 from jiter_magic.frontend.bind import Binding
-from jiter_magic.native import loader as fast_call
 from jiter_magic.planning.spec import KernelSpec
 from jiter_magic.records import replace
 from jiter_magic.runtime.build import Specialization, build, discard
@@ -74,7 +73,6 @@ class KernelLoader:
             specialization = self._build(spec, device)
             launcher = self._loaded(specialization, device)
         launcher.specialization = specialization
-        fast_call.start()  # the C call path, built or loaded in the background once a process
         with _SHARED_LOCK:
             _SHARED[shared_key] = launcher
         _POOL.put(shared_key, launcher, spec)

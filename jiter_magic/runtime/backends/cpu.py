@@ -59,7 +59,11 @@ class CpuLauncher:
         self.function.argtypes = (ctypes.c_char_p,)
         self.function.restype = ctypes.c_int
         self.pack = args_layout(spec, "cpu").packer.pack
-        self._native: Any = None
+        # The C launcher where the C call path is loaded (it runs the kernel with the GIL released,
+        # as ctypes does), else None: decided once, here.
+        address = ctypes.cast(self.function, ctypes.c_void_p).value or 0
+        self._native: Any = fast_call.kernel(address, True, (1, 1, 1), 0,
+                                             functools.partial(fault_guard.raise_fault, name=name), name)
         # Unload the library once nothing holds this kernel any more (see loader.py), from a weakref
         # finalizer rather than __del__: Python runs __del__ before it clears the object's weak
         # references, so while __del__ closed the library (the GIL released), another thread could
@@ -67,16 +71,11 @@ class CpuLauncher:
         weakref.finalize(self, _unload, self.library._handle).atexit = False
 
     def native(self) -> Any:
-        """The C launcher of this kernel (fast_call.py; it runs it with the GIL released, as ctypes
-        does), or None while that path is not loaded."""
-        if self._native is None:
-            address = ctypes.cast(self.function, ctypes.c_void_p).value or 0
-            self._native = fast_call.kernel(address, True, (1, 1, 1), 0,
-                                            functools.partial(fault_guard.raise_fault, name=self.name), self.name)
+        """The C launcher of this kernel, or None where the C call path is not loaded."""
         return self._native
 
     def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
-        native = self._native or self.native()
+        native = self._native
         if native is not None:
             native.launch(self.pack(*values, *geometry), grid, stream)
             return

@@ -67,7 +67,7 @@ class CudaLauncher:
         self.pack_into = packer.pack_into
         self.pack = packer.pack
         self.name = name
-        self._native: Any = None
+        self._native: Any = fast_call.kernel(self.function, False, self.block, self.context, None, name)
         self.buffer = ctypes.create_string_buffer(packer.size)
         self.params = (ctypes.c_void_p * 1)(ctypes.addressof(self.buffer))
         self.params_address = ctypes.addressof(self.params)
@@ -78,13 +78,11 @@ class CudaLauncher:
         weakref.finalize(self, _unload, module, self.context).atexit = False
 
     def native(self) -> Any:
-        """The C launcher of this kernel (fast_call.py), or None while that path is not loaded."""
-        if self._native is None:
-            self._native = fast_call.kernel(self.function, False, self.block, self.context, None, self.name)
+        """The C launcher of this kernel (native/loader.py), or None where that path is not loaded."""
         return self._native
 
     def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
-        native = self._native or self.native()
+        native = self._native
         if native is not None:
             native.launch(self.pack(*values, *geometry), grid, stream)
             return
