@@ -43,7 +43,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jiter_magic  # noqa: E402
-from jiter_magic.kernels import base, contiguous, packed_tiles, rows, tiled  # noqa: E402
+from jiter_magic.kernels import base, contiguous, describe, packed_tiles, rows, tiled  # noqa: E402
 from jiter_magic.kernels import render as kernel_source  # noqa: E402
 from jiter_magic.planning.dtypes import DTYPES  # noqa: E402
 
@@ -354,7 +354,7 @@ def sweep(label: str, variants: list, apply, all_cases: list, rounds: int) -> No
                 ours = timed(lambda: fn(*xs, **kwargs), reps=20)
                 ref = timed(lambda: refs[name](*xs, **kwargs), reps=20)
                 native = timed(lambda: torch.add(xs[1], xs[0], alpha=2), reps=20) if len(xs) == 2 else None
-                shape = fn.specializations[-1].spec.describe()
+                shape = describe(fn.specializations[-1].spec)
                 line = (f"round {round_} {label} {variant!s:22s} {name:32s} {moved / ours / 1e9:6.0f} GB/s  "
                         f"torch jit {moved / ref / 1e9:6.0f}  ratio {ref / ours:5.3f}")
                 if native is not None:

@@ -160,7 +160,7 @@ class JitFunction:
         for a call (arrays of any library, Python numbers, kwargs overrides): their dtypes and
         layout then decide, exactly as a call on them would.
         """
-        from jiter_magic.tools import inspection
+        from jiter_magic.runtime import inspection
 
         return inspection.source(self._dispatch, dtypes_or_arrays, backend, path, ndim, kwargs)
 
@@ -170,8 +170,8 @@ class JitFunction:
         for CUDA, 'asm' for the CPU; arguments as `source` takes them. Lines of the code string
         the compiler's line tables point at are shown as comments before their instructions."""
         from jiter_magic.compilers.nvrtc import default_arch
-        from jiter_magic.tools import inspection
-        from jiter_magic.tools.compiled_code import compiled_text
+        from jiter_magic.runtime import inspection
+        from jiter_magic.runtime.compiled_code import compiled_text
 
         if backend is None:
             backend = "cpu" if kind == "asm" else "cuda"
@@ -196,7 +196,7 @@ class JitFunction:
     def compile(self, *dtypes: str, backend: str | None = None, path: str = CONTIGUOUS,
                 ndim: int = 1) -> Specialization:
         """Build a specialization now (for the given input dtypes, default all float32), so errors show early."""
-        from jiter_magic.tools import inspection
+        from jiter_magic.runtime import inspection
 
         if backend is None:
             backend = self.backend if self.backend != "auto" else ("cuda" if inspection.cuda_available() else "cpu")

@@ -263,7 +263,7 @@ def test_a_new_process_imports_the_benchmarking_and_inspection_modules_only_when
         "import sys, numpy, jiter_magic\n"
         "fn = jiter_magic.create_jit_fn('template <typename T> T f(T x) { return x + 1; }')\n"
         "assert fn(numpy.arange(3.0)).tolist() == [1.0, 2.0, 3.0]\n"
-        "print(sorted(m for m in ('jiter_magic.tools.benchmarking', 'jiter_magic.tools.inspection') if m in sys.modules))\n"
+        "print(sorted(m for m in ('jiter_magic.tools.benchmarking', 'jiter_magic.runtime.inspection') if m in sys.modules))\n"
         "from jiter_magic import *\n"
         "print(benchmark.__module__, BenchmarkResult.__name__, sorted(m for m in sys.modules if m.endswith('benchmarking')))\n"
     )

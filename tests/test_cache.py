@@ -25,10 +25,11 @@ import jiter_magic.cache.disk as cache_module
 import jiter_magic.runtime.build as build_module
 from jiter_magic import CacheWarning, create_jit_fn
 from jiter_magic.cache import entry as cache_entry
+from jiter_magic.cache.entry import cache_key
 from jiter_magic.compilers.base import CompileResult
 from jiter_magic.kernels.render import render
 from jiter_magic.planning.spec import KernelSpec
-from jiter_magic.runtime.build import build, cache_key
+from jiter_magic.runtime.build import build
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE = "template <typename T> T cache_kernel(T x, T y) { return x * y + T(1); }"

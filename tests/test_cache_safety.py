@@ -45,11 +45,12 @@ import jiter_magic.cache.disk as cache_module
 import jiter_magic.compilers.cxx as cxx_module
 from jiter_magic import CacheWarning, SettingWarning, create_jit_fn, settings
 from jiter_magic.cache import entry as cache_entry
+from jiter_magic.cache.entry import cache_key
 from jiter_magic.cache.lock import KeyLock
 from jiter_magic.compilers.base import CompileResult
 from jiter_magic.errors import LaunchError
 from jiter_magic.kernels.render import render
-from jiter_magic.runtime.build import build, cache_key, discard
+from jiter_magic.runtime.build import build, discard
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 OTHER_UID = 12345

@@ -23,15 +23,15 @@ from jiter_magic.compilers.nvrtc import NvrtcCompiler  # noqa: E402
 from jiter_magic.errors import CompileError, JiterError
 from jiter_magic.frontend.bind import Binding, bind
 from jiter_magic.frontend.parse import parse_functor
-from jiter_magic.kernels import path_of
+from jiter_magic.kernels import describe, path_of
 from jiter_magic.kernels.args import args_layout
 from jiter_magic.kernels.base import BLOCK
 from jiter_magic.kernels.packed_tiles import PACKED_ROWS, packed_tile_elements, packed_tile_index
 from jiter_magic.kernels.render import render_source
+from jiter_magic.kernels.specialize import resolve_call
 from jiter_magic.kernels.tiled import PREFETCH, TILE, WARP, thread_rows, tile_edges, tile_padding
 from jiter_magic.planning.dtypes import DTYPES, TORCH_DTYPES, UNSIGNED_WIDE, compute_dtype, promote_types
 from jiter_magic.planning.layout import Layout
-from jiter_magic.planning.resolve import resolve_call
 from jiter_magic.planning.spec import CONTIGUOUS, STRIDED, TILED, KernelSpec
 
 try:
@@ -645,7 +645,7 @@ def test_the_nvrtc_of_the_installed_extra():
 
 
 @needs_offsetof
-@pytest.mark.parametrize("spec", LAYOUT_SPECS, ids=[s.describe() for s in LAYOUT_SPECS])
+@pytest.mark.parametrize("spec", LAYOUT_SPECS, ids=[describe(s) for s in LAYOUT_SPECS])
 def test_args_struct_layout_matches_packer(spec):
     n_extras = len(spec.extras)
     n_outs = len(spec.outputs)
@@ -732,9 +732,9 @@ def test_a_kernel_path_module_is_imported_when_a_call_gets_as_far_as_it():
     process's first result waits on no other path's module. Every path is there when asked for."""
     code = ("import sys, jiter_magic\n"
             "from jiter_magic.arrays.base import ArrayDesc\n"
-            "from jiter_magic.planning.resolve import resolve_call\n"
+            "from jiter_magic.kernels.specialize import resolve_call\n"
             "paths = lambda: sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('jiter_magic.kernels.')\n"
-            "                       and m.rsplit('.', 1)[1] not in ('args', 'base', 'render'))\n"
+            "                       and m.rsplit('.', 1)[1] not in ('args', 'base', 'render', 'specialize'))\n"
             "print(paths())\n"
             "resolve_call([ArrayDesc('float32', (8,), (1,), 1 << 20)], 'torch', 'cuda', None, (), 1)\n"
             "print(paths())\n"

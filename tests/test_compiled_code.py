@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jiter_magic
-from jiter_magic.tools.compiled_code import find_nvdisasm, mark_user_lines
+from jiter_magic.runtime.compiled_code import find_nvdisasm, mark_user_lines
 
 CODE = "template <typename T>\nT insp_axpy(T x, T y, T alpha) {\n  return -x + alpha * y;\n}"
 FN = jiter_magic.create_jit_fn(CODE, alpha=1.0)

@@ -570,7 +570,7 @@ def test_gradients_are_never_silently_missing_on_cuda():
 
 
 def test_the_device_is_named_where_a_notebook_user_reads_it():
-    from jiter_magic.tools.inspection import cuda_device_name
+    from jiter_magic.runtime.inspection import cuda_device_name
 
     name = cuda_device_name()
     assert name.startswith(f"cuda:{torch.cuda.current_device()}, ") and torch.cuda.get_device_name() in name

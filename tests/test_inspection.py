@@ -7,7 +7,7 @@ import torch
 
 import jiter_magic
 from jiter_magic.compilers.nvrtc import NvrtcCompiler
-from jiter_magic.tools.inspection import example_spec
+from jiter_magic.runtime.inspection import example_spec
 
 CODE = "template <typename T> T k(T x, T y, T alpha) { return -x + alpha * y; }"
 

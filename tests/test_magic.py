@@ -224,7 +224,7 @@ def test_the_summary_line_says_what_was_built_where_and_how(shell, fresh_cache, 
            "      |       ^" in log  # the editor's line 3, and g++'s marker under the name
 
 
-@pytest.mark.skipif(jiter_magic.tools.inspection.cuda_available(), reason="the warning is for machines without a GPU")
+@pytest.mark.skipif(jiter_magic.runtime.inspection.cuda_available(), reason="the warning is for machines without a GPU")
 def test_backend_cuda_without_a_gpu_warns_at_once(shell, capsys):
     with pytest.warns(RuntimeWarning, match=r"^%%jiterator axpby --backend cuda: no GPU found here, so the kernel is "
                                             r"only compiled \(for sm_\d+, to check it\)"):

@@ -11,6 +11,7 @@ widgets_lib = pytest.importorskip("ipywidgets")
 from test_cache import forget_loaded_kernels  # noqa: E402
 
 import jiter_magic  # noqa: E402
+from jiter_magic.kernels import describe  # noqa: E402
 from jiter_magic.notebook import panel_html, widgets  # noqa: E402
 
 AXPBY = "template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }"
@@ -34,7 +35,7 @@ def test_panel_has_the_four_tabs(fn):
     assert len(p.tabs.children) == 4
     assert "axpby" in p.header.value and "alpha=2.0, beta=0.5" in p.header.value
     assert "1 output &middot; runs on " in p.header.value
-    if not jiter_magic.tools.inspection.cuda_available():
+    if not jiter_magic.runtime.inspection.cuda_available():
         assert p.header.value.endswith("runs on the CPU (no GPU found)")
     # Pygments colours the functor with inline styles and numbers its lines like the compiler does
     assert "<span" in p.functor.value and "style=" in p.functor.value
@@ -43,7 +44,7 @@ def test_panel_has_the_four_tabs(fn):
 
 def test_kernel_tab_shows_the_generated_source_of_the_chosen_specialization(fn):
     p = widgets.panel(fn)
-    assert p.choice.options == (("#0 cpu: " + fn.specializations[0].spec.describe(), 0),)
+    assert p.choice.options == (("#0 cpu: " + describe(fn.specializations[0].spec), 0),)
     assert p.choice.value == 0 and not p.choice.disabled
     assert p.source.value == widgets.kernel_html(fn.specializations[0].source, "cpu")
     assert "jm_kernel" in p.source.value

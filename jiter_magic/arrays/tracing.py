@@ -28,7 +28,9 @@ compiling = _until_torch_is_imported
 
 
 def traced_call(function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
-    """The call as the function's torch operator, which the tracer records."""
+    """The call as the function's torch operator (integrations/torch_ops.py), which the tracer
+    records. Dynamo traces this function, and it can trace an import statement but not
+    `importlib.import_module`, so the operator's module is imported here by name."""
     from jiter_magic.integrations.torch_ops import operator_call
 
     return operator_call(function, args, out, kwargs)

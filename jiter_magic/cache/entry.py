@@ -12,6 +12,7 @@ import os
 import threading
 
 from jiter_magic import settings
+from jiter_magic._version import __version__
 from jiter_magic.records import field, record
 
 MAGIC = b"JITERMAGIC2\n"
@@ -66,6 +67,16 @@ def max_bytes() -> int:
 def lock_timeout() -> float:
     """Seconds to wait for another process compiling the same key: `JITER_MAGIC_CACHE_LOCK_TIMEOUT`."""
     return settings.CACHE_LOCK_TIMEOUT.get()
+
+
+def cache_key(source: str, options: tuple[str, ...], identity: str) -> str:
+    """The disk cache's key of a binary: the package version, what the binary depends on besides
+    its source (`identity`: compiler, target), the options and the source."""
+    digest = hashlib.sha256()
+    for part in (__version__, identity, "\0".join(options), source):
+        digest.update(part.encode())
+        digest.update(b"\0\1")
+    return digest.hexdigest()
 
 
 def _pack(namespace: str, key: str, payload: bytes) -> bytes:

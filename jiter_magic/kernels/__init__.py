@@ -43,6 +43,14 @@ def choose_path(call: CallShape, backend: str) -> PathChoice:
     raise AssertionError("the last path of every backend fits any call")
 
 
+def describe(spec: KernelSpec) -> str:
+    """One line for people: dtypes, the path and its loop shape, the index width."""
+    ins = ", ".join(("scalar " if s else "") + d for d, s in zip(spec.inputs, spec.scalar_inputs))
+    index = "int64" if spec.index64 else "int32"
+    shape = path_of(spec, "cuda").shape_text(spec)
+    return f"({ins}) -> ({', '.join(spec.outputs)}) compute {spec.compute}, {spec.path} {shape}, {index} index"
+
+
 def path_of(spec: KernelSpec, backend: str) -> KernelPath:
     """The path object that renders and launches `spec` on `backend`."""
     if backend != "cuda":

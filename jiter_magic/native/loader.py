@@ -241,7 +241,7 @@ def _binary(name: str, source_file: str, identity: str, options: Callable[[], tu
     against), not the compiler, whose probes cost more than the load itself: any compiler's build
     of it serves."""
     from jiter_magic.cache.disk import disk_cache
-    from jiter_magic.runtime.build import cache_key
+    from jiter_magic.cache.entry import cache_key
 
     with open(os.path.join(HERE, source_file)) as handle:
         source = handle.read()

@@ -32,8 +32,8 @@ from jiter_magic.notebook.panel_html import human_size
 from jiter_magic.notebook.report import format_cache_stats, summary
 from jiter_magic.records import record
 from jiter_magic.runtime import notice as compile_notice
+from jiter_magic.runtime.inspection import cuda_available
 from jiter_magic.tools.benchmarking import BenchmarkResult
-from jiter_magic.tools.inspection import cuda_available
 
 # Names a value may use besides Python literals: floats that have no literal spelling.
 _SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "+inf": math.inf, "nan": math.nan}

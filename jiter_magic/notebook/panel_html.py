@@ -12,6 +12,7 @@ import os
 import re
 
 from jiter_magic import JitFunction
+from jiter_magic.kernels import describe
 from jiter_magic.notebook.code_html import highlight
 
 
@@ -32,7 +33,7 @@ def _kwargs_text(fn: JitFunction) -> str:
 
 
 def _label(index: int, specialization) -> str:
-    return f"#{index} {specialization.backend}: {specialization.spec.describe()}"
+    return f"#{index} {specialization.backend}: {describe(specialization.spec)}"
 
 
 def static_text(fn: JitFunction) -> str:
@@ -50,7 +51,7 @@ def static_text(fn: JitFunction) -> str:
 def static_html(fn: JitFunction) -> str:
     """HTML of a function without widgets: the same facts as `static_text`, plus the code."""
     rows = "".join(
-        f"<tr><td>#{i}</td><td>{s.backend}</td><td><code>{html.escape(s.spec.describe())}</code></td></tr>"
+        f"<tr><td>#{i}</td><td>{s.backend}</td><td><code>{html.escape(describe(s.spec))}</code></td></tr>"
         for i, s in enumerate(fn.specializations)
     )
     table = (f"<table><tr><th></th><th>backend</th><th>specialization</th></tr>{rows}</table>"
@@ -140,7 +141,7 @@ def _cache_html(specializations: list, stats: dict) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("", "dtypes", "path", "event", "file", "size", "compile"))
     root = str(stats["root"])
     rows = "".join(
-        f"<tr><td>#{i}</td><td title='{html.escape(s.spec.describe())}'>{html.escape(_dtypes(s.spec))}</td>"
+        f"<tr><td>#{i}</td><td title='{html.escape(describe(s.spec))}'>{html.escape(_dtypes(s.spec))}</td>"
         f"<td>{s.backend} {s.spec.path}</td><td>{s.cache_event}</td><td>{_short_path(s.cache_file, root)}</td>"
         f"<td>{human_size(s.binary_size)}</td>"
         f"<td>{f'{s.compile_seconds:.2f} s' if s.cache_event == 'compiled' else ''}</td></tr>"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from jiter_magic import JitFunction
 from jiter_magic.notebook.panel_html import human_size
-from jiter_magic.tools.inspection import cuda_available, cuda_device_name
+from jiter_magic.runtime.inspection import cuda_available, cuda_device_name
 
 _HOW = {"disk": "loaded from the disk cache", "memory": "reused from memory (an equal function had it)"}
 

@@ -122,7 +122,7 @@ class Panel:
         if kind is None:
             self.source.value = kernel_html(specialization.source, specialization.backend)
             return
-        from jiter_magic.tools.compiled_code import compiled_text
+        from jiter_magic.runtime.compiled_code import compiled_text
 
         try:  # compiled on demand, only when this view is chosen
             text = compiled_text(kind, specialization.source, specialization.backend, specialization.target, fn.code)
@@ -176,7 +176,7 @@ def rebound(previous: JitFunction, name: str) -> None:
 
 def runs_on(fn: JitFunction) -> str:
     """Where a call runs, for the header: 'the CPU', 'cuda:0, NVIDIA H200', 'the CPU (no GPU found)'."""
-    from jiter_magic.tools.inspection import cuda_available, cuda_device_name
+    from jiter_magic.runtime.inspection import cuda_available, cuda_device_name
 
     if fn.backend == "cpu":
         return "the CPU"

@@ -1,16 +1,13 @@
-"""Resolve a call: from the inputs' dtypes and layouts to a `KernelSpec` and a `Layout`.
+"""What a call's arrays mean for its result: the result dtype, and the overlap rules of `out=`.
 
-Pure functions (no arrays, no devices), so the semantics — promotion, safe casting,
-broadcasting, overlap rules and the choice of kernel path — are testable without a GPU.
+Pure functions (no arrays, no devices), so the semantics — promotion, safe casting and overlap
+rules — are testable without a GPU. kernels/specialize.py adds the layout and the kernel path.
 """
 from __future__ import annotations
 
 from jiter_magic.arrays.base import ArrayDesc
-from jiter_magic.errors import DTypeError, ShapeError
-from jiter_magic.kernels import CallShape, choose_path
+from jiter_magic.errors import ShapeError
 from jiter_magic.planning import dtypes as dt
-from jiter_magic.planning.layout import Layout, plan_layout
-from jiter_magic.planning.spec import KernelSpec
 
 Argument = ArrayDesc | bool | int | float | complex  # an input as planning sees it
 
@@ -24,44 +21,6 @@ def result_dtype(arrays: list[Argument], rules: str, default_float: str = "float
         ranked = tuple((a.dtype, dt.ZERO_DIM if a.shape == () else dt.DIMENSIONED) for a in items)
         return dt.torch_result_type(ranked + tuple((k, dt.WRAPPED) for k in scalar_kinds), default_float)
     return dt.numpy_result_type(tuple(a.dtype for a in items), scalar_kinds)
-
-
-def resolve_call(arrays: list[Argument], rules: str, backend: str, outs: list[ArrayDesc] | None,
-                 extras: tuple[str, ...], num_outputs: int,
-                 default_float: str = "float32") -> tuple[KernelSpec, Layout]:
-    """dtypes, layout and kernel path of a call on `backend` ('cuda' or 'cpu').
-
-    `arrays` holds, per input, an `ArrayDesc` or a Python scalar; `outs` the `out=` arrays.
-    `rules` is 'torch' or 'numpy'.
-    """
-    items = [a for a in arrays if isinstance(a, ArrayDesc)]
-    common = result_dtype(arrays, rules, default_float)
-    dt.dtype(common)
-    compute = dt.compute_dtype(common)
-    if outs is None:
-        output_dtypes = (common,) * num_outputs
-    else:
-        output_dtypes = tuple(o.dtype for o in outs)
-        for target in output_dtypes:
-            if not dt.can_cast(common, target, rules):
-                raise DTypeError(f"result type {common} can't be cast to the desired output type {target} (out=)")
-    layout = plan_layout(
-        [a.shape for a in items], [a.strides for a in items],
-        None if outs is None else [o.shape for o in outs],
-        None if outs is None else [o.strides for o in outs],
-        num_outputs,
-    )
-    if outs is not None:
-        _check_expanded_outputs(outs)
-    choice = choose_path(CallShape(layout, arrays, outs, output_dtypes), backend)
-    spec = KernelSpec(
-        tuple(a.dtype if isinstance(a, ArrayDesc) else compute for a in arrays),
-        tuple(not isinstance(a, ArrayDesc) for a in arrays),
-        output_dtypes, compute, extras, choice.path, choice.ndim, choice.vec,
-        backend != "cuda" or layout.needs_int64, choice.tiled_inputs, choice.row_broadcast,
-        choice.pack,
-    )
-    return spec, layout
 
 
 def _extent(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:
@@ -101,7 +60,7 @@ def distinct_elements(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool 
     return bool(np.unique(offsets).size == numel)
 
 
-def _check_expanded_outputs(outs: list[ArrayDesc]) -> None:
+def check_expanded_outputs(outs: list[ArrayDesc]) -> None:
     """An output may not write one element from several places: a stride 0 over more than one,
     or strides that make two elements meet (torch checks only the first; outputs too large to
     tell are accepted, as torch accepts them)."""

@@ -45,13 +45,3 @@ class KernelSpec:
     def dtypes_text(self) -> str:
         """'(float32, float32) -> (float32)': what the notebook's lines name a specialization by."""
         return f"({', '.join(self.inputs)}) -> ({', '.join(self.outputs)})"
-
-    def describe(self) -> str:
-        """One line for people: dtypes, the path and its loop shape, the index width."""
-        from jiter_magic.kernels import path_of
-
-        ins = ", ".join(("scalar " if s else "") + d for d, s in zip(self.inputs, self.scalar_inputs))
-        outs = ", ".join(self.outputs)
-        index = "int64" if self.index64 else "int32"
-        shape = path_of(self, "cuda").shape_text(self)
-        return f"({ins}) -> ({outs}) compute {self.compute}, {self.path} {shape}, {index} index"

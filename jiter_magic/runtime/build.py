@@ -10,17 +10,17 @@ binary failed to load, so that the loader can build it again.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 import time
 
 from jiter_magic import settings
-from jiter_magic._version import __version__
 from jiter_magic.cache.disk import COUNTERS, DiskCache, NullDiskCache, disk_cache
+from jiter_magic.cache.entry import cache_key
 from jiter_magic.compilers.base import Compiler, with_source_lines
 from jiter_magic.errors import CompileError
 from jiter_magic.frontend.bind import Binding
+from jiter_magic.kernels import describe
 from jiter_magic.kernels.render import render
 from jiter_magic.planning.spec import KernelSpec
 from jiter_magic.records import record
@@ -48,13 +48,9 @@ class Specialization:
     def binary_size(self) -> int:
         return len(self.binary)
 
-
-def cache_key(source: str, options: tuple[str, ...], identity: str) -> str:
-    digest = hashlib.sha256()
-    for part in (__version__, identity, "\0".join(options), source):
-        digest.update(part.encode())
-        digest.update(b"\0\1")
-    return digest.hexdigest()
+    def describe(self) -> str:
+        """One line for people: dtypes, the path and its loop shape, the index width."""
+        return describe(self.spec)
 
 
 def debugging() -> bool:
@@ -148,7 +144,7 @@ def _compile(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization:
         result = job.compiler.compile(job.source, name, job.options)
     except CompileError as exc:
         log = with_source_lines(exc.log, job.binding.functor.code)
-        message = f"{name}: compiling {job.spec.describe()} failed.\n{log}"
+        message = f"{name}: compiling {describe(job.spec)} failed.\n{log}"
         if debugging():
             message += f"\n(generated source saved to {save_failed_source(job.source, name, job.backend, job.key)})"
         raise CompileError(message, log, job.source) from None

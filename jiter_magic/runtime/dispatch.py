@@ -24,6 +24,7 @@ from jiter_magic.errors import BindError, DeviceError, DTypeError, InvalidArgume
 from jiter_magic.kernels import path_of
 from jiter_magic.kernels.args import args_layout
 from jiter_magic.kernels.base import Grid
+from jiter_magic.kernels.specialize import resolve_call
 from jiter_magic.native import loader as fast_call
 from jiter_magic.planning.resolve import (
     OverlapPair,
@@ -32,7 +33,6 @@ from jiter_magic.planning.resolve import (
     check_overlap,
     output_overlap_pairs,
     overlap_pairs,
-    resolve_call,
 )
 from jiter_magic.planning.spec import KernelSpec
 from jiter_magic.planning.values import INT64_RANGE, PY_SCALAR_KIND, flattener, scalar_kind, scalar_value

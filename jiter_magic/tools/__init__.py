@@ -1,1 +1,1 @@
-"""Tools over the public API: benchmarking, inspection of generated sources, compiled code as text."""
+"""Tools over the public API: benchmarking a call against a copy and a reference, and sweeps."""

@@ -450,8 +450,8 @@ def _copy_call(place: _Place, nbytes: int) -> tuple[Call, int]:
 
 @functools.lru_cache(maxsize=1)
 def _host_copy() -> Any:
-    from jiter_magic import create_jit_fn
+    from jiter_magic.function import JitFunction
 
-    copy = create_jit_fn("template <typename T> T jm_bench_copy(T x) { return x; }")
+    copy = JitFunction("template <typename T> T jm_bench_copy(T x) { return x; }", None, {})
     copy.backend = "cpu"
     return copy

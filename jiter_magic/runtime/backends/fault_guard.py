@@ -79,7 +79,7 @@ _runtime_binary = b""
 def _binary(compiler) -> bytes:
     """The runtime's shared library: from the disk cache, else compiled and stored."""
     from jiter_magic.cache.disk import disk_cache
-    from jiter_magic.runtime.build import cache_key
+    from jiter_magic.cache.entry import cache_key
 
     options = compiler.options()
     key = cache_key(RUNTIME_SOURCE, options, compiler.identity)

@@ -9,8 +9,8 @@ from jiter_magic.arrays.base import Lifted
 from jiter_magic.errors import BindError, InvalidArgumentError
 from jiter_magic.kernels.base import widest_vector
 from jiter_magic.kernels.render import render
+from jiter_magic.kernels.specialize import resolve_call
 from jiter_magic.planning import dtypes as dt
-from jiter_magic.planning.resolve import resolve_call
 from jiter_magic.planning.spec import CONTIGUOUS, STRIDED, KernelSpec
 from jiter_magic.runtime.dispatch import Dispatcher, normalized
 
