@@ -13,8 +13,7 @@ import os
 import re
 import threading
 import warnings
-
-from jiter_magic.records import field, record
+from dataclasses import dataclass, field
 
 MAGIC = b"JITERMAGIC2\n"
 NAMESPACES = ("cuda", "cpu")
@@ -29,7 +28,7 @@ class CacheWarning(UserWarning):
     """A cache entry was discarded, or the cache directory cannot be used."""
 
 
-@record
+@dataclass(slots=True)
 class Counters:
     """Process-wide counters, read through `jiter_magic.cache_stats()`."""
 

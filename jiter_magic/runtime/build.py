@@ -14,6 +14,7 @@ import hashlib
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 
 from jiter_magic._version import __version__
 from jiter_magic.cache.disk import COUNTERS, DiskCache, NullDiskCache, disk_cache
@@ -22,12 +23,11 @@ from jiter_magic.errors import CompileError
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.render import render
 from jiter_magic.planning.spec import KernelSpec
-from jiter_magic.records import record
 
 DEBUG_VARIABLE = "JITER_MAGIC_DEBUG"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Specialization:
     """A built specialization, as the notebook panel and `fn.specializations` show it."""
 
@@ -70,7 +70,7 @@ def save_failed_source(source: str, name: str, backend: str, key: str) -> str:
     return path
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Job:
     """One build: what names its entry, and what its Specialization reports."""
 

@@ -14,6 +14,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from jiter_magic.cache.memory import MemoryCache
@@ -21,7 +22,6 @@ from jiter_magic.errors import LaunchError
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.native import loader as fast_call
 from jiter_magic.planning.spec import KernelSpec
-from jiter_magic.records import replace
 from jiter_magic.runtime.build import Specialization, build, discard
 
 Launcher = Callable[[list, tuple, tuple[int, int, int], int], None]
