@@ -7,6 +7,7 @@ find its kernel on disk and compile nothing.
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import os
@@ -507,7 +508,7 @@ def test_cache_key_covers_source_options_identity_and_version(monkeypatch):
     assert cache_key("source", ("-O3",), "g++ 13") != base
     # Option boundaries matter: ("-a", "b") is not ("-ab",).
     assert cache_key("s", ("-a", "b"), "id") != cache_key("s", ("-ab",), "id")
-    monkeypatch.setattr(build_module, "__version__", "999.0.0")
+    monkeypatch.setattr(cache_entry, "__version__", "999.0.0")
     assert cache_key("source", ("-O3",), "g++ 12") != base
 
 
@@ -520,6 +521,16 @@ def test_build_key_changes_with_compiler_identity_and_options(fresh_cache):
     }
     assert len(keys) == 3
     assert counters()["entries"] == 3
+
+
+def test_a_spec_keys_by_value_and_is_frozen():
+    """Specs key the loaded kernels and the memoized layouts: equal fields, equal hash."""
+    same = KernelSpec(("float32", "float32"), (False, False), ("float32",), "float32", ())
+    assert same == SPEC and hash(same) == hash(SPEC) and {SPEC: 1}[same] == 1 and same != SPEC64
+    wider = dataclasses.replace(SPEC, ndim=2)
+    assert wider is not SPEC and wider.ndim == 2 and SPEC.ndim == 1 and wider != SPEC
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SPEC.ndim = 2  # type: ignore[misc]
 
 
 def test_render_is_deterministic():
@@ -550,6 +561,7 @@ def test_counters_memory_disk_compile(fresh_cache):
     last = counters()
     assert delta(after, last, "disk_hits") == 0 and delta(after, last, "compiles") == 0
     assert fn2.specializations[-1].cache_event == "memory"
+    assert fn.specializations[-1].cache_event == "compiled"  # the memory hit's record is a new one
     # Once no function holds it and the memory caches are cleared, the disk serves it.
     del fn, fn2
     gc.collect()

@@ -7,9 +7,7 @@ the key of the general path, `normalize` (dtype name, element strides) once a pl
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
-
-from jiter_magic.records import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 
 class ArrayDesc(NamedTuple):

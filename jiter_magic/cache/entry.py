@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from dataclasses import dataclass, field
 
 from jiter_magic import settings
 from jiter_magic._version import __version__
-from jiter_magic.records import field, record
 
 MAGIC = b"JITERMAGIC2\n"
 NAMESPACES = ("cuda", "cpu")
@@ -25,7 +25,7 @@ class CacheWarning(UserWarning):
     """A cache entry was discarded, or the cache directory cannot be used."""
 
 
-@record
+@dataclass(slots=True)
 class Counters:
     """Process-wide counters, read through `jiter_magic.cache_stats()`."""
 

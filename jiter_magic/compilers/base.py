@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Protocol
 
 from jiter_magic.codegen.names import KERNEL_FILE, USER_FILE
-from jiter_magic.records import record
 
 # Patterns as text, compiled (and kept) by `re` the first time a log is mapped, not at import.
 _USER_LOCATION = rf"^{USER_FILE}(?:\((\d+)\)|:(\d+)(?::(\d+))?):\s*"
@@ -13,7 +13,7 @@ _USER_CONTEXT = rf"^{USER_FILE}: "  # g++: "jiterator: In instantiation of ...":
 _KERNEL_LOCATION = rf"^(?:{KERNEL_FILE}|\S*jm_\w+\.(?:cu|cpp))(?:\((\d+)\)|:(\d+)(?::\d+)?):\s*"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CompileResult:
     binary: bytes
     log: str  # the compiler's own output (warnings on success), already mapped to user lines

@@ -7,15 +7,16 @@ and non-const reference parameters are the outputs of the multi-output form.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jiter_magic.errors import BindError
 from jiter_magic.frontend.parse import Functor
-from jiter_magic.records import record
 
 INPUT, EXTRA, OUTPUT = "input", "extra", "output"
 RESERVED = frozenset({"out"})
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Binding:
     functor: Functor
     roles: tuple[tuple[str, int], ...]  # for each parameter in order: (role, index within role)

@@ -9,9 +9,10 @@ types (`T`, `my`): that is a typo in the name, refused here rather than left to 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jiter_magic.errors import ParseError
 from jiter_magic.frontend.tokens import Token, join, match_angle, match_bracket, split_commas
-from jiter_magic.records import record
 
 EXPECTED = "expected `<return type> <name>(<parameters>)`"
 # Words before the return type that are not part of it.
@@ -27,7 +28,7 @@ _SUFFIX_CALLS = frozenset({"noexcept", "throw"})
 _NOT_FUNCTION = frozenset({"namespace", "struct", "class", "union", "enum", "typedef", "using", "=", ";"})
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Definition:
     name: str
     template: tuple[str, ...] | None

@@ -9,17 +9,18 @@ declarator is read and checked in parse_decl.py: a return type that names two ty
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jiter_magic.errors import ArgumentTypeError, ParseError
 from jiter_magic.frontend.declarations import Definition, describe, read_definition
 from jiter_magic.frontend.tokens import Token, defined_macros, join, match_bracket, split_commas, tokenize
-from jiter_magic.records import record
 
 __all__ = ["Functor", "Parameter", "Token", "parse_functor", "tokenize"]
 
 EXAMPLE = "`template <typename T> T my_kernel(T x, T y) { return x + y; }`"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Parameter:
     """One parameter of the entry function, as declared."""
 
@@ -31,7 +32,7 @@ class Parameter:
         return f"{self.type} {self.name}"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Functor:
     """What the kernel generator needs to know about the user's code string."""
 

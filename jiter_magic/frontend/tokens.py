@@ -6,9 +6,9 @@ so that neither imports the other.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from jiter_magic.errors import ParseError
-from jiter_magic.records import record
 
 # Identifiers start with a Unicode letter or '_' (never a digit) and go on with word characters or
 # any other non-ASCII, non-space character: GCC >= 10 and NVRTC take UTF-8 identifiers, and
@@ -31,7 +31,7 @@ _OPEN = {"(": ")", "[": "]", "{": "}"}
 _CLOSE = {v: k for k, v in _OPEN.items()}
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Token:
     kind: str
     text: str

@@ -7,11 +7,11 @@ C layout against the packer.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from functools import lru_cache
 
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.spec import KernelSpec
-from jiter_magic.records import record
 
 # name, C type, struct format (no padding), size in bytes, array length (0 for a plain field)
 FieldSpec = tuple[str, str, str, int, int]
@@ -23,7 +23,7 @@ _SCALAR_FORMAT = {
 }
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ArgsField:
     name: str
     ctype: str
@@ -34,7 +34,7 @@ class ArgsField:
     pointee: int = 0  # bytes of the element a pointer field points to; 0 for other fields
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ArgsLayout:
     fields: tuple[ArgsField, ...]
     packer: struct.Struct

@@ -8,7 +8,7 @@ grid, and its rendered kernel. Adding a path means adding one class and listing 
 """
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from jiter_magic.arrays.base import ArrayDesc
 from jiter_magic.codegen.block import CodeBlock
@@ -17,7 +17,6 @@ from jiter_magic.kernels.args import FieldSpec
 from jiter_magic.planning.dtypes import DTYPES
 from jiter_magic.planning.layout import Layout
 from jiter_magic.planning.spec import KernelSpec
-from jiter_magic.records import NamedTuple
 
 BLOCK = 128  # threads a block on CUDA
 

@@ -7,13 +7,13 @@ expected, while errors of the call itself stay the user's own.
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, replace
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.utils.process import arg_split
 
 from jiter_magic import JitFunction
-from jiter_magic.records import record, replace
 from jiter_magic.tools.benchmarking import BenchmarkResult, benchmark
 
 
@@ -33,7 +33,7 @@ def run_bench_line(line: str, parser: Any, namespace: dict[str, Any]) -> Benchma
     return result
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BenchOptions:
     """The `%jiterator_bench` line, parsed."""
 

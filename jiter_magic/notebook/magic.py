@@ -15,6 +15,7 @@ import ast
 import keyword
 import math
 import warnings
+from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -30,7 +31,6 @@ from jiter_magic.notebook.bench_line import run_bench_line
 from jiter_magic.notebook.completion import jiterator_matcher
 from jiter_magic.notebook.panel_html import human_size
 from jiter_magic.notebook.report import format_cache_stats, summary
-from jiter_magic.records import record
 from jiter_magic.runtime import notice as compile_notice
 from jiter_magic.runtime.inspection import cuda_available
 from jiter_magic.tools.benchmarking import BenchmarkResult
@@ -58,7 +58,7 @@ def parse_literal(token: str) -> tuple[str, bool | int | float | complex]:
     return key, value
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CellOptions:
     """The `%%jiterator` line, parsed."""
 

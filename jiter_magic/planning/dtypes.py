@@ -8,13 +8,13 @@ scalars) for torch inputs, and NumPy's (NEP 50 weak Python scalars) for NumPy/Cu
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 from functools import cache, lru_cache
 
 from jiter_magic.errors import DTypeError
-from jiter_magic.records import record
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DType:
     name: str
     kind: str  # 'b' bool, 'u' unsigned, 'i' signed, 'f' floating, 'c' complex

@@ -7,14 +7,15 @@ are merged, so most calls end on a single contiguous dimension.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jiter_magic.errors import ShapeError
-from jiter_magic.records import record
 
 INT32_MAX = 2**31 - 1
 INDEX_HEADROOM = 1 << 20  # kernels step past n by up to a block's work before their bound check
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Layout:
     """How one call iterates: the user-visible shape and the coalesced loop nest."""
 

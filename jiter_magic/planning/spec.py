@@ -5,13 +5,14 @@ shape); rendering, the `Args` struct and launching read it, and never the arrays
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jiter_magic.planning.dtypes import DTYPES
-from jiter_magic.records import record
 
 CONTIGUOUS, ROWS, TILED, STRIDED = "contiguous", "rows", "tiled", "strided"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KernelSpec:
     """One specialization of a jitted function: dtypes, argument kinds and the loop shape."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 
 from jiter_magic import settings
 from jiter_magic.cache.disk import COUNTERS, DiskCache, NullDiskCache, disk_cache
@@ -23,12 +24,11 @@ from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels import describe
 from jiter_magic.kernels.render import render
 from jiter_magic.planning.spec import KernelSpec
-from jiter_magic.records import record
 
 DEBUG_VARIABLE = settings.DEBUG.name
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Specialization:
     """A built specialization, as the notebook panel and `fn.specializations` show it."""
 
@@ -67,7 +67,7 @@ def save_failed_source(source: str, name: str, backend: str, key: str) -> str:
     return path
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Job:
     """One build: what names its entry, and what its Specialization reports."""
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numbers
 import struct
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from jiter_magic.arrays import BY_TYPE, adapter_for, coerce
@@ -36,7 +37,6 @@ from jiter_magic.planning.resolve import (
 )
 from jiter_magic.planning.spec import KernelSpec
 from jiter_magic.planning.values import INT64_RANGE, PY_SCALAR_KIND, flattener, scalar_kind, scalar_value
-from jiter_magic.records import record
 from jiter_magic.runtime.loader import KernelLoader, Launcher
 
 PLAN_LIMIT = 4096  # plans kept a function (each key of a call: dtypes, shapes, strides, alignment)
@@ -45,7 +45,7 @@ _DOUBLE = struct.Struct("<d")  # a float keyword value's bits, where == cannot k
 BACKENDS = ("auto", "cuda", "cpu")
 
 
-@record(eq=False)
+@dataclass(eq=False, slots=True)
 class CallPlan:
     """Everything a call with a known key needs besides its pointers and scalar values; `hot` is
     its hot path run from C (`heat`), where the C call path was loaded when the plan was made."""

@@ -14,13 +14,13 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from jiter_magic.cache.memory import MemoryCache
 from jiter_magic.errors import LaunchError
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.planning.spec import KernelSpec
-from jiter_magic.records import replace
 from jiter_magic.runtime.build import Specialization, build, discard
 
 Launcher = Callable[[list, tuple, tuple[int, int, int], int], None]

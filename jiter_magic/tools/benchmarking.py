@@ -23,10 +23,10 @@ import math
 import numbers
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from jiter_magic.errors import ArgumentTypeError, BindError, DeviceError, InvalidArgumentError
-from jiter_magic.records import as_dict, field, record
 from jiter_magic.runtime.dispatch import where
 
 Call = Callable[[], Any]
@@ -36,7 +36,7 @@ MAX_BATCH = 10_000  # calls in one host sample at most
 PROBE_AGAIN_NS = 10_000_000  # a host calibration run shorter than this is repeated (see _time_host)
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BenchmarkResult:
     """One timed call: its median time, the bandwidth it achieved, and the copy ceiling beside it."""
 
@@ -61,7 +61,7 @@ class BenchmarkResult:
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (JSON-ready), samples as a list."""
-        values = as_dict(self)
+        values = asdict(self)
         values["samples"] = list(self.samples)
         return values
 
@@ -95,7 +95,7 @@ class BenchmarkResult:
         return f"<table><caption><b>{escape(self.name)}</b></caption>{body}</table>"
 
 
-@record(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, slots=True)
 class SweepResult:
     """`benchmark` at several sizes: a table, and a plot of GB/s against bytes with the copy ceiling."""
 
@@ -247,7 +247,7 @@ def _name_of(fn: Callable[..., Any]) -> str:
 
 # -- where the inputs live, and their bytes -------------------------------------------------------
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Place:
     library: str  # 'torch', 'cupy' or 'numpy'
     device: int  # -1: the host
