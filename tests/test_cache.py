@@ -23,7 +23,6 @@ import torch
 
 import jiter_magic
 import jiter_magic.cache.disk as cache_module
-import jiter_magic.runtime.build as build_module
 from jiter_magic import CacheWarning, create_jit_fn
 from jiter_magic.cache import entry as cache_entry
 from jiter_magic.cache.entry import cache_key

@@ -1,7 +1,8 @@
 """The disk cache cannot be tricked: entries bound to their key, no-follow opens, private folders,
 the library's own files only, a size bound with LRU eviction, the instruction-set features in the
 host key, a discard for entries that fail to load, and per-key inter-process locks (one compile
-among concurrent processes or threads, no stale lock after a kill, a timeout that compiles).
+among concurrent processes or threads, no stale lock after a kill, a timeout that compiles, lock
+files private, never through a link, and removed by their holder).
 
 Everything runs on real files and real processes; the build logic uses the counting fake compiler
 of test_cache.py, and the end-to-end checks the real host compiler.
@@ -46,7 +47,7 @@ import jiter_magic.compilers.cxx as cxx_module
 from jiter_magic import CacheWarning, SettingWarning, create_jit_fn, settings
 from jiter_magic.cache import entry as cache_entry
 from jiter_magic.cache.entry import cache_key
-from jiter_magic.cache.lock import KeyLock
+from jiter_magic.cache.keylock import KeyLock
 from jiter_magic.compilers.base import CompileResult
 from jiter_magic.errors import LaunchError
 from jiter_magic.kernels.render import render
@@ -478,18 +479,96 @@ def test_key_lock_excludes_and_removes_its_file(tmp_path):
     thread = threading.Thread(target=lambda: got.append(waiter.acquire(10.0)))
     thread.start()
     time.sleep(0.1)
-    first.release()  # unlinks the file the waiter opened: it must lock the new file at the path
+    assert first.release() is True  # unlinks the file while it holds it: the waiter locks the new file at the path
     thread.join()
     assert got == [True] and os.path.exists(path)
     assert KeyLock(path).acquire(0.05) is False
-    waiter.release()
+    assert waiter.release() is True
     assert not os.path.exists(path)
+    assert waiter.release() is False  # released once: nothing more is removed
+
+
+def test_a_waiter_that_locks_a_removed_lock_file_does_not_hold_the_lock(tmp_path, monkeypatch):
+    """The race that removing lock files opens: a waiter opened the file, the holder unlinked it and
+    released it, and the waiter's flock then succeeds on the removed file while a third process
+    could create and lock a new one. The waiter must not count that as holding the lock: it locks
+    the file at the path, which a third locker then finds held."""
+    import fcntl
+
+    path = str(tmp_path / "k.lock")
+    holder = KeyLock(path)
+    assert holder.acquire(1.0) is True
+    real_flock, raced = fcntl.flock, []
+
+    def flock(fd, operation):
+        if operation & fcntl.LOCK_EX and not raced:  # the waiter's first try, its file already open
+            raced.append(os.fstat(fd).st_nlink)
+            assert holder.release() is True  # between the waiter's open and its flock
+            raced.append(os.fstat(fd).st_nlink)
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    waiter = KeyLock(path)
+    assert waiter.acquire(5.0) is True
+    monkeypatch.undo()
+    assert raced == [1, 0]  # the waiter's first flock was on the file its holder had just removed
+    assert os.path.exists(path) and KeyLock(path).acquire(0.05) is False  # the waiter holds the file at the path
+    assert waiter.release() is True and not os.path.exists(path)
+
+
+def test_lock_files_are_created_private_even_under_a_permissive_umask(tmp_path):
+    path = str(tmp_path / "k.lock")
+    old = os.umask(0)
+    try:
+        lock = KeyLock(path)
+        assert lock.acquire(1.0) is True
+        info = os.lstat(path)
+        assert stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o600
+        assert lock.release() is True
+    finally:
+        os.umask(old)
+
+
+def test_a_symlink_planted_at_the_lock_path_is_not_followed(fresh_cache, tmp_path):
+    compiler = FakeCompiler()
+    path = _lock_of(compiler)
+    target = tmp_path / "victim.txt"
+    target.write_bytes(b"the user's data")
+    os.chmod(target, 0o644)
+    os.symlink(target, path)
+    with pytest.raises(OSError):
+        KeyLock(path).acquire(1.0)
+    before = counters()
+    spec, messages = recorded(build, binding(), SPEC, "cpu", compiler)  # compiles without the lock
+    assert messages == [] and compiler.calls == 1 and spec.cache_event == "compiled"
+    assert delta(before, counters(), "lock_timeouts") == 0
+    jiter_magic.clear_cache(memory=False)  # not a lock file it can lock: left alone, and so is its target
+    assert os.path.islink(path) and target.read_bytes() == b"the user's data"
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o644
+
+
+def test_only_a_cache_miss_imports_filelock(tmp_path):
+    """filelock costs tens of milliseconds to import: a process that only loads cached kernels never
+    imports it; the first lock, before a compile, does."""
+    code = f"template <typename T> T lazy_{uuid.uuid4().hex[:8]}(T x) {{ return x + T(2); }}"
+    script = ("import sys, numpy as np, jiter_magic\n"
+              "before = 'filelock' in sys.modules\n"
+              f"fn = jiter_magic.create_jit_fn({code!r})\n"
+              "assert (fn(np.arange(3.0)) == np.arange(3.0) + 2).all()\n"
+              "print(before, fn.specializations[-1].cache_event, 'filelock' in sys.modules)")
+    env = dict(os.environ, JITER_MAGIC_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=REPO, JITER_MAGIC_FAST_CALL="0")
+    env.pop("JITER_MAGIC_DISK_CACHE", None)
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+            for _ in range(2)]
+    assert [(r.returncode, r.stdout.split()) for r in runs] == [
+        (0, ["False", "compiled", "True"]), (0, ["False", "disk", "False"])], [r.stderr for r in runs]
 
 
 HOLD_SCRIPT = textwrap.dedent("""
     import sys, time
-    from jiter_magic.cache.lock import KeyLock
-    assert KeyLock(sys.argv[1]).acquire(10.0)
+    from jiter_magic.cache.keylock import KeyLock
+    lock = KeyLock(sys.argv[1])  # kept: filelock releases a lock it drops
+    assert lock.acquire(10.0)
     print("locked", flush=True)
     time.sleep(600)
 """)

@@ -6,7 +6,7 @@ file and renamed into place. A kernel found there is executed, so the cache trus
 did not check: the header binds the entry to its namespace and full key under a SHA-256 (a
 copied, truncated, corrupt or foreign file is discarded with a warning and recompiled),
 entries are opened without following symbolic links, and the folders must be private to
-this user (`filelock.folder_problem`), else one warning and memory-only caching. The total
+this user (`files.folder_problem`), else one warning and memory-only caching. The total
 size is bounded (`JITER_MAGIC_CACHE_MAX_BYTES`, least recently used first out; a disk hit
 refreshes the entry's mtime). Only files of this layout are counted, evicted or cleared.
 `JITER_MAGIC_DISK_CACHE=0` turns the disk layer off (a `NullDiskCache`).
@@ -20,7 +20,8 @@ import threading
 import warnings
 from collections.abc import Iterator
 
-from jiter_magic.cache import lock as fs
+from jiter_magic.cache import files as fs
+from jiter_magic.cache import keylock
 from jiter_magic.cache.entry import (
     COUNTERS,
     NAMESPACES,
@@ -104,9 +105,9 @@ class DiskCache:
     def key_lock(self, namespace: str, key: str) -> Iterator[bool]:
         """Hold the key's inter-process lock around a compile. Yields whether it is held: False
         without flock, with unusable folders, or after the timeout (the caller compiles anyway)."""
-        lock: fs.KeyLock | None = None
-        if fs.AVAILABLE and self._private(namespace, key[:2], create=True):
-            lock = fs.KeyLock(self.lock_path(namespace, key))
+        lock: keylock.KeyLock | None = None
+        if keylock.AVAILABLE and self._private(namespace, key[:2], create=True):
+            lock = keylock.KeyLock(self.lock_path(namespace, key))
             try:
                 if not lock.acquire(lock_timeout()):
                     self._timed_out(lock.path)
@@ -128,7 +129,7 @@ class DiskCache:
         """Remove the library's own entries, temporary files and free lock files; nothing else."""
         for kind, path, info in self._own_files():
             if kind == "lock":
-                fs.remove_if_free(path)
+                keylock.remove_if_free(path)
             elif not stat.S_ISDIR(info.st_mode):
                 fs.unlink(path)
 

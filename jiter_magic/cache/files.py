@@ -1,17 +1,12 @@
-"""The file-system guards of the disk cache: private folders, no-follow reads, atomic writes, locks.
+"""The file-system guards of the disk cache: private folders, no-follow reads, atomic writes, and
+the cache's own file layout (what counting, eviction and clearing may touch).
 
 A cache folder is trusted only when this user owns it and nobody else can write to it: a
 kernel found there is executed, so a folder another user can write to would let them plant
 code. Folders are created 0700; only the root may be a symbolic link (to a folder that passes
 the same check), because users do point `~/.cache` elsewhere. Entries are read without
-following a symbolic link and written to a new private file renamed into place.
-
-Per-key locks use `fcntl.flock`: the lock belongs to the open file and dies with the process,
-so a killed compiler never leaves a stale lock. The holder unlinks the lock file before it
-releases it, and a waiter that wins a lock checks that its file is still the one at the path
-(else it opens the new one), so removing lock files never lets two holders in. Waiting is
-bounded: after the timeout the caller compiles anyway, never a deadlock. Without `fcntl`
-(Windows) `AVAILABLE` is False and callers compile without locking.
+following a symbolic link and written to a new private file renamed into place. The per-key
+locks are in keylock.py.
 """
 from __future__ import annotations
 
@@ -20,14 +15,7 @@ import os
 import re
 import shutil
 import stat
-import time
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
-
-AVAILABLE = fcntl is not None
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 MISSING = ("missing", "")
@@ -178,86 +166,3 @@ def _kind(name: str, prefix: str) -> str | None:
     if match[4] == "lock":
         return None if match[1] else "lock"
     return "temp" if match[1] else "entry"
-
-
-def _same_file(fd: int, path: str) -> bool:
-    """Whether the open file `fd` is still the file at `path` (a holder may have unlinked it)."""
-    try:
-        mine, there = os.fstat(fd), os.lstat(path)
-    except OSError:
-        return False
-    return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
-
-
-class KeyLock:
-    """An exclusive inter-process lock on one file path (its folder must exist)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    def acquire(self, timeout: float) -> bool:
-        """Take the lock, polling until `timeout` seconds have passed; False when they did.
-        Raises OSError when the lock file cannot be opened (the caller then compiles unlocked)."""
-        assert fcntl is not None and self._fd is None
-        deadline = time.monotonic() + timeout
-        delay = 0.005
-        fd = self._open()
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        os.close(fd)
-                        return False
-                    time.sleep(min(delay, left))
-                    delay = min(delay * 2, 0.1)
-                    continue
-                if _same_file(fd, self.path):
-                    self._fd = fd
-                    return True
-                os.close(fd)  # the previous holder removed this file: lock the one at the path now
-                fd = -1
-                fd = self._open()
-        except BaseException:
-            if fd >= 0 and self._fd != fd:
-                os.close(fd)
-            raise
-
-    def release(self) -> None:
-        """Remove the lock file (nobody else can hold it now) and drop the lock."""
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        try:
-            if _same_file(fd, self.path):
-                os.unlink(self.path)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
-    def _open(self) -> int:
-        return os.open(self.path, os.O_RDWR | os.O_CREAT | NOFOLLOW | CLOEXEC, 0o600)
-
-
-def remove_if_free(path: str) -> bool:
-    """Remove a lock file unless a live process holds it (for clearing the cache); True if removed."""
-    if fcntl is None:
-        return False
-    try:
-        fd = os.open(path, os.O_RDWR | NOFOLLOW | CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if _same_file(fd, path):
-            os.unlink(path)
-            return True
-        return False
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
