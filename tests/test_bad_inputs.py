@@ -51,6 +51,7 @@ from jiter_magic import (
     KernelFaultError,
     ParseError,
     ScalarOverflowError,
+    SettingWarning,
     ShapeError,
     UnknownKwargError,
     UnsupportedArrayError,
@@ -906,11 +907,11 @@ def cache_messages(call: Callable[[], Any]) -> tuple[Any, list[str]]:
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         result = call()
-    return result, [str(w.message) for w in record if issubclass(w.category, CacheWarning)]
+    return result, [str(w.message) for w in record if issubclass(w.category, (CacheWarning, SettingWarning))]
 
 
 def computes(fn, dtype=np.float64) -> list[str]:
-    """One call: the right values; the CacheWarnings it gave."""
+    """One call: the right values; the CacheWarnings and SettingWarnings it gave."""
     result, messages = cache_messages(lambda: fn(CX.astype(dtype), CY.astype(dtype)))
     assert_same(result, (CX * CY + 3).astype(dtype))
     return messages
@@ -1117,8 +1118,8 @@ def cache_max_bytes_not_a_number(tmp_path, monkeypatch):
     text = f"lots-{uuid.uuid4().hex[:6]}"  # the setting warns once per value and process
     monkeypatch.setenv("JITER_MAGIC_CACHE_MAX_BYTES", text)
     messages = computes(unique_fn("max_bytes"))
-    assert messages == [f"jiter_magic: JITER_MAGIC_CACHE_MAX_BYTES={text!r} is not a valid value (like 1073741824, "
-                        "500M or 2G for sizes, 60 for seconds); using 1.07374e+09"]
+    assert messages == [f"jiter_magic: JITER_MAGIC_CACHE_MAX_BYTES={text!r} is not valid: expected a positive size in "
+                        "bytes, such as 1073741824, 500M or 2G; using the default, 1073741824"]
 
 
 def cache_max_bytes_one(tmp_path, monkeypatch):
@@ -1135,8 +1136,8 @@ def cache_lock_timeout_not_a_number(tmp_path, monkeypatch):
     text = f"soon-{uuid.uuid4().hex[:6]}"
     monkeypatch.setenv("JITER_MAGIC_CACHE_LOCK_TIMEOUT", text)
     messages = computes(unique_fn("lock_timeout"))
-    assert messages == [f"jiter_magic: JITER_MAGIC_CACHE_LOCK_TIMEOUT={text!r} is not a valid value (like 1073741824, "
-                        "500M or 2G for sizes, 60 for seconds); using 60"]
+    assert messages == [f"jiter_magic: JITER_MAGIC_CACHE_LOCK_TIMEOUT={text!r} is not valid: expected seconds, a "
+                        "number >= 0; using the default, 60.0"]
 
 
 CACHE_CASES = [
