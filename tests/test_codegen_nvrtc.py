@@ -16,7 +16,6 @@ import pytest
 
 import jiter_magic  # noqa: E402
 import jiter_magic.compilers.nvrtc as nvrtc_module  # noqa: E402
-from jiter_magic.arrays.base import ArrayDesc
 from jiter_magic.codegen.names import KERNEL_NAME, USER_FILE
 from jiter_magic.compilers.base import CompileResult
 from jiter_magic.compilers.nvrtc import NvrtcCompiler  # noqa: E402
@@ -31,7 +30,7 @@ from jiter_magic.kernels.render import render_source
 from jiter_magic.kernels.specialize import resolve_call
 from jiter_magic.kernels.tiled import PREFETCH, TILE, WARP, thread_rows, tile_edges, tile_padding
 from jiter_magic.planning.dtypes import DTYPES, TORCH_DTYPES, UNSIGNED_WIDE, compute_dtype, promote_types
-from jiter_magic.planning.layout import Layout
+from jiter_magic.planning.layout import ArrayDesc, Layout
 from jiter_magic.planning.spec import CONTIGUOUS, STRIDED, TILED, KernelSpec
 
 try:
@@ -731,7 +730,7 @@ def test_a_kernel_path_module_is_imported_when_a_call_gets_as_far_as_it():
     """`import jiter_magic` and a contiguous call's plan load the contiguous path alone: a new
     process's first result waits on no other path's module. Every path is there when asked for."""
     code = ("import sys, jiter_magic\n"
-            "from jiter_magic.arrays.base import ArrayDesc\n"
+            "from jiter_magic.planning.layout import ArrayDesc\n"
             "from jiter_magic.kernels.specialize import resolve_call\n"
             "paths = lambda: sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('jiter_magic.kernels.')\n"
             "                       and m.rsplit('.', 1)[1] not in ('args', 'base', 'render', 'specialize'))\n"

@@ -9,14 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
-
-class ArrayDesc(NamedTuple):
-    """An array as planning sees it: dtype name, shape, element strides, data pointer."""
-
-    dtype: str
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    pointer: int
+from jiter_magic.planning.layout import ArrayDesc
 
 
 class Described(NamedTuple):

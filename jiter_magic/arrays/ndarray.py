@@ -4,8 +4,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from jiter_magic.arrays.base import ArrayDesc, Described, FastKey, new_tuple
+from jiter_magic.arrays.base import Described, FastKey, new_tuple
 from jiter_magic.errors import DTypeError, ShapeError, UnsupportedArrayError
+from jiter_magic.planning.layout import ArrayDesc
 
 SUPPORTED = frozenset({"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
                        "float16", "float32", "float64", "complex64", "complex128"})

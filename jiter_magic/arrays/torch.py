@@ -10,9 +10,10 @@ from typing import Any
 
 import torch
 
-from jiter_magic.arrays.base import ArrayDesc, Described, FastKey, new_tuple
+from jiter_magic.arrays.base import Described, FastKey, new_tuple
 from jiter_magic.errors import DeviceError, DTypeError, GradientError, InvalidArgumentError, UnsupportedArrayError
 from jiter_magic.native import loader as fast_call
+from jiter_magic.planning.layout import ArrayDesc
 
 _NAMES = {
     torch.bool: "bool", torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",

@@ -26,11 +26,10 @@ from typing import Any
 import torch
 from torch._dynamo import assume_constant_result
 
-from jiter_magic.arrays.base import ArrayDesc
 from jiter_magic.arrays.torch import _DTYPES, _NAMES
 from jiter_magic.errors import BindError, DeviceError, DTypeError, GradientError, InvalidArgumentError
 from jiter_magic.planning import dtypes as dt
-from jiter_magic.planning.layout import plan_layout
+from jiter_magic.planning.layout import ArrayDesc, plan_layout
 from jiter_magic.planning.resolve import result_dtype
 from jiter_magic.planning.values import scalar_value
 from jiter_magic.runtime.dispatch import check_kwarg_names

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import ClassVar, NamedTuple
 
-from jiter_magic.arrays.base import ArrayDesc
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.args import FieldSpec
 from jiter_magic.planning.dtypes import DTYPES
-from jiter_magic.planning.layout import Layout
+from jiter_magic.planning.layout import ArrayDesc, Layout
 from jiter_magic.planning.spec import KernelSpec
 
 BLOCK = 128  # threads a block on CUDA

@@ -8,7 +8,6 @@ block is not gone after one store.
 """
 from __future__ import annotations
 
-from jiter_magic.arrays.base import ArrayDesc
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body
 from jiter_magic.codegen.offsets import MODULO, operand_offsets
@@ -26,7 +25,7 @@ from jiter_magic.kernels.base import (
     vector_width,
 )
 from jiter_magic.planning.dtypes import DTYPES, ctype
-from jiter_magic.planning.layout import INT32_MAX, Layout
+from jiter_magic.planning.layout import INT32_MAX, ArrayDesc, Layout
 from jiter_magic.planning.spec import ROWS, KernelSpec
 
 # Vectors a thread: 2 where an input is constant along the row (an outer product: little to load,

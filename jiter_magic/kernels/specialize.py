@@ -5,11 +5,10 @@ from planning/layout.py, and the first kernel path that fits the call.
 """
 from __future__ import annotations
 
-from jiter_magic.arrays.base import ArrayDesc
 from jiter_magic.errors import DTypeError
 from jiter_magic.kernels import CallShape, choose_path
 from jiter_magic.planning import dtypes as dt
-from jiter_magic.planning.layout import Layout, plan_layout
+from jiter_magic.planning.layout import ArrayDesc, Layout, plan_layout
 from jiter_magic.planning.resolve import Argument, check_expanded_outputs, result_dtype
 from jiter_magic.planning.spec import KernelSpec
 

@@ -10,7 +10,6 @@ one of `packed_tiles.py` (`spec.pack`: elements moved as one 4-byte access).
 """
 from __future__ import annotations
 
-from jiter_magic.arrays.base import ArrayDesc
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body
 from jiter_magic.codegen.offsets import MODULO, operand_offsets
@@ -20,7 +19,7 @@ from jiter_magic.kernels.base import CallShape, CudaPath, Grid, PathChoice, ceil
 from jiter_magic.kernels.packed_tiles import PACKED_BATCHES_A_BLOCK, packed_body, packed_edges, packed_rows, packing
 from jiter_magic.kernels.tile_code import SHARED_LIMIT, TILE, WARP, batch_loop, operand_offset, tile_origin
 from jiter_magic.planning.dtypes import DTYPES, ctype
-from jiter_magic.planning.layout import Layout
+from jiter_magic.planning.layout import ArrayDesc, Layout
 from jiter_magic.planning.spec import TILED, KernelSpec
 
 # Tiles of edge0 x edge1 elements (`tile_edges`), 32 x `thread_rows(spec)` threads: a thread moves

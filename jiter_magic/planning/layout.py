@@ -8,11 +8,21 @@ are merged, so most calls end on a single contiguous dimension.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from jiter_magic.errors import ShapeError
 
 INT32_MAX = 2**31 - 1
 INDEX_HEADROOM = 1 << 20  # kernels step past n by up to a block's work before their bound check
+
+
+class ArrayDesc(NamedTuple):
+    """An array as planning sees it: dtype name, shape, element strides, data pointer."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    pointer: int
 
 
 @dataclass(frozen=True, slots=True)

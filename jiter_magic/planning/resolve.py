@@ -5,9 +5,9 @@ rules — are testable without a GPU. kernels/specialize.py adds the layout and 
 """
 from __future__ import annotations
 
-from jiter_magic.arrays.base import ArrayDesc
 from jiter_magic.errors import ShapeError
 from jiter_magic.planning import dtypes as dt
+from jiter_magic.planning.layout import ArrayDesc
 
 Argument = ArrayDesc | bool | int | float | complex  # an input as planning sees it
 

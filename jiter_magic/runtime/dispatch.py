@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from jiter_magic.arrays import BY_TYPE, adapter_for, coerce
-from jiter_magic.arrays.base import ArrayAdapter, ArrayDesc, Described, FastKey, Lifted, LiftingAdapter
+from jiter_magic.arrays.base import ArrayAdapter, Described, FastKey, Lifted, LiftingAdapter
 from jiter_magic.cache.memory import MemoryCache
 from jiter_magic.errors import BindError, DeviceError, DTypeError, InvalidArgumentError, UnknownKwargError
 from jiter_magic.kernels import path_of
@@ -27,6 +27,7 @@ from jiter_magic.kernels.args import args_layout
 from jiter_magic.kernels.base import Grid
 from jiter_magic.kernels.specialize import resolve_call
 from jiter_magic.native import loader as fast_call
+from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.resolve import (
     OverlapPair,
     byte_span,
