@@ -1,4 +1,4 @@
-"""The C-level call path (native/loader.py, fast_call.cpp): built, cached, loaded, used, and the same
+"""The C-level call path (native/loader.py, binaries.py, fast_call.cpp): built, cached, loaded, used, and the same
 results and errors as the Python path it replaces on the hot path and in launches."""
 from __future__ import annotations
 
@@ -336,7 +336,7 @@ def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
     # A second process loads it from the disk cache: with the compiler made to fail, and no Python
     # headers to be found (only a build asks for them), it still loads.
     no_compiler = "cxx.CxxCompiler.compile = lambda *a, **k: (_ for _ in ()).throw(RuntimeError('compiled'))\n"
-    no_headers = "fast_call._python_headers = lambda: (_ for _ in ()).throw(OSError('no Python.h here'))\n"
+    no_headers = "fast_call.binaries.python_headers = lambda: (_ for _ in ()).throw(OSError('no Python.h here'))\n"
     second = _run(CHILD.replace("fast_call.wait(120)\n", no_compiler + no_headers + "fast_call.wait(120)\n"), env)
     assert second["status"] == second["torch_status"] == "loaded" and second["hot"] == "HotPlan"
     # Cleared caches keep it (it is no kernel); a corrupt entry is discarded and rebuilt.
@@ -350,8 +350,8 @@ def test_a_build_that_cannot_happen_leaves_the_python_path(tmp_path):
     """No Python.h, and the modules not in the cache: no builder process starts, and calls take the
     Python path (only a build asks for the headers: a load from the cache does not)."""
     script = CHILD.replace("fast_call.wait(120)\n",
-                           "fast_call._python_headers = lambda: (_ for _ in ()).throw(OSError('no Python.h here'))\n"
-                           "fast_call._start_builder = lambda name: (_ for _ in ()).throw(AssertionError('started'))\n"
+                           "fast_call.binaries.python_headers = lambda: (_ for _ in ()).throw(OSError('no Python.h here'))\n"
+                           "fast_call.binaries.start_builder = lambda name: (_ for _ in ()).throw(AssertionError('started'))\n"
                            "fast_call.wait(120)\n")
     found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: str(tmp_path / "modules")})
     assert found["status"] == "unavailable: no Python.h here" and found["hot"] == "NoneType"
