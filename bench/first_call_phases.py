@@ -39,7 +39,7 @@ gc.callbacks.append(on_collection)
 start = time.perf_counter()
 import jiter_magic
 imported = time.perf_counter()
-from jiter_magic import dispatch, loader
+from jiter_magic.runtime import dispatch, loader, plan
 from jiter_magic.native import loader as fast_call
 spent = {}
 
@@ -56,9 +56,9 @@ def timed(owner, name, label):
 timed(dispatch.Dispatcher, "describe", "describe")
 timed(loader.KernelLoader, "_build_now", "build")
 timed(loader.KernelLoader, "_loaded", "load")
-timed(fast_call, "start", "loading thread")
+timed(fast_call.NativeModule, "get", "C call path load")
 timed(dispatch, "resolve_call", "resolve")
-timed(dispatch.CallPlan, "launch", "launch")
+timed(plan.CallPlan, "launch", "launch")
 fn = jiter_magic.create_jit_fn(%r, alpha=1.0)
 created = time.perf_counter()
 fn(x, y)

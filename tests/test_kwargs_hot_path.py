@@ -13,7 +13,7 @@ import torch
 import jiter_magic
 from jiter_magic.errors import DTypeError, UnknownKwargError, UnsupportedArrayError
 from jiter_magic.native import loader as fast_call
-from jiter_magic.runtime.dispatch import KWARGS_LIMIT
+from jiter_magic.runtime.plan import KWARGS_LIMIT
 
 AXPY = "template <typename T> T kw_axpy(T x, T y, T alpha) { return -x + alpha * y; }"
 SCALE = "template <typename T> T kw_scale(T x, T a) { return x * a; }"
@@ -78,7 +78,7 @@ def test_signed_zeros_are_told_apart(general_path_calls):
     for _ in range(3):
         assert torch.signbit(f(x, a=0.0)).tolist() == [False, False, True]
         assert torch.signbit(f(x, a=-0.0)).tolist() == [True, True, False]
-    keyword_extras = f._dispatch._keyword_extras
+    keyword_extras = f._dispatch.keywords.for_hot_path
     assert keyword_extras({"a": 0.0}) == ([0.0], None, (("a", struct.pack("<d", 0.0)),))
     assert keyword_extras({"a": -0.0}) == ([-0.0], None, (("a", struct.pack("<d", -0.0)),))
     assert math.copysign(1.0, keyword_extras({"a": -0.0})[0][0]) == -1.0  # the value itself keeps its sign
@@ -96,9 +96,9 @@ def test_signed_zeros_are_told_apart(general_path_calls):
     def bits(*parts: float) -> tuple:
         return tuple(struct.pack("<d", p) for p in parts)
 
-    assert c._dispatch._keyword_extras({"a": complex(-0.0, 1)})[2] == (("a", bits(-0.0, 1.0)),)
-    assert c._dispatch._keyword_extras({"a": complex(2, 1)})[2] == (("a", complex(2, 1)),)
-    assert c._dispatch._keyword_extras({"a": complex(2, 0)})[2] == (("a", bits(2.0, 0.0)),)
+    assert c._dispatch.keywords.for_hot_path({"a": complex(-0.0, 1)})[2] == (("a", bits(-0.0, 1.0)),)
+    assert c._dispatch.keywords.for_hot_path({"a": complex(2, 1)})[2] == (("a", complex(2, 1)),)
+    assert c._dispatch.keywords.for_hot_path({"a": complex(2, 0)})[2] == (("a", bits(2.0, 0.0)),)
     xc = x.to(torch.complex64)
     references = {}
     for value in (complex(-0.0, 1), complex(0.0, 1)):  # each from a function that never saw the other
@@ -123,7 +123,7 @@ def test_nans_of_either_sign_keep_their_own_hot_paths_beside_a_zero():
         for b, sign in ((positive, False), (negative, True)):
             result = two(x, a=0.0, b=b)
             assert torch.isnan(result).all() and torch.signbit(result).tolist() == [sign, sign]
-    keys = {two._dispatch._keyword_extras({"a": 0.0, "b": b})[2] for b in (positive, negative)}
+    keys = {two._dispatch.keywords.for_hot_path({"a": 0.0, "b": b})[2] for b in (positive, negative)}
     assert len(keys) == 2
 
 def test_a_sweep_over_many_values_stays_correct_and_bounded(general_path_calls):
@@ -156,7 +156,7 @@ def test_values_off_the_hot_path_still_run_and_bad_ones_still_raise():
             f(x, a="2")
         assert f(x, a=float("nan")).isnan().all()
     assert f(x, a=2.0).tolist() == [2.0, 4.0]
-    keyword_extras = f._dispatch._keyword_extras
+    keyword_extras = f._dispatch.keywords.for_hot_path
     assert keyword_extras({"a": torch.tensor(3.0)}) is None and keyword_extras({"a": np.float32(0.5)}) is None
     assert keyword_extras({"b": 2.0}) is None and keyword_extras({"a": 1 << 63}) is None
     assert keyword_extras({"a": 2}) == ([2], ("int64",), (("a", 2),))

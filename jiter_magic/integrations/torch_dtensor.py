@@ -38,7 +38,7 @@ from torch.distributed.tensor.placement_types import Placement
 
 from jiter_magic.errors import BindError, DeviceError, InvalidArgumentError, ShapeError, UnsupportedArrayError
 from jiter_magic.planning.layout import broadcast_shape, broadcast_strides, contiguous_strides, dimension_order
-from jiter_magic.runtime.dispatch import check_kwarg_names
+from jiter_magic.runtime.keywords import check_kwarg_names
 
 Placements = tuple[Placement, ...]
 

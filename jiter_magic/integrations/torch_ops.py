@@ -32,7 +32,7 @@ from jiter_magic.planning import dtypes as dt
 from jiter_magic.planning.layout import ArrayDesc, plan_layout
 from jiter_magic.planning.resolve import result_dtype
 from jiter_magic.planning.values import scalar_value
-from jiter_magic.runtime.dispatch import check_kwarg_names
+from jiter_magic.runtime.keywords import check_kwarg_names
 
 NAMESPACE = "jiter_magic"
 _NAMES_BY_DIGEST: dict[str, str] = {}  # digest of what makes an operator -> its registered name

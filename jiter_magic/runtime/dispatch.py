@@ -1,146 +1,44 @@
 """Dispatch a call: describe its arguments into a key, find or make the plan, launch.
 
 The hot path (plain arrays of one library, no `out=`) asks the adapter for a fast key and
-finds a `CallPlan` with one dictionary lookup; then only pointers are packed. Keyword extras
-(`fn(x, y, alpha=2.0)`, as torch's jiterator is called) take it too where they are Python
-numbers (plans of other scalar kinds than the defaults' are kept under the kinds too); values
-seen twice get a hot path of their own, packed with them. `out=` calls of a library whose key
-covers the outputs (torch) take it keyed over inputs and outputs together.
-Any other call describes each argument (arrays of any library, Python numbers), checks
-devices and `out=`, and plans once per key: resolve dtypes, layout and kernel path, load
-the kernel, bind the output allocators and the launch geometry.
+finds a `CallPlan` (plan.py) with one dictionary lookup; then only pointers are packed. Keyword
+extras that are Python numbers take it too (keywords.py). `out=` calls of a library whose key
+covers the outputs (torch) take it keyed over inputs and outputs together. Any other call
+describes each argument (arrays of any library, Python numbers), checks devices and `out=`, and
+plans once per key: dtypes, layout and kernel path, the kernel, output allocators, geometry.
 """
 from __future__ import annotations
 
 import numbers
-import struct
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Any, cast
 
 from jiter_magic.arrays import BY_TYPE, adapter_for, coerce
 from jiter_magic.arrays.base import ArrayAdapter, Described, FastKey, Lifted, LiftingAdapter
 from jiter_magic.cache.memory import MemoryCache
-from jiter_magic.errors import BindError, DeviceError, DTypeError, InvalidArgumentError, UnknownKwargError
+from jiter_magic.errors import BindError, DeviceError, DTypeError, InvalidArgumentError
 from jiter_magic.kernels import path_of
-from jiter_magic.kernels.args import args_layout
-from jiter_magic.kernels.base import Grid
 from jiter_magic.kernels.specialize import resolve_call
 from jiter_magic.native import loader as fast_call
 from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.resolve import (
-    OverlapPair,
-    byte_span,
     check_output_overlap,
     check_overlap,
     output_overlap_pairs,
     overlap_pairs,
 )
-from jiter_magic.planning.spec import KernelSpec
-from jiter_magic.planning.values import INT64_RANGE, PY_SCALAR_KIND, flattener, scalar_kind, scalar_value
-from jiter_magic.runtime.loader import KernelLoader, Launcher
+from jiter_magic.planning.values import flattener, scalar_kind
+from jiter_magic.runtime.keywords import KeywordExtras
+from jiter_magic.runtime.loader import KernelLoader
+from jiter_magic.runtime.plan import CallPlan, reach_of
 
 PLAN_LIMIT = 4096  # plans kept a function (each key of a call: dtypes, shapes, strides, alignment)
-KWARGS_LIMIT = 64  # keyword values a plan keeps hot paths for
-_DOUBLE = struct.Struct("<d")  # a float keyword value's bits, where == cannot key it (zeros, NaNs)
 BACKENDS = ("auto", "cuda", "cpu")
-
-
-@dataclass(eq=False, slots=True)
-class CallPlan:
-    """Everything a call with a known key needs besides its pointers and scalar values; `hot` is
-    its hot path run from C (`heat`), where the C call path was loaded when the plan was made."""
-
-    spec: KernelSpec
-    numel: int
-    launcher: Launcher | None  # None when there is nothing to compute
-    geometry: tuple[int, ...]  # the path's loop geometry, packed after the values
-    grid: Grid
-    allocators: tuple[Callable[[], Any], ...]  # one per output
-    flatten: Callable | None  # None when extras pack as they are and no input is a scalar
-    stream: Callable[[int], int]  # the library's current raw stream on a device
-    pointer: Callable[[Any], int]  # an output's data pointer
-    device: int  # -1 for the host
-    overlap_pairs: tuple[OverlapPair, ...] = ()  # out= plans: pairs to check on every call
-    output_pairs: tuple = ()  # out= plans with several outputs: pairs of outputs to check
-    reach: tuple[int, ...] = ()  # bytes each array input reads from its pointer on (see `reach_of`)
-    out_reach: tuple[int, ...] = ()  # the same for out= arrays
-    # The adapter's storage check, where storages can shrink and the fast key does not check them.
-    room: Callable[[Any, tuple], None] | None = None
-    hot: Callable[[list], Any] | None = None  # input pointers -> the call's result(s), from C
-    # Whether hot paths in C may be made: the C call path was loaded when the plan was made, and the
-    # hot path has no storage room to check (a HotPlan checks none).
-    native: bool = False
-    heatable: bool = True  # whether `heat` is still to be tried
-    hot_with: dict[tuple, Callable[[list], Any] | None] | None = None  # keyword values -> their hot path
-    seen_with: set | None = None  # keyword values seen once (`heat_with`)
-
-    def heat(self, inputs: int, extras: list, returns_one: bool) -> None:
-        """Give the plan its hot path in C (backends/fast_call.py) where the kernel has a C launcher:
-        the Args struct is packed here once with the default extras, leaving only the pointers
-        (the struct's first fields, 8 bytes each) to write on each call."""
-        self.heatable = False
-        self.hot = self._hot_path(inputs, extras, returns_one)
-
-    def heat_with(self, key: tuple, inputs: int, extras: list, returns_one: bool) -> None:
-        """The same for calls with these keyword values, on their second sight (a sweep over
-        values builds none); a plan keeps at most KWARGS_LIMIT of them (None where there is none),
-        and remembers at most KWARGS_LIMIT values seen once."""
-        table = self.hot_with
-        if table is None:
-            table = self.hot_with = {}
-        seen = self.seen_with
-        if seen is None:
-            seen = self.seen_with = set()
-        if key not in seen:
-            if len(seen) >= KWARGS_LIMIT:  # values seen once long ago give way to new ones
-                seen.clear()
-            seen.add(key)
-        elif len(table) < KWARGS_LIMIT:
-            table[key] = self._hot_path(inputs, extras, returns_one)
-
-    def _hot_path(self, inputs: int, extras: list, returns_one: bool) -> Callable[[list], Any] | None:
-        native = getattr(self.launcher, "native", None)  # both launchers have one; `Launcher` types the call
-        kernel = native() if native is not None else None
-        core = fast_call.CORE.module
-        if kernel is None or core is None:
-            return None
-        layout = args_layout(self.spec, "cpu" if self.device < 0 else "cuda")
-        pointers = len(self.allocators) + inputs
-        if any(f.offset != 8 * k or f.format != "Q" for k, f in enumerate(layout.fields[:pointers])):
-            return None
-        tail = [self.numel, *extras] if self.flatten is None else list(self.flatten(self.numel, extras, ()))
-        packed = layout.packer.pack(*([0] * pointers), *tail, *self.geometry)
-        return core.HotPlan(kernel, self.launcher, packed, self.grid, inputs, self.allocators,
-                                        self.pointer, None if self.device < 0 else self.stream, self.device,
-                                        returns_one)
-
-    def launch(self, pointers: list, input_pointers: list, extras: list, items: list | tuple) -> None:
-        """Pack pointers, element count, extras and scalar inputs; launch on the current stream."""
-        assert self.launcher is not None
-        values = pointers + input_pointers
-        if self.flatten is None:
-            values.append(self.numel)
-            values += extras
-        else:
-            values += self.flatten(self.numel, extras, items)
-        self.launcher(values, self.geometry, self.grid, self.stream(self.device) if self.device >= 0 else 0)
 
 
 def where(device: int) -> str:
     """'the CPU' or 'cuda:N', as error messages and the notebook's lines name a device."""
     return "the CPU" if device < 0 else f"cuda:{device}"
-
-
-def _bits_of_floats(value: object) -> object:
-    """A keyword value as a hot path's key holds it where a zero or a NaN is about: a float, or
-    each part of a complex, as its 8 bytes (== tells neither -0.0 from 0.0 nor one NaN's sign
-    and payload from another's), anything else as itself."""
-    if type(value) is float:
-        return _DOUBLE.pack(value)
-    if type(value) is complex:
-        return _DOUBLE.pack(value.real), _DOUBLE.pack(value.imag)
-    return value
 
 
 class Dispatcher:
@@ -156,13 +54,8 @@ class Dispatcher:
         self.num_outputs = binding.num_outputs
         self.kwargs = kwargs
         self.returns_one = returns_one
-        self.default_extras = [kwargs[n] for n in binding.extra_names]
-        self.default_kinds = tuple(scalar_kind(v) for v in self.default_extras)
-        # Where a keyword's value goes among the extras, and the Python type its value must have
-        # for the hot path (None: a default that is no plain Python number).
-        self._extra_position = {name: at for at, name in enumerate(binding.extra_names)}
-        self._default_types = [type(v) if type(v) in PY_SCALAR_KIND else None for v in self.default_extras]
-        self._no_keywords: tuple[list, None, None] = (self.default_extras, None, None)  # `_keyword_extras` of {}
+        self.keywords = KeywordExtras(binding.extra_names, kwargs)
+        self.default_kinds = self.keywords.default_kinds
         self.plans: MemoryCache[CallPlan] = MemoryCache(PLAN_LIMIT)
         self.backend = "auto"
         self.backward: Any = None  # the jitted gradient (fn.def_backward), called by autograd
@@ -193,7 +86,7 @@ class Dispatcher:
                             f"got {len(args)}")
         fast, plan_key = None, None
         if out is None:
-            keyword = self._keyword_extras(kwargs) if kwargs else self._no_keywords
+            keyword = self.keywords.for_hot_path(kwargs) if kwargs else self.keywords.none_given
             if keyword is None:
                 return self._call(args, out, kwargs, None)
             extras, kinds, named = keyword
@@ -233,7 +126,7 @@ class Dispatcher:
         adapter = BY_TYPE.get(type(args[0]))
         if adapter is None or adapter.lifts or not adapter.keys_outputs or len(given) != self.num_outputs:
             return self._call(args, out, kwargs, None)
-        keyword = self._keyword_extras(kwargs) if kwargs else self._no_keywords
+        keyword = self.keywords.for_hot_path(kwargs) if kwargs else self.keywords.none_given
         if keyword is None:
             return self._call(args, out, kwargs, None)
         extras, kinds, _named = keyword
@@ -267,7 +160,7 @@ class Dispatcher:
         """The general path: any library, scalars, out= and kwargs; plans on a miss. With `fast`
         the plan is kept for the hot path too, under `plan_key` (the fast key with the extras'
         kinds where they are not the defaults', or an `out=` call's key), else under `fast[0]`."""
-        extras, kinds = self.extras(kwargs) if kwargs else (self.default_extras, self.default_kinds)
+        extras, kinds = self.keywords.of_call(kwargs) if kwargs else (self.keywords.defaults, self.default_kinds)
         try:
             items, parts, adapter, device = self.describe(args)
         except Lifted as lifted:
@@ -305,46 +198,6 @@ class Dispatcher:
             results = adapter.with_gradient(self.name, needing_grad, results, self.backward, args,
                                             {**self.kwargs, **kwargs})
         return results[0] if self.returns_one else tuple(results)
-
-    def _keyword_extras(self, kwargs: dict) -> tuple[list, tuple[str, ...] | None, tuple | None] | None:
-        """For a call whose keyword values are Python numbers: its extras, their kinds where they
-        differ from the defaults' (else None: the defaults' plans serve), and the key of a hot
-        path packed with these values (zeros and NaNs keyed by their bits: 0.0 == -0.0 would
-        hand one zero the other's packed value, and NaN != NaN would never find its own). None
-        for any other call: the general path checks, converts and plans it."""
-        extras = self.default_extras.copy()
-        position, types = self._extra_position, self._default_types
-        kinds: list[str] | None = None
-        by_bits = False
-        for name, value in kwargs.items():
-            at = position.get(name)
-            kind = type(value)
-            if at is None or kind not in PY_SCALAR_KIND:
-                return None
-            if kind is not types[at]:
-                if types[at] is None:  # a default of another type (a NumPy scalar): planned in general
-                    return None
-                if kinds is None:
-                    kinds = list(self.default_kinds)
-                kinds[at] = PY_SCALAR_KIND[kind]
-            if kind is int:
-                if not INT64_RANGE[0] <= cast(int, value) <= INT64_RANGE[1]:
-                    return None
-            elif kind is float:
-                by_bits = by_bits or value == 0 or value != value
-            elif kind is complex:
-                number = cast(complex, value)
-                by_bits = by_bits or number.real == 0 or number.imag == 0 or number != number
-            extras[at] = value
-        named = tuple((name, _bits_of_floats(v)) for name, v in kwargs.items()) if by_bits else tuple(kwargs.items())
-        return extras, None if kinds is None else tuple(kinds), named
-
-    def extras(self, kwargs: dict) -> tuple[list, tuple[str, ...]]:
-        """The extra arguments of a call with keyword overrides, and their scalar kinds."""
-        check_kwarg_names(kwargs, self.kwargs)
-        values = {**self.kwargs, **kwargs}
-        extras = [scalar_value(values[name], name) for name in self.extra_names]
-        return extras, tuple(scalar_kind(v) for v in extras)
 
     def describe(self, args: tuple, check_backend: bool = True) -> tuple[list, list, ArrayAdapter, int]:
         """Per input: the adapter's description, or the Python scalar itself; their key parts;
@@ -438,20 +291,6 @@ class Dispatcher:
             tuple(reach_of(a) for a in inputs), () if normal_outs is None else tuple(reach_of(o) for o in normal_outs),
             room, native=room is None and fast_call.CORE.module is not None,
         )
-
-
-def check_kwarg_names(given: dict, declared: dict) -> None:
-    """Refuse a keyword that names no extra argument, as torch's jiterator does (a KeyError)."""
-    for name in given:
-        if name not in declared:
-            raise UnknownKwargError(f"{name} is not declared in function definition (declared: {list(declared)})")
-
-
-def reach_of(a: ArrayDesc) -> int:
-    """Bytes a kernel reads from the array's pointer on (to the end of its last element); an
-    empty array reads nothing, so any room will do."""
-    span = byte_span(a)
-    return -(1 << 62) if span is None else span[1]
 
 
 def normalized(items: list, adapter: ArrayAdapter) -> list:

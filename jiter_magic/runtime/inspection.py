@@ -63,7 +63,7 @@ def example_spec(dispatcher: Dispatcher, args: tuple, backend: str, kwargs: dict
     """The spec a call on these example inputs would run on `backend`."""
     if len(args) != len(dispatcher.input_names):
         raise BindError(f"{dispatcher.name} takes {len(dispatcher.input_names)} input(s), got {len(args)}")
-    kinds = dispatcher.extras(kwargs)[1] if kwargs else dispatcher.default_kinds
+    kinds = dispatcher.keywords.of_call(kwargs)[1] if kwargs else dispatcher.default_kinds
     try:
         items, _parts, adapter, _device = dispatcher.describe(args, check_backend=False)
     except Lifted as lifted:
