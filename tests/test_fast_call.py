@@ -167,7 +167,7 @@ def test_c_objects_check_their_arguments():
         plan.hot([a.data_ptr()])
     with pytest.raises(TypeError):
         plan.hot((a.data_ptr(), a.data_ptr()))
-    native = plan.launcher.native()
+    native = plan.launcher.native
     with pytest.raises(TypeError, match=r"launch\(args: bytes, grid: tuple, stream: int\)"):
         native.launch("not bytes", (1, 1, 1), 0)
 

@@ -90,7 +90,7 @@ def test_a_thread_without_a_current_context_launches_in_the_kernels_own():
     def work() -> None:
         assert driver.cuCtxSetCurrent(None) == 0  # as in a thread no CUDA call has touched yet
         seen["before"] = _current_context()
-        plan.launcher.native().launch(packed, plan.grid, stream)
+        plan.launcher.native.launch(packed, plan.grid, stream)
         seen["after"] = _current_context()
         seen["results"] = [f(a, b) for _ in range(3)]
 
@@ -128,7 +128,7 @@ def test_a_launch_error_is_a_launch_error_and_the_next_call_works():
     _hot(f, a, a)
     key = f._dispatch._fast_keys[torch.Tensor]((a, a))
     plan = f._dispatch.plans.get(key[0])
-    native = plan.launcher.native()
+    native = plan.launcher.native
     packed = plan.launcher.pack(a.data_ptr(), a.data_ptr(), a.data_ptr(), 100, 1.0, *plan.geometry)
     with pytest.raises(LaunchError, match=r"gfc_axpy: cuLaunchKernel failed with CUDA_ERROR_INVALID_VALUE"):
         native.launch(packed, (0, 1, 1), torch.cuda.current_stream().cuda_stream)

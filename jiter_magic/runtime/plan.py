@@ -75,8 +75,7 @@ class CallPlan:
             table[key] = self._hot_path(inputs, extras, returns_one)
 
     def _hot_path(self, inputs: int, extras: list, returns_one: bool) -> Callable[[list], Any] | None:
-        native = getattr(self.launcher, "native", None)  # both launchers have one; `Launcher` types the call
-        kernel = native() if native is not None else None
+        kernel = getattr(self.launcher, "native", None)  # both launchers have one; `Launcher` types the call
         core = fast_call.CORE.module
         if kernel is None or core is None:
             return None

@@ -62,7 +62,7 @@ class CpuLauncher:
         # The C launcher where the C call path is loaded (it runs the kernel with the GIL released,
         # as ctypes does), else None: decided once, here.
         address = ctypes.cast(self.function, ctypes.c_void_p).value or 0
-        self._native: Any = fast_call.kernel(address, True, (1, 1, 1), 0,
+        self.native: Any = fast_call.kernel(address, True, (1, 1, 1), 0,
                                              functools.partial(fault_guard.raise_fault, name=name), name)
         # Unload the library once nothing holds this kernel any more (see loader.py), from a weakref
         # finalizer rather than __del__: Python runs __del__ before it clears the object's weak
@@ -70,12 +70,8 @@ class CpuLauncher:
         # still find the kernel in the loader's weak registry and run unmapped code.
         weakref.finalize(self, _unload, self.library._handle).atexit = False
 
-    def native(self) -> Any:
-        """The C launcher of this kernel, or None where the C call path is not loaded."""
-        return self._native
-
     def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
-        native = self._native
+        native = self.native
         if native is not None:
             native.launch(self.pack(*values, *geometry), grid, stream)
             return

@@ -67,7 +67,8 @@ class CudaLauncher:
         self.pack_into = packer.pack_into
         self.pack = packer.pack
         self.name = name
-        self._native: Any = fast_call.kernel(self.function, False, self.block, self.context, None, name)
+        # The C launcher (native/loader.py) where the C call path is loaded, else None: decided here.
+        self.native: Any = fast_call.kernel(self.function, False, self.block, self.context, None, name)
         self.buffer = ctypes.create_string_buffer(packer.size)
         self.params = (ctypes.c_void_p * 1)(ctypes.addressof(self.buffer))
         self.params_address = ctypes.addressof(self.params)
@@ -77,12 +78,8 @@ class CudaLauncher:
         # registry meanwhile (a __del__ would run before that); it also counts the unload for a trim.
         weakref.finalize(self, _unload, module, self.context).atexit = False
 
-    def native(self) -> Any:
-        """The C launcher of this kernel (native/loader.py), or None where that path is not loaded."""
-        return self._native
-
     def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
-        native = self._native
+        native = self.native
         if native is not None:
             native.launch(self.pack(*values, *geometry), grid, stream)
             return
