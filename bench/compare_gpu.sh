@@ -100,7 +100,7 @@ t0=$SECONDS
 limit=$(cap 100000 15)
 if (( limit >= 30 )); then
   (JITER_MAGIC_CACHE_DIR=$(mktemp -d -p "$WORK") PYTHONPATH=$REPO timeout -k 10 "$limit" \
-     python3 -m pytest tests/test_gpu.py -m gpu -q -p no:cacheprovider --junitxml="$OUT/gpu-junit.xml") \
+     python3 -m pytest tests/gpu/test_gpu.py -m gpu -q -p no:cacheprovider --junitxml="$OUT/gpu-junit.xml") \
      > "$OUT/gpu-tests.log" 2>&1
   tests_rc=$?
 else

@@ -26,7 +26,19 @@ import warnings
 
 import numpy as np
 import pytest
-from test_cache import (
+
+import jiter_magic
+import jiter_magic.cache.disk as cache_module
+import jiter_magic.compilers.cxx as cxx_module
+from jiter_magic import CacheWarning, create_jit_fn
+from jiter_magic.cache import entry as cache_entry
+from jiter_magic.cache.lock import KeyLock
+from jiter_magic.compilers.base import CompileResult
+from jiter_magic.errors import LaunchError
+from jiter_magic.kernels.render import render
+from jiter_magic.runtime.build import build, cache_key, discard
+
+from helpers import (
     REPO,
     SPEC,
     SPEC64,
@@ -39,17 +51,6 @@ from test_cache import (
     forget_loaded_kernels,
     load_cpu_backend_once,
 )
-
-import jiter_magic
-import jiter_magic.cache.disk as cache_module
-import jiter_magic.compilers.cxx as cxx_module
-from jiter_magic import CacheWarning, create_jit_fn
-from jiter_magic.cache import entry as cache_entry
-from jiter_magic.cache.lock import KeyLock
-from jiter_magic.compilers.base import CompileResult
-from jiter_magic.errors import LaunchError
-from jiter_magic.kernels.render import render
-from jiter_magic.runtime.build import build, cache_key, discard
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 OTHER_UID = 12345

@@ -21,7 +21,7 @@ from jiter_magic.compilers import cxx as cxx_module
 from jiter_magic.compilers import nvrtc as nvrtc_module
 from jiter_magic.compilers import toolchain_memo
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class Finder:

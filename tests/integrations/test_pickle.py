@@ -14,7 +14,7 @@ import numpy as np
 
 import jiter_magic
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AXPY = "template <typename T> T axpy(T x, T y, T alpha) { return alpha * x + y; }"
 SUMDIFF = "template <typename T> void sumdiff(T x, T a, T& s, T& d) { s = x + a; d = x - a; }"
 

@@ -20,7 +20,7 @@ from jiter_magic.native import loader as fast_call
 HAS_HEADERS = os.path.exists(os.path.join(sysconfig.get_paths().get("include") or "", "Python.h"))
 pytestmark = pytest.mark.skipif(not HAS_HEADERS, reason="Python.h is not installed, so the C call path cannot be "
                                                          "built here (the Python path runs)")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AXPY = "template <typename T> T fc_axpy(T x, T y, T alpha) { return -x + alpha * y; }"
 
 

@@ -8,10 +8,10 @@ import pytest
 
 widgets_lib = pytest.importorskip("ipywidgets")
 
-from test_cache import forget_loaded_kernels  # noqa: E402
-
 import jiter_magic  # noqa: E402
 from jiter_magic.notebook import panel_html, widgets  # noqa: E402
+
+from helpers import forget_loaded_kernels  # noqa: E402
 
 AXPBY = "template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }"
 SINCOS = "template <typename T> void sincos2(T x, T& s, T& c) { s = ::sin(x); c = ::cos(x); }"
@@ -226,7 +226,7 @@ def test_static_html_carries_the_generated_kernel_and_logs_which_nbval_leaves_ou
     assert "#0 cpu: (float32, float32) -&gt; (float32) compute float32, contiguous vec1, int64 index: no warnings" \
         in block
     config = configparser.ConfigParser()
-    config.read(Path(__file__).resolve().parents[1] / "notebooks" / "nbval_sanitize.cfg")
+    config.read(Path(__file__).resolve().parents[2] / "notebooks" / "nbval_sanitize.cfg")
     section = next(s for s in config.sections() if s.startswith("the static panel's generated kernel"))
     sanitized = re.sub(config[section]["regex"], config[section]["replace"], markup)
     assert sanitized == markup[:markup.index('<details class="jiter-magic-generated">')] + "GENERATED</div>"

@@ -58,7 +58,7 @@ from jiter_magic import (
 from jiter_magic import create_jit_fn as jit
 from jiter_magic import create_multi_output_jit_fn as jit_multi
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TAG = uuid.uuid4().hex[:8]  # names that no earlier process or test module compiled
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 

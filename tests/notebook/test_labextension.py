@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-SOURCE = Path(__file__).resolve().parents[1] / "jiter_magic" / "labextension"
+SOURCE = Path(__file__).resolve().parents[2] / "jiter_magic" / "labextension"
 BUILT = SOURCE / "built"
 
 

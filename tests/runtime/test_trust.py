@@ -142,7 +142,7 @@ def test_a_storage_freed_under_a_view_is_refused_on_the_hot_path_too():
 
 def test_a_storage_shrunk_under_a_view_is_refused_when_planned_and_on_every_call():
     """Each general call compares each tensor's room (pointer to storage end) with what the plan reads,
-    and the hot path's key refuses a view past its storage (the Python hot path: tests/test_fast_call.py)."""
+    and the hot path's key refuses a view past its storage (the Python hot path: tests/runtime/test_fast_call.py)."""
     live, other = torch.ones(1000), torch.ones(1000)
     for _ in range(2):
         torch.testing.assert_close(ADD(live, other), 2 * live)  # planned, then the hot path
@@ -164,7 +164,7 @@ def test_a_storage_shrunk_under_a_view_is_refused_when_planned_and_on_every_call
 
 def test_fake_tensors_go_through_the_operator_and_are_never_read():
     """A FakeTensor has no memory: its call is the function's torch operator, whose fake
-    implementation only allocates the result (tests/test_torch_compile.py checks it fully)."""
+    implementation only allocates the result (tests/integrations/test_torch_compile.py checks it fully)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode() as mode:
@@ -178,7 +178,7 @@ def test_fake_tensors_go_through_the_operator_and_are_never_read():
 
 def test_a_dtensor_runs_on_its_local_shard_and_is_never_read_through_its_pointer(tmp_path):
     """A DTensor's data pointer covers one rank's shard: the call runs on `to_local()` shards
-    (arrays/torch_dtensor.py; tests/test_dtensor.py covers placements on two ranks)."""
+    (arrays/torch_dtensor.py; tests/integrations/test_dtensor.py covers placements on two ranks)."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Shard, distribute_tensor
