@@ -243,6 +243,7 @@ def test_the_named_tuple_stand_in_behaves_as_typings():
     assert (extended.path, extended.ndim, extended.twice(), Extended.extra) == ("rows", 3, 6, 0)
 
 
+@pytest.mark.slow
 def test_importing_the_package_compiles_no_source():
     """A new process's first result pays for every `compile`/`exec` of generated source at import
     (0.06-0.2 ms each): records, the NamedTuple stand-in and their users compile none (an audit hook

@@ -549,6 +549,7 @@ def _run_fresh_process(root) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_fresh_process_hits_the_disk_cache(tmp_path):
     root = tmp_path / "shared_cache"
     first = _run_fresh_process(root)

@@ -322,6 +322,7 @@ def test_an_entry_larger_than_the_bound_is_kept_alone(fresh_cache, monkeypatch):
     assert counters()["entries"] == 1
 
 
+@pytest.mark.slow
 def test_eviction_end_to_end(fresh_cache, monkeypatch):
     load_cpu_backend_once()
     monkeypatch.setenv("JITER_MAGIC_CACHE_MAX_BYTES", "40K")  # two host kernels fit, not three
@@ -444,6 +445,7 @@ def test_discard_with_the_disk_cache_off(fresh_cache, monkeypatch):
     assert recorded(discard, spec, "whatever") == (False, [])
 
 
+@pytest.mark.slow
 def test_unloadable_entry_is_discarded_and_rebuilt_end_to_end(fresh_cache):
     """The loader's recovery: a 'disk' specialization whose binary does not load is discarded and
     built again, which compiles a loadable one."""
@@ -528,6 +530,7 @@ def test_killed_lock_holder_does_not_block(fresh_cache, monkeypatch):
     assert not os.path.exists(path) and os.path.isfile(spec.cache_file)
 
 
+@pytest.mark.slow
 def test_lock_timeout_falls_back_to_compiling(fresh_cache, monkeypatch):
     monkeypatch.setenv("JITER_MAGIC_CACHE_LOCK_TIMEOUT", "1.5")
     compiler = FakeCompiler()
@@ -578,6 +581,7 @@ RACE_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_eight_processes_compile_once(tmp_path):
     root, go = tmp_path / "cold_cache", tmp_path / "go"
     code = f"template <typename T> T race_{uuid.uuid4().hex[:8]}(T x, T y) {{ return x * y - T(7); }}"

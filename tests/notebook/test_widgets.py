@@ -54,6 +54,7 @@ def test_kernel_tab_shows_the_generated_source_of_the_chosen_specialization(fn):
     assert re.search(rf">\s*{start + 1}</span>", body)  # numbers are padded to the widest one
 
 
+@pytest.mark.slow
 def test_panel_follows_new_specializations(fn):
     p = widgets.panel(fn)
     out = fn(np.arange(4.0), np.ones(4))  # float64: a second specialization, compiled now
@@ -73,6 +74,7 @@ def test_panel_follows_new_specializations(fn):
     assert p.source.value == widgets.kernel_html(fn.specializations[0].source, "cpu")
 
 
+@pytest.mark.slow
 def test_cache_tab_tells_a_disk_hit_from_a_compile(fn):
     forget_loaded_kernels()
     again = jiter_magic.create_jit_fn(AXPBY, alpha=2.0, beta=0.5)
@@ -102,6 +104,7 @@ def test_counted_nouns():
     assert widgets.counted(1, "compile") == "1 compile"
 
 
+@pytest.mark.slow
 def test_each_display_gets_its_own_panel_and_all_follow_the_function(fn):
     first, second = widgets.panel(fn), widgets.panel(fn)
     assert first is not second and first.widget.model_id != second.widget.model_id
@@ -138,6 +141,7 @@ def test_a_function_never_compiled_shows_an_empty_kernel_tab(fresh_cache):
     p.close()
 
 
+@pytest.mark.slow
 def test_static_forms_are_stable_between_a_compile_and_a_disk_hit(fn, fresh_cache):
     forget_loaded_kernels()
     again = jiter_magic.create_jit_fn(AXPBY, alpha=2.0, beta=0.5)
@@ -180,6 +184,7 @@ def test_mimebundle_with_a_widget_frontend_carries_the_panel(fn, monkeypatch):
     assert widgets.WIDGET_VIEW not in fn._repr_mimebundle_()
 
 
+@pytest.mark.slow
 def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
     p = widgets.panel(fn)
     assert p.view.options == ("generated source", "PTX (CUDA)", "SASS (CUDA)", "assembly (CPU)")
@@ -199,6 +204,7 @@ def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
                                                         p.source.value)
 
 
+@pytest.mark.slow
 def test_header_says_compiling_while_a_call_builds(fn):
     p = widgets.panel(fn)
     seen: list[str] = []

@@ -218,12 +218,14 @@ print(json.dumps({"status": fast_call.status(), "torch_status": fast_call.torch_
 """
 
 
+@pytest.mark.slow
 def test_turned_off_the_python_path_gives_the_same_results(tmp_path):
     found = _run(CHILD, {"JITER_MAGIC_FAST_CALL": "0", "JITER_MAGIC_CACHE_DIR": str(tmp_path)})
     assert found["status"] == "off" and found["hot"] == "NoneType"
     assert found["values"] == [v * v + 1.0 for v in range(6)]
 
 
+@pytest.mark.slow
 def test_a_loading_thread_that_cannot_start_leaves_the_python_path(tmp_path):
     """Where no thread can be started (the interpreter finalizing, a thread limit: made to fail
     here), the call still returns its result on the Python path, and the status says why."""
@@ -239,6 +241,7 @@ fast_call.start_new_thread = no_thread
         "unavailable: the loading thread could not start: can't start new thread"
 
 
+@pytest.mark.slow
 def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
     env = {"JITER_MAGIC_CACHE_DIR": str(tmp_path)}
     first = _run(CHILD, env)
@@ -260,6 +263,7 @@ def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
     assert len(list((tmp_path / fast_call.NAMESPACE).rglob("*.bin"))) == 2
 
 
+@pytest.mark.slow
 def test_a_new_process_loads_both_modules_after_its_first_result(tmp_path):
     """With both modules in the disk cache, a thread loads them once the first call has returned:
     a load (a dlopen, the torch module's against libtorch) holds the interpreter for milliseconds,
@@ -302,6 +306,7 @@ def _forked_child_report(script: str, tmp_path) -> dict:
     return json.loads(next(line for line in lines if line.startswith("child "))[len("child "):])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_before_the_modules_load_loads_them_itself(tmp_path):
     """A child forked between the first result and the modules' load (held back here) has none of
@@ -329,6 +334,7 @@ if child == 0:
     assert found["values"] == [v * v + 1.0 for v in range(6)]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_while_the_loading_thread_runs_on_counts_it_finished(tmp_path):
     """A child forked after both modules loaded but before the parent's loading thread returned
@@ -363,6 +369,7 @@ if child == 0:
     assert found["hot"] == "HotPlan" and found["values"] == [v * v + 1.0 for v in range(6)]
 
 
+@pytest.mark.slow
 def test_the_loading_thread_counts_as_running_as_soon_as_it_is_started(tmp_path):
     """The new thread may run before `start_new_thread` returns: from then on no other thread may
     see the load settled (a function made then would never hear of it, and `wait` not wait)."""
@@ -403,6 +410,7 @@ def _assert_the_child_loaded_and_heated(found: dict) -> None:
     assert found["values"] == [v * v + 1.0 for v in range(6)]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_before_a_load_is_announced_announces_it(tmp_path):
     """A child forked after the torch module was put in place but before the parent's thread
@@ -434,6 +442,7 @@ assert fast_call.torch_status() == "loaded"
     _assert_the_child_loaded_and_heated(_forked_child_report(script, tmp_path))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_with_a_module_in_place_but_not_marked_loaded_counts_it_loaded(tmp_path):
     """A child forked after the core module was put in place but before it was marked loaded
@@ -456,6 +465,7 @@ assert fast_call.status() == "building" and fast_call.module is not None
     _assert_the_child_loaded_and_heated(_forked_child_report(script, tmp_path))
 
 
+@pytest.mark.slow
 def test_torch_imported_after_the_first_load_still_gets_its_module(tmp_path):
     """A process that used jiter_magic (NumPy arrays) before it imported torch: the loading thread
     has finished without the torch module; torch's adapter, once made, loads it, and calls of
@@ -510,6 +520,7 @@ print(sorted(os.listdir(os.environ["TMPDIR"])))
     assert [p.name for p in folder.iterdir() if p.name.startswith("jiter_magic-jm_")] == []
 
 
+@pytest.mark.slow
 def test_waiting_for_the_modules_does_not_wait_for_a_first_result(tmp_path):
     """`fast_call.wait()` in a process that has launched nothing loads both modules at once (with
     the load's own wait for a first result made longer than the child's time limit)."""
@@ -550,6 +561,7 @@ def test_a_key_bound_while_a_module_loads_is_bound_again(monkeypatch, route):
     assert torch.Tensor in f._dispatch._fast_keys  # bound for good once nothing loads meanwhile
 
 
+@pytest.mark.slow
 def test_a_build_that_cannot_happen_leaves_the_python_path(tmp_path):
     """No Python.h, and the modules not in the cache: no builder process starts, and calls take the
     Python path (only a build asks for the headers: a load from the cache does not)."""
@@ -575,6 +587,7 @@ def test_a_failed_build_reports_its_reason_in_one_line(tmp_path):
     assert "needs a C++ compiler" in done.stderr and "no-such-compiler" in done.stderr
 
 
+@pytest.mark.slow
 def test_the_modules_can_live_in_a_cache_directory_of_their_own(tmp_path):
     shared = os.environ[fast_call.DIR_VARIABLE]  # set by conftest: this session's cache, where they are built
     no_compiler = "cxx.CxxCompiler.compile = lambda *a, **k: (_ for _ in ()).throw(RuntimeError('compiled'))\n"

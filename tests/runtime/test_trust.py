@@ -34,6 +34,7 @@ def test_single_output_of_the_multi_output_form_is_the_tensor_itself():
     torch.testing.assert_close(out, 3 * x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("default", [torch.float64, torch.float32])
 def test_python_floats_follow_torchs_default_dtype(default):
     previous = torch.get_default_dtype()
@@ -50,6 +51,7 @@ def test_python_floats_follow_torchs_default_dtype(default):
     assert ADD(torch.arange(2), 0.5).dtype == (torch.ones(1, dtype=torch.int64) + 0.5).dtype
 
 
+@pytest.mark.slow
 def test_python_integers_wrap_as_torch_does_and_overflow_beyond_64_bits():
     small = torch.ones(3, dtype=torch.int8)
     torch.testing.assert_close(ADD(small, 300), small + 300)  # both wrap to 45

@@ -202,6 +202,7 @@ def test_a_result_is_frozen():
         r.gbps = 1.0  # type: ignore[misc]
 
 
+@pytest.mark.slow
 def test_sweep_runs_each_size_and_plots_gbps_against_bytes_with_the_copy_ceiling():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
