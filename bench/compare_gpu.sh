@@ -107,7 +107,7 @@ if [ "${COMPARE_TESTS:-1}" = 0 ]; then
   echo "the GPU tests were not run (COMPARE_TESTS=0)" > "$OUT/gpu-tests.log"
 elif (( limit >= 30 )); then
   (JITER_MAGIC_CACHE_DIR=$(mktemp -d -p "$WORK") PYTHONPATH=$REPO timeout -k 10 "$limit" \
-     python3 -m pytest tests/test_gpu.py -m gpu -q -p no:cacheprovider --junitxml="$OUT/gpu-junit.xml") \
+     python3 -m pytest tests/gpu/test_gpu.py -m gpu -q -p no:cacheprovider --junitxml="$OUT/gpu-junit.xml") \
      > "$OUT/gpu-tests.log" 2>&1
   tests_rc=$?
 else

@@ -23,15 +23,16 @@ what=${1:-all}
 } 2>&1 | tee "$OUT/env.txt"
 status=0
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  carried "dask, distributed" "dask[array]" distributed  # tests/test_dask.py's CuPy chunks
-  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py \
-    tests/test_gpu_fast_call.py tests/test_torch_compile.py tests/test_dask.py tests/test_dtensor.py \
+  carried "dask, distributed" "dask[array]" distributed  # tests/integrations/test_dask.py's CuPy chunks
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_gpu.py \
+    tests/gpu/test_gpu_fast_call.py tests/integrations/test_torch_compile.py tests/integrations/test_dask.py \
+    tests/integrations/test_dtensor.py \
     --junitxml="$OUT/gpu-junit.xml" 2>&1 | tee "$OUT/gpu-tests.log" | tail -n 60
   status=${PIPESTATUS[0]}
   # The same parity tests on the Python call path (the C one turned off), which runs wherever the C
   # call path cannot be built.
   JITER_MAGIC_FAST_CALL=0 JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest -m gpu -q -p no:cacheprovider \
-    tests/test_gpu.py --junitxml="$OUT/gpu-junit-python-path.xml" 2>&1 | tee "$OUT/gpu-tests-python-path.log" | tail -n 5
+    tests/gpu/test_gpu.py --junitxml="$OUT/gpu-junit-python-path.xml" 2>&1 | tee "$OUT/gpu-tests-python-path.log" | tail -n 5
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if [ "$what" = notebooks ] || [ "$what" = all ]; then
@@ -46,7 +47,7 @@ if [ "$what" = notebooks ] || [ "$what" = all ]; then
   done
 fi
 if [ "$what" = two-gpus ]; then
-  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_dtensor.py \
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest -m gpu -q -p no:cacheprovider tests/integrations/test_dtensor.py \
     --junitxml="$OUT/two-gpus-junit.xml" 2>&1 | tee "$OUT/two-gpus-tests.log" | tail -n 30
   status=${PIPESTATUS[0]}
   carried "nbclient, ipykernel, ipywidgets, matplotlib, dask, distributed" nbclient ipykernel ipywidgets \

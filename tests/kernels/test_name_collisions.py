@@ -11,6 +11,7 @@ NAMES = ["k", "a", "n", "i", "u", "j", "r", "it", "rem", "idx", "row", "args", "
          "index_t", "Args", "tile0", "out_offset", "start"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_entry_and_helper_names_do_not_collide_on_cpu(name):
     code = (f"template <typename T> T {name}_helper(T v) {{ return v * 2; }}\n"
@@ -41,6 +42,7 @@ def _macro_code(macro: str) -> str:
             "template <typename T> T macro_kernel(T x_, T y_, T alpha) { return x_ * alpha + y_; }")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("macro", MACROS)
 def test_user_macros_named_like_generated_names_compile_and_run_on_cpu(macro):
     fn = jiter_magic.create_jit_fn(_macro_code(macro), alpha=2.0)
@@ -65,6 +67,7 @@ def _cuda_sources(fn) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("macro", MACROS)
 def test_user_macros_named_like_generated_names_compile_with_nvrtc(macro):
     fn = jiter_magic.create_jit_fn(_macro_code(macro), alpha=2.0)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import sysconfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_the_main_job_runs_the_seed_examples_and_reports_the_cache(tmp_path):

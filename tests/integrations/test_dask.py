@@ -62,6 +62,7 @@ def grid(shape=(6, 8), dtype="float64", start=0):
     return numpy.arange(start, start + numpy.prod(shape)).reshape(shape).astype(dtype)
 
 
+@pytest.mark.slow
 def test_same_chunks(compute, axpy):
     x = da.from_array(grid(), chunks=(3, 4))
     y = da.from_array(grid(start=100) / 7, chunks=(3, 4))
@@ -105,6 +106,7 @@ def test_broadcasts_a_column(compute, axpy):
     assert_same(values[1], eager(axpy, column, row, a=3.0))
 
 
+@pytest.mark.slow
 def test_python_scalar_and_keyword_extra(compute, axpy):
     x = da.from_array(grid(dtype="float32"), chunks=(3, 4))
     lazy = axpy(x, 2.5, a=3.0)
@@ -123,6 +125,7 @@ def test_numpy_array_mixed_in(compute, axpy):
     assert_same(values[1], eager(axpy, y, x, a=0.5))
 
 
+@pytest.mark.slow
 def test_int_and_float_promote(compute, axpy):
     ints = da.from_array(grid(dtype="int32"), chunks=(3, 4))
     floats = da.from_array(grid(dtype="float32", start=1) / 3, chunks=(3, 4))
@@ -242,6 +245,7 @@ def test_called_again_with_a_dask_array_first(axpy):
     assert_same(again.compute(scheduler="threads"), eager(axpy, x, x))
 
 
+@pytest.mark.slow
 def test_threads_share_one_function():
     """The threaded scheduler calls one function from many threads at once, the first calls of
     each dtype racing to plan and compile."""

@@ -27,19 +27,6 @@ import warnings
 
 import numpy as np
 import pytest
-from test_cache import (
-    REPO,
-    SPEC,
-    SPEC64,
-    FakeCompiler,
-    all_files,
-    binding,
-    cache_warnings,
-    counters,
-    delta,
-    forget_loaded_kernels,
-    load_cpu_backend_once,
-)
 
 import jiter_magic
 import jiter_magic.cache.disk as cache_module
@@ -52,6 +39,20 @@ from jiter_magic.compilers.base import CompileResult
 from jiter_magic.errors import LaunchError
 from jiter_magic.kernels.render import render
 from jiter_magic.runtime.build import build, discard
+
+from helpers import (
+    REPO,
+    SPEC,
+    SPEC64,
+    FakeCompiler,
+    all_files,
+    binding,
+    cache_warnings,
+    counters,
+    delta,
+    forget_loaded_kernels,
+    load_cpu_backend_once,
+)
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 OTHER_UID = 12345
@@ -324,6 +325,7 @@ def test_an_entry_larger_than_the_bound_is_kept_alone(fresh_cache, monkeypatch):
     assert counters()["entries"] == 1
 
 
+@pytest.mark.slow
 def test_eviction_end_to_end(fresh_cache, monkeypatch):
     load_cpu_backend_once()
     monkeypatch.setenv("JITER_MAGIC_CACHE_MAX_BYTES", "40K")  # two host kernels fit, not three
@@ -446,6 +448,7 @@ def test_discard_with_the_disk_cache_off(fresh_cache, monkeypatch):
     assert recorded(discard, spec, "whatever") == (False, [])
 
 
+@pytest.mark.slow
 def test_unloadable_entry_is_discarded_and_rebuilt_end_to_end(fresh_cache):
     """The loader's recovery: a 'disk' specialization whose binary does not load is discarded and
     built again, which compiles a loadable one."""
@@ -608,6 +611,7 @@ def test_killed_lock_holder_does_not_block(fresh_cache, monkeypatch):
     assert not os.path.exists(path) and os.path.isfile(spec.cache_file)
 
 
+@pytest.mark.slow
 def test_lock_timeout_falls_back_to_compiling(fresh_cache, monkeypatch):
     monkeypatch.setenv("JITER_MAGIC_CACHE_LOCK_TIMEOUT", "1.5")
     compiler = FakeCompiler()
@@ -658,6 +662,7 @@ RACE_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_eight_processes_compile_once(tmp_path):
     root, go = tmp_path / "cold_cache", tmp_path / "go"
     code = f"template <typename T> T race_{uuid.uuid4().hex[:8]}(T x, T y) {{ return x * y - T(7); }}"

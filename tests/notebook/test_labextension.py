@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-SOURCE = Path(__file__).resolve().parents[1] / "jiter_magic" / "labextension"
+SOURCE = Path(__file__).resolve().parents[2] / "jiter_magic" / "labextension"
 BUILT = SOURCE / "built"
 
 
@@ -40,6 +40,7 @@ def test_the_bundle_is_a_small_federated_extension_sharing_jupyterlab():
     assert "const MAGIC = '%%jiterator';" in source and "const CPP_MIME = 'text/x-c++src';" in source
 
 
+@pytest.mark.slow
 def test_jupyterlab_finds_it_installed():
     pytest.importorskip("jupyterlab")
     shared = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "jiter-magic-highlight"

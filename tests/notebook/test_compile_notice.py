@@ -14,7 +14,7 @@ from jiter_magic.runtime import notice as compile_notice
 jupyter_client = pytest.importorskip("jupyter_client")
 pytest.importorskip("ipykernel")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AXPY = "template <typename T> T axpy(T x, T y, T a) { return a * x + y; }"
 
 

@@ -11,6 +11,7 @@ specializations (compiles) stays around 300 while the examples number over 2,000
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,6 +22,9 @@ try:
     from .reference import DTYPES, assert_matches, random_tensor, reference, result_type
 except ImportError:  # tests/ is not a package: pytest put it on sys.path
     from reference import DTYPES, assert_matches, random_tensor, reference, result_type
+
+# Hundreds of host compiles a test: the whole module is slow (the inner loop leaves it out).
+pytestmark = pytest.mark.slow
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

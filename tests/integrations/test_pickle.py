@@ -11,10 +11,11 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import jiter_magic
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AXPY = "template <typename T> T axpy(T x, T y, T alpha) { return alpha * x + y; }"
 SUMDIFF = "template <typename T> void sumdiff(T x, T a, T& s, T& d) { s = x + a; d = x - a; }"
 
@@ -68,6 +69,7 @@ def _call_in_worker(args):
     return fn(np.arange(float(n)), np.ones(n)).tolist(), os.getpid()
 
 
+@pytest.mark.slow
 def test_a_spawned_worker_pool_runs_it():
     fn = jiter_magic.create_jit_fn(AXPY, alpha=10.0)
     context = multiprocessing.get_context("spawn")

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from jiter_magic.runtime.loader import POOL_LIMIT
 
 SCRIPT = r"""
@@ -47,6 +49,7 @@ print(json.dumps({"start": start, "recreated": recreated, "before_distinct": one
 """
 
 
+@pytest.mark.slow
 def test_recreated_and_dropped_functions_leave_mappings_and_rss_flat(tmp_path):
     distinct = POOL_LIMIT + 16
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "JITER_MAGIC_CACHE_DIR": str(tmp_path),

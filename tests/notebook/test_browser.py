@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -192,6 +192,7 @@ def _run_all_cells(driver, url: str, token: str) -> None:
     assert driver.execute_async_script(RUN_ALL) == "ok"
 
 
+@pytest.mark.slow
 def test_panel_renders_in_jupyterlab(lab, browser):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -318,6 +319,7 @@ def _functor_box(driver):
          if e.is_displayed() and "T axpy(T x, T y, T alpha)" in e.get_attribute("textContent")), None))
 
 
+@pytest.mark.slow
 def test_panel_reads_well_in_every_theme_and_survives_save_and_reopen(lab, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait

@@ -126,6 +126,7 @@ def _matrix():
     return cases
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype, path, ndim, vec, index64, arch", _matrix())
 def test_axpy_every_dtype(dtype, path, ndim, vec, index64, arch):
     spec = axpy_spec(dtype, path, ndim, vec, index64)
@@ -409,6 +410,7 @@ def _ptxas_facts(source: str) -> tuple[int, int]:
     return int(registers.group(1)), sum(map(int, spills))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [d for d, pack in PACK_OF.items() if pack > 1])
 @pytest.mark.parametrize("batched", [False, True], ids=["2-d", "batched"])
 def test_packed_kernels_leave_room_for_two_blocks_an_sm(dtype, batched):
@@ -461,6 +463,7 @@ MIXED = [("float16", "float32"), ("int8", "float64"), ("bool", "complex64"), ("b
          ("uint8", "int8"), ("float32", "complex128")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 4), (STRIDED, 2, 1)], ids=["contiguous", "strided"])
 @pytest.mark.parametrize("a, b", MIXED, ids=[f"{a}+{b}" for a, b in MIXED])
@@ -508,6 +511,7 @@ OUTPUT_CASTS = [("float32", "float16"), ("float32", "bfloat16"), ("float32", "in
                 ("float64", "bfloat16")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 4), (STRIDED, 2, 1)], ids=["contiguous", "strided"])
 @pytest.mark.parametrize("compute, out", OUTPUT_CASTS, ids=[f"{c}->{o}" for c, o in OUTPUT_CASTS])
@@ -583,6 +587,7 @@ def test_extra_args_of_each_kind(compute, c_dtype, path, ndim, vec, arch):
     assert f"{DTYPES[c_dtype].ctype} jm_extra3;" in source
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", ["bool", "int64", "float64", "uint8", "float32"])
 @pytest.mark.parametrize("compute", ["float32", "int32", "bool"])
 def test_extra_arg_converted_to_compute_parameter(compute, extra):

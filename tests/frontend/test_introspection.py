@@ -64,6 +64,7 @@ def test_ipython_completes_the_keyword_extras_of_a_call():
         shell.user_ns.pop("xs")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text,expected", [
     ("%%jiterator my_kernel --", ["--backend", "--dtype", "--help", "--no-panel", "--outputs", "--quiet"]),
     ("%%jiterator my_kernel alpha=1.0 --b", ["--backend"]),
@@ -102,6 +103,7 @@ print(fn.warnings[0])
 """
 
 
+@pytest.mark.slow
 def test_compiler_warnings_are_kept_at_the_users_lines_also_from_the_disk_cache(tmp_path):
     env = {**os.environ, "JITER_MAGIC_CACHE_DIR": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
     runs = [subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=300)

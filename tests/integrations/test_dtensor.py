@@ -283,6 +283,7 @@ def gloo_failures(tmp_path_factory):
     return run_in_ranks(str(tmp_path_factory.mktemp("dtensor")), "gloo", list(CASES))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_two_cpu_ranks(gloo_failures, name):
     check_case(gloo_failures, name)

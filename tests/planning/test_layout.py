@@ -281,6 +281,7 @@ def zero_size1_strides(t: torch.Tensor) -> torch.Tensor:
     return t.as_strided(t.shape, [0 if n == 1 else s for n, s in zip(t.shape, t.stride())])
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_output_strides_match_torch_random(data):

@@ -69,6 +69,7 @@ def test_a_compiled_function_holds_each_jitted_call_as_one_operator_without_grap
     assert any(op.startswith("jiter_magic.mul_") for op in operators)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["same-shape", "broadcast-row", "outer", "transposed", "int-plus-float",
                                   "python-scalar", "kwarg-override", "int-only", "bool-and-float64"])
 def test_inductor_gives_what_eager_gives(case):
@@ -89,6 +90,7 @@ def test_inductor_gives_what_eager_gives(case):
     same(torch.compile(call, fullgraph=True)(), expected)
 
 
+@pytest.mark.slow
 def test_multi_output_and_out_under_compile():
     x = torch.randn(64)
     s, c = torch.compile(lambda t: SINCOS(t), fullgraph=True)(x)
@@ -117,6 +119,7 @@ LAYOUTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_the_fake_implementation_allocates_what_eager_returns(layout):
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -145,6 +148,7 @@ def test_the_fake_implementation_follows_the_default_dtype():
         torch.set_default_dtype(old)
 
 
+@pytest.mark.slow
 def test_gradients_under_compile_equal_the_eager_backward():
     def loss(x, y):
         s, c = SINCOS(x)
@@ -270,6 +274,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_a_compiled_backward_loaded_from_torchs_caches_finds_its_operator(tmp_path):
     """In a second process Inductor and AOTAutograd load the compiled backward from their caches
     without tracing it: the backward's operator must exist all the same."""

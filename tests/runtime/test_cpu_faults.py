@@ -28,6 +28,7 @@ def good_call_works() -> None:
     torch.testing.assert_close(DIVIDE(torch.arange(4.0), 2.0), torch.arange(4.0) / 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16])
 @pytest.mark.parametrize("size", [4, 100_003])  # serial, and split over OpenMP threads
 def test_integer_division_by_zero_raises_zero_division_error(dtype, size):

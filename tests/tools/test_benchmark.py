@@ -213,6 +213,7 @@ def test_a_result_is_a_dataclass_whose_samples_neither_show_nor_compare():
     assert hash(r) == hash(dataclasses.replace(r, samples=()))
 
 
+@pytest.mark.slow
 def test_sweep_runs_each_size_and_plots_gbps_against_bytes_with_the_copy_ceiling():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")

@@ -52,6 +52,7 @@ NUMPY_PAIRS = list(itertools.product(NUMPY_DTYPES, NUMPY_DTYPES))
 
 
 # ----------------------------------------------------------------------------- every dtype pair
+@pytest.mark.slow
 @pytest.mark.parametrize("dtypes", PAIRS, ids=pair_id)
 def test_all_dtype_contiguous(dtypes):
     g = gen(1)
@@ -64,6 +65,7 @@ def test_all_dtype_contiguous(dtypes):
     assert torch.equal(a, a_before) and torch.equal(b, b_before)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtypes", PAIRS, ids=pair_id)
 def test_all_dtype_noncontiguous(dtypes):
     g = gen(2)
@@ -83,6 +85,7 @@ def test_all_dtype_noncontiguous(dtypes):
     assert_matches(fused(e, f), reference(fused_ref, e, f, extras={"alpha": 2, "beta": -3}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtypes", NUMPY_PAIRS, ids=pair_id)
 def test_all_numpy_dtype_pairs(dtypes):
     g = gen(3)
@@ -103,6 +106,7 @@ def test_all_numpy_dtype_pairs(dtypes):
 fused_default = create_jit_fn(FUSED, alpha=1, beta=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=name)
 @pytest.mark.parametrize("alpha", [-1, 2.0, None])
 @pytest.mark.parametrize("beta", [3, -4.2, None])
@@ -122,6 +126,7 @@ def test_extra_args(dtype, alpha, beta):
     assert_matches(fused_default(a, b), reference(fused_ref, a, b, extras={"alpha": 1, "beta": 1}))
 
 
+@pytest.mark.slow
 def test_extra_args_integer_dtypes():
     g = gen(5)
     for dtype in (torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool, torch.complex64):
@@ -282,6 +287,7 @@ def test_seed_example_3_torch_library_cpu():
 
 
 # ----------------------------------------------------------------------------- arity
+@pytest.mark.slow
 @pytest.mark.parametrize("num_inputs", [1, 5, 8, 16])
 def test_various_num_inputs(num_inputs):
     g = gen(8)
@@ -500,6 +506,7 @@ def test_large_enough_for_threads():
 
 
 # ----------------------------------------------------------------------------- weak scalars
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.bool, torch.int8, torch.uint8, torch.int32, torch.float16,
                                    torch.bfloat16, torch.float64, torch.complex64], ids=name)
 @pytest.mark.parametrize("scalar", [True, 3, 2.5, 1 - 2j], ids=["bool", "int", "float", "complex"])
@@ -520,6 +527,7 @@ def test_weak_python_scalar(dtype, scalar):
     assert_matches(result, reference(xy_ref, scalar, t))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint8, np.int32, np.float16, np.float32, np.complex64])
 @pytest.mark.parametrize("scalar", [True, 3, 2.5, 1 - 2j], ids=["bool", "int", "float", "complex"])
 def test_weak_python_scalar_numpy(dtype, scalar):

@@ -20,7 +20,7 @@ from jiter_magic.native import loader as fast_call
 HAS_HEADERS = os.path.exists(os.path.join(sysconfig.get_paths().get("include") or "", "Python.h"))
 pytestmark = pytest.mark.skipif(not HAS_HEADERS, reason="Python.h is not installed, so the C call path cannot be "
                                                          "built here (the Python path runs)")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AXPY = "template <typename T> T fc_axpy(T x, T y, T alpha) { return -x + alpha * y; }"
 
 
@@ -218,12 +218,14 @@ print(json.dumps({"status": fast_call.status(), "torch_status": fast_call.torch_
 """
 
 
+@pytest.mark.slow
 def test_turned_off_the_python_path_gives_the_same_results(tmp_path):
     found = _run(CHILD, {"JITER_MAGIC_FAST_CALL": "0", "JITER_MAGIC_CACHE_DIR": str(tmp_path)})
     assert found["status"] == "off" and found["hot"] == "NoneType"
     assert found["values"] == [v * v + 1.0 for v in range(6)]
 
 
+@pytest.mark.slow
 def test_a_new_process_loads_both_modules_at_its_first_call(tmp_path):
     """With both modules in the disk cache, the first torch call loads them (the torch adapter asks
     for its module when it is made), so the first plan is already native: no waiting, no thread."""
@@ -256,6 +258,7 @@ print(json.dumps(found))
 """
 
 
+@pytest.mark.slow
 def test_a_module_not_on_disk_is_built_by_a_builder_process_and_the_call_keeps_the_python_path(tmp_path):
     """Nothing in the disk cache: the first call starts the builder and runs on the Python path;
     a plan keeps the launch it was made with, a plan made after the module loaded is native, and
@@ -270,6 +273,7 @@ def test_a_module_not_on_disk_is_built_by_a_builder_process_and_the_call_keeps_t
     assert second["status"] == "loaded" and second["hot"] == "HotPlan"
 
 
+@pytest.mark.slow
 def test_torch_imported_after_the_first_call_still_gets_its_module(tmp_path):
     """A process that used NumPy first: the torch adapter, made at its first torch call, loads the
     torch module then."""
@@ -317,6 +321,7 @@ print("parent", json.dumps({"child_exit": code}))
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.slow
 def test_a_child_forked_while_another_thread_holds_the_loaders_lock_loads_on_its_own(tmp_path):
     lines = _output_lines(FORK_CHILD, {"JITER_MAGIC_CACHE_DIR": str(tmp_path),
                                        fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
@@ -325,6 +330,7 @@ def test_a_child_forked_while_another_thread_holds_the_loaders_lock_loads_on_its
     assert child == {"status": "loaded", "hot": "HotPlan", "values": [v * v + 1.0 for v in range(6)]}
 
 
+@pytest.mark.slow
 def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
     env = {"JITER_MAGIC_CACHE_DIR": str(tmp_path)}
     first = _run(CHILD, env)
@@ -346,6 +352,7 @@ def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
     assert len(list((tmp_path / fast_call.NAMESPACE).rglob("*.bin"))) == 2
 
 
+@pytest.mark.slow
 def test_a_build_that_cannot_happen_leaves_the_python_path(tmp_path):
     """No Python.h, and the modules not in the cache: no builder process starts, and calls take the
     Python path (only a build asks for the headers: a load from the cache does not)."""
@@ -359,6 +366,7 @@ def test_a_build_that_cannot_happen_leaves_the_python_path(tmp_path):
     assert found["values"] == [v * v + 1.0 for v in range(6)]
 
 
+@pytest.mark.slow
 def test_a_failed_build_reports_its_reason_in_one_line(tmp_path):
     """The builder process prints why it failed, not a traceback: the asking process shows that
     line as the C call path's status."""
@@ -371,6 +379,7 @@ def test_a_failed_build_reports_its_reason_in_one_line(tmp_path):
     assert "needs a C++ compiler" in done.stderr and "no-such-compiler" in done.stderr
 
 
+@pytest.mark.slow
 def test_the_modules_can_live_in_a_cache_directory_of_their_own(tmp_path):
     shared = os.environ[fast_call.DIR_VARIABLE]  # set by conftest: this session's cache, where they are built
     no_compiler = "cxx.CxxCompiler.compile = lambda *a, **k: (_ for _ in ()).throw(RuntimeError('compiled'))\n"

@@ -21,7 +21,7 @@ from jiter_magic.compilers import cxx as cxx_module
 from jiter_magic.compilers import nvrtc as nvrtc_module
 from jiter_magic.compilers import toolchain_memo
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class Finder:
@@ -125,6 +125,7 @@ CPU_CALL = """
 """
 
 
+@pytest.mark.slow
 def test_a_new_processs_cpu_disk_hit_starts_no_compiler(tmp_path):
     cache = str(tmp_path / "cache")
     assert _child(CPU_CALL, cache) == "0 1"  # compiled, and the compiler's facts stored

@@ -8,11 +8,11 @@ import pytest
 
 widgets_lib = pytest.importorskip("ipywidgets")
 
-from test_cache import forget_loaded_kernels  # noqa: E402
-
 import jiter_magic  # noqa: E402
 from jiter_magic.kernels import describe  # noqa: E402
 from jiter_magic.notebook import panel_html, widgets  # noqa: E402
+
+from helpers import forget_loaded_kernels  # noqa: E402
 
 AXPBY = "template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }"
 SINCOS = "template <typename T> void sincos2(T x, T& s, T& c) { s = ::sin(x); c = ::cos(x); }"
@@ -55,6 +55,7 @@ def test_kernel_tab_shows_the_generated_source_of_the_chosen_specialization(fn):
     assert re.search(rf">\s*{start + 1}</span>", body)  # numbers are padded to the widest one
 
 
+@pytest.mark.slow
 def test_panel_follows_new_specializations(fn):
     p = widgets.panel(fn)
     out = fn(np.arange(4.0), np.ones(4))  # float64: a second specialization, compiled now
@@ -74,6 +75,7 @@ def test_panel_follows_new_specializations(fn):
     assert p.source.value == widgets.kernel_html(fn.specializations[0].source, "cpu")
 
 
+@pytest.mark.slow
 def test_cache_tab_tells_a_disk_hit_from_a_compile(fn):
     forget_loaded_kernels()
     again = jiter_magic.create_jit_fn(AXPBY, alpha=2.0, beta=0.5)
@@ -103,6 +105,7 @@ def test_counted_nouns():
     assert widgets.counted(1, "compile") == "1 compile"
 
 
+@pytest.mark.slow
 def test_each_display_gets_its_own_panel_and_all_follow_the_function(fn):
     first, second = widgets.panel(fn), widgets.panel(fn)
     assert first is not second and first.widget.model_id != second.widget.model_id
@@ -139,6 +142,7 @@ def test_a_function_never_compiled_shows_an_empty_kernel_tab(fresh_cache):
     p.close()
 
 
+@pytest.mark.slow
 def test_static_forms_are_stable_between_a_compile_and_a_disk_hit(fn, fresh_cache):
     forget_loaded_kernels()
     again = jiter_magic.create_jit_fn(AXPBY, alpha=2.0, beta=0.5)
@@ -181,6 +185,7 @@ def test_mimebundle_with_a_widget_frontend_carries_the_panel(fn, monkeypatch):
     assert widgets.WIDGET_VIEW not in fn._repr_mimebundle_()
 
 
+@pytest.mark.slow
 def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
     p = widgets.panel(fn)
     assert p.view.options == ("generated source", "PTX (CUDA)", "SASS (CUDA)", "assembly (CPU)")
@@ -200,6 +205,7 @@ def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
                                                         p.source.value)
 
 
+@pytest.mark.slow
 def test_header_says_compiling_while_a_call_builds(fn):
     p = widgets.panel(fn)
     seen: list[str] = []
@@ -227,7 +233,7 @@ def test_static_html_carries_the_generated_kernel_and_logs_which_nbval_leaves_ou
     assert "#0 cpu: (float32, float32) -&gt; (float32) compute float32, contiguous vec1, int64 index: no warnings" \
         in block
     config = configparser.ConfigParser()
-    config.read(Path(__file__).resolve().parents[1] / "notebooks" / "nbval_sanitize.cfg")
+    config.read(Path(__file__).resolve().parents[2] / "notebooks" / "nbval_sanitize.cfg")
     section = next(s for s in config.sections() if s.startswith("the static panel's generated kernel"))
     sanitized = re.sub(config[section]["regex"], config[section]["replace"], markup)
     assert sanitized == markup[:markup.index('<details class="jiter-magic-generated">')] + "GENERATED</div>"

@@ -34,6 +34,7 @@ def test_single_output_of_the_multi_output_form_is_the_tensor_itself():
     torch.testing.assert_close(out, 3 * x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("default", [torch.float64, torch.float32])
 def test_python_floats_follow_torchs_default_dtype(default):
     previous = torch.get_default_dtype()
@@ -50,6 +51,7 @@ def test_python_floats_follow_torchs_default_dtype(default):
     assert ADD(torch.arange(2), 0.5).dtype == (torch.ones(1, dtype=torch.int64) + 0.5).dtype
 
 
+@pytest.mark.slow
 def test_python_integers_wrap_as_torch_does_and_overflow_beyond_64_bits():
     small = torch.ones(3, dtype=torch.int8)
     torch.testing.assert_close(ADD(small, 300), small + 300)  # both wrap to 45
@@ -142,7 +144,7 @@ def test_a_storage_freed_under_a_view_is_refused_on_the_hot_path_too():
 
 def test_a_storage_shrunk_under_a_view_is_refused_when_planned_and_on_every_call():
     """Each general call compares each tensor's room (pointer to storage end) with what the plan reads,
-    and the hot path's key refuses a view past its storage (the Python hot path: tests/test_fast_call.py)."""
+    and the hot path's key refuses a view past its storage (the Python hot path: tests/runtime/test_fast_call.py)."""
     live, other = torch.ones(1000), torch.ones(1000)
     for _ in range(2):
         torch.testing.assert_close(ADD(live, other), 2 * live)  # planned, then the hot path
@@ -164,7 +166,7 @@ def test_a_storage_shrunk_under_a_view_is_refused_when_planned_and_on_every_call
 
 def test_fake_tensors_go_through_the_operator_and_are_never_read():
     """A FakeTensor has no memory: its call is the function's torch operator, whose fake
-    implementation only allocates the result (tests/test_torch_compile.py checks it fully)."""
+    implementation only allocates the result (tests/integrations/test_torch_compile.py checks it fully)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode() as mode:
@@ -178,7 +180,7 @@ def test_fake_tensors_go_through_the_operator_and_are_never_read():
 
 def test_a_dtensor_runs_on_its_local_shard_and_is_never_read_through_its_pointer(tmp_path):
     """A DTensor's data pointer covers one rank's shard: the call runs on `to_local()` shards
-    (arrays/torch_dtensor.py; tests/test_dtensor.py covers placements on two ranks)."""
+    (arrays/torch_dtensor.py; tests/integrations/test_dtensor.py covers placements on two ranks)."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Shard, distribute_tensor

@@ -59,7 +59,7 @@ from jiter_magic import (
 from jiter_magic import create_jit_fn as jit
 from jiter_magic import create_multi_output_jit_fn as jit_multi
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TAG = uuid.uuid4().hex[:8]  # names that no earlier process or test module compiled
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -385,6 +385,7 @@ CODE_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make,expect", CODE_CASES)
 def test_code_strings_and_creation_kwargs(make, expect):
     check(make, expect)
@@ -641,6 +642,7 @@ CALL_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make,expect", CALL_CASES)
 def test_call_arguments(make, expect):
     check(make, expect)
@@ -790,6 +792,7 @@ OUT_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make,expect", OUT_CASES)
 def test_out(make, expect):
     check(make, expect)
@@ -847,6 +850,7 @@ FAULT_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make,expect", FAULT_CASES)
 def test_faults_in_functors(make, expect):
     check(make, expect)
@@ -876,6 +880,7 @@ HOSTILE_IN_A_CHILD = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", HOSTILE_IN_A_CHILD)
 def test_hostile_code_does_not_end_the_process(code, tmp_path):
     """Run in a child process: the call must end in a JiterError (or the right values), and the process go on."""
@@ -1165,6 +1170,7 @@ CACHE_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", CACHE_CASES)
 def test_cache_states(scenario, tmp_path, monkeypatch):
     scenario(tmp_path, monkeypatch)
@@ -1193,6 +1199,7 @@ def run_threads(count: int, target: Callable[[int], None]) -> list[BaseException
     return errors
 
 
+@pytest.mark.slow
 def test_eight_threads_call_one_function_on_eight_dtypes_at_once():
     fn = jit(f"template <typename T> T conc_dtypes_{TAG}(T x, T y) {{ return x * y + T(1); }}")
     dtypes = [np.int8, np.uint8, np.int16, np.int32, np.int64, np.float32, np.float64, np.complex64]
@@ -1287,6 +1294,7 @@ def test_concurrent_cpp_exceptions_keep_their_own_messages():
     good_call_works()
 
 
+@pytest.mark.slow
 def test_clear_cache_from_another_thread_while_calls_run():
     fn = jit(f"template <typename T> T conc_clear_{TAG}(T x, T y) {{ return x * y + T(1); }}")
     x = np.arange(200_000, dtype=np.float64)
@@ -1325,6 +1333,7 @@ RACE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_eight_processes_on_one_cold_cache_compile_once(tmp_path):
     root, go = tmp_path / "cold", tmp_path / "go"
     code = f"template <typename T> T conc_processes_{uuid.uuid4().hex[:8]}(T x, T y) {{ return x * y - T(7); }}"

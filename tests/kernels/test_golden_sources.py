@@ -1,7 +1,7 @@
 """Golden sources: the generated kernel of one spec a path, pinned in checked-in files.
 
 Any change to code generation shows here as a diff of `tests/golden/`. After an intended
-change, regenerate them with `JITER_MAGIC_REGEN_GOLDEN=1 pytest tests/test_golden_sources.py`
+change, regenerate them with `JITER_MAGIC_REGEN_GOLDEN=1 pytest tests/kernels/test_golden_sources.py`
 and review the diff. A second check walks every generated kernel and requires each name it
 declares or uses (outside the user's code, member accesses and C++/CUDA built-ins) to carry
 the reserved `jm_` prefix, so no generated name can shadow or be broken by a user's.
@@ -20,7 +20,7 @@ from jiter_magic.frontend.parse import parse_functor
 from jiter_magic.kernels.render import render
 from jiter_magic.planning.spec import KernelSpec
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 REGENERATE = os.environ.get("JITER_MAGIC_REGEN_GOLDEN") == "1"
 
 AXPY = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
