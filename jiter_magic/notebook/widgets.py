@@ -19,6 +19,7 @@ from typing import Any
 
 import jiter_magic
 from jiter_magic import JitFunction, settings
+from jiter_magic.errors import where
 from jiter_magic.notebook.panel_html import (
     _cache_html,
     _kwargs_text,
@@ -30,7 +31,6 @@ from jiter_magic.notebook.panel_html import (
     static_html,
     static_text,
 )
-from jiter_magic.runtime.dispatch import where
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # JITER_MAGIC_PANEL=static forces the static form (e.g. when storing notebook outputs), =widget the panel.

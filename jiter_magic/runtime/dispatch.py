@@ -16,7 +16,7 @@ from typing import Any, cast
 from jiter_magic.arrays import BY_TYPE, adapter_for, coerce
 from jiter_magic.arrays.base import ArrayAdapter, Described, FastKey, Lifted, LiftingAdapter
 from jiter_magic.cache.memory import MemoryCache
-from jiter_magic.errors import BindError, DeviceError, DTypeError, InvalidArgumentError
+from jiter_magic.errors import BindError, DeviceError, DTypeError, InvalidArgumentError, where
 from jiter_magic.kernels import path_of
 from jiter_magic.kernels.specialize import resolve_call
 from jiter_magic.native import loader as fast_call
@@ -34,11 +34,6 @@ from jiter_magic.runtime.plan import CallPlan, reach_of
 
 PLAN_LIMIT = 4096  # plans kept a function (each key of a call: dtypes, shapes, strides, alignment)
 BACKENDS = ("auto", "cuda", "cpu")
-
-
-def where(device: int) -> str:
-    """'the CPU' or 'cuda:N', as error messages and the notebook's lines name a device."""
-    return "the CPU" if device < 0 else f"cuda:{device}"
 
 
 class Dispatcher:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from jiter_magic import settings
+from jiter_magic.errors import where
 from jiter_magic.planning.spec import KernelSpec
 
 NOTICE_ENV = settings.NOTICE_AFTER.name
@@ -52,7 +53,6 @@ class CompileNotice:
     """One build's notice: shown by a timer after the threshold, finished by the building thread."""
 
     def __init__(self, name: str, spec: KernelSpec, device: int, after: float) -> None:
-        from jiter_magic.runtime.dispatch import where  # not at import: dispatch imports the loader, which imports this
 
         self._what = f"{name} for {spec.dtypes_text()} on {where(device)}"
         self._started = time.perf_counter()

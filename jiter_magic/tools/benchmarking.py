@@ -26,8 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from jiter_magic.errors import ArgumentTypeError, BindError, DeviceError, InvalidArgumentError
-from jiter_magic.runtime.dispatch import where
+from jiter_magic.errors import ArgumentTypeError, BindError, DeviceError, InvalidArgumentError, where
 
 Call = Callable[[], Any]
 
