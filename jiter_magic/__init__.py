@@ -64,17 +64,18 @@ def create_multi_output_jit_fn(code_string: str, num_outputs: int, **kwargs: obj
 
 
 if TYPE_CHECKING:
-    from jiter_magic.tools.benchmarking import BenchmarkResult, SweepResult, benchmark, sweep
+    from jiter_magic.tools.benchmarking import benchmark, sweep
+    from jiter_magic.tools.results import BenchmarkResult, SweepResult
 
-_LAZY = {"benchmark", "sweep", "BenchmarkResult", "SweepResult"}  # from .benchmarking, the first time asked
+_LAZY = {"benchmark", "sweep", "BenchmarkResult", "SweepResult"}  # from tools/, the first time asked
 
 
 def __getattr__(name: str) -> Any:
     """The benchmarking names, imported when first asked for: a new process's first call needs none."""
     if name in _LAZY:
-        from jiter_magic.tools import benchmarking
+        from jiter_magic.tools import benchmarking, results
 
-        value = getattr(benchmarking, name)
+        value = getattr(results if name.endswith("Result") else benchmarking, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'jiter_magic' has no attribute {name!r}")

@@ -23,7 +23,7 @@ from jiter_magic.runtime.dispatch import Dispatcher
 from jiter_magic.runtime.loader import KernelLoader
 
 if TYPE_CHECKING:
-    from jiter_magic.tools.benchmarking import BenchmarkResult
+    from jiter_magic.tools.results import BenchmarkResult
 
 
 class JitFunction:

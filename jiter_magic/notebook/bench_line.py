@@ -14,7 +14,8 @@ from IPython.core.error import UsageError
 from IPython.utils.process import arg_split
 
 from jiter_magic import JitFunction
-from jiter_magic.tools.benchmarking import BenchmarkResult, benchmark
+from jiter_magic.tools.benchmarking import benchmark
+from jiter_magic.tools.results import BenchmarkResult
 
 
 def run_bench_line(line: str, parser: Any, namespace: dict[str, Any]) -> BenchmarkResult:

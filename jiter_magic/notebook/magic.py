@@ -14,8 +14,6 @@ import argparse
 import ast
 import keyword
 import math
-import warnings
-from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -25,15 +23,21 @@ from IPython.display import display
 from IPython.utils.process import arg_split
 
 import jiter_magic
-from jiter_magic import BindError, CompileError, DTypeError, JitFunction, ParseError, ToolchainError
-from jiter_magic.compilers.nvrtc import default_arch
+from jiter_magic import BindError, JitFunction, ParseError
 from jiter_magic.notebook.bench_line import run_bench_line
+from jiter_magic.notebook.cell_build import (
+    CELL_FIRST_LINE,
+    CellBindError,
+    CellOptions,
+    CellParseError,
+    _compile,
+    _create,
+    _in_the_cell,
+)
 from jiter_magic.notebook.completion import jiterator_matcher
 from jiter_magic.notebook.panel_html import human_size
 from jiter_magic.notebook.report import format_cache_stats, summary
-from jiter_magic.runtime import notice as compile_notice
-from jiter_magic.runtime.inspection import cuda_available
-from jiter_magic.tools.benchmarking import BenchmarkResult
+from jiter_magic.tools.results import BenchmarkResult
 
 # Names a value may use besides Python literals: floats that have no literal spelling.
 _SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "+inf": math.inf, "nan": math.nan}
@@ -58,19 +62,6 @@ def parse_literal(token: str) -> tuple[str, bool | int | float | complex]:
     return key, value
 
 
-@dataclass(frozen=True, slots=True)
-class CellOptions:
-    """The `%%jiterator` line, parsed."""
-
-    name: str
-    kwargs: dict[str, object]
-    outputs: int | None  # None: the single-output form
-    backend: str
-    dtypes: tuple[str, ...]  # one name (used for every input) or one per input; () means float32
-    panel: bool
-    quiet: bool = False  # no summary line after the cell
-
-
 def _dtype_list(text: str | None) -> tuple[str, ...]:
     if text is None:
         return ()
@@ -78,33 +69,6 @@ def _dtype_list(text: str | None) -> tuple[str, ...]:
     if not all(names):
         raise UsageError(f"--dtype {text!r}: expected a dtype name or a comma-separated list of them")
     return names
-
-
-class _ShortTraceback:
-    """Mixin: IPython renders the error as its message alone, without frames from inside jiter_magic."""
-
-    label = "Error"
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"\x1b[0;31m{self.label}\x1b[0m: {self}"]
-
-
-class CellCompileError(_ShortTraceback, CompileError):
-    """The cell's functor did not compile; the message is the compiler log at the cell's line numbers."""
-
-    label = "CompileError"
-
-
-class CellParseError(_ShortTraceback, ParseError):
-    label = "ParseError"
-
-
-class CellBindError(_ShortTraceback, BindError):
-    label = "BindError"
-
-
-class CellToolchainError(_ShortTraceback, ToolchainError):
-    label = "ToolchainError"
 
 
 @magics_class
@@ -268,62 +232,6 @@ def parse_cell_line(line: str) -> CellOptions:
         kwargs[key] = value
     return CellOptions(args.name, kwargs, args.outputs, args.backend, _dtype_list(args.dtype), args.panel,
                        args.quiet)
-
-
-# What stands for the magic line in the code string: its line 1, so that the cell's lines keep the
-# numbers the editor shows.
-CELL_FIRST_LINE = "\n"
-
-
-def _in_the_cell(message: str) -> str:
-    return message.replace("of the code string", "of the cell")
-
-
-def _create(cell: str, options: CellOptions) -> JitFunction:
-    try:
-        if options.outputs is None:
-            fn = jiter_magic.create_jit_fn(cell, **options.kwargs)
-        else:
-            fn = jiter_magic.create_multi_output_jit_fn(cell, options.outputs, **options.kwargs)
-    except ParseError as exc:
-        raise CellParseError(_in_the_cell(str(exc))) from None
-    except BindError as exc:
-        raise CellBindError(_in_the_cell(str(exc))) from None
-    fn.backend = options.backend
-    return fn
-
-
-def _compile(fn: JitFunction, options: CellOptions) -> None:
-    """Build the default specialization now; a failure fails the cell with the mapped compiler log."""
-    dtypes = options.dtypes
-    if len(dtypes) == 1:
-        dtypes = dtypes * fn.num_inputs
-    backend = None if options.backend == "auto" else options.backend
-    if backend == "cuda" and not cuda_available():
-        warnings.warn(f"%%jiterator {options.name} --backend cuda: no GPU found here, so the kernel is only compiled "
-                      f"(for {default_arch()}, to check it); calling {options.name} needs CUDA inputs on a GPU",
-                      RuntimeWarning, stacklevel=2)
-    try:
-        with compile_notice.silenced():  # the summary line after the cell says what was built
-            fn.compile(*dtypes, backend=backend)
-    except (DTypeError, BindError) as exc:
-        if not options.dtypes:
-            raise
-        raise UsageError(f"--dtype {','.join(options.dtypes)}: {exc}") from None
-    except ToolchainError as exc:
-        raise CellToolchainError(str(exc)) from None
-    except CompileError as exc:
-        if options.panel:  # the failed attempt, readable and kept in the saved notebook; the error follows
-            _show_failed(fn, options.name, exc.log, backend or ("cuda" if cuda_available() else "cpu"))
-        raise CellCompileError(str(exc), exc.log, exc.source) from None
-
-
-def _show_failed(fn: JitFunction, name: str, log: str, backend: str) -> None:
-    from jiter_magic.notebook.panel_html import failed_html  # pygments: imported when a panel is shown, not at load
-
-    display({"text/html": failed_html(name, fn.code, log, backend),
-             "text/plain": f"{name}: the functor did not compile (the error below gives the compiler's log)"},
-            raw=True)
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
