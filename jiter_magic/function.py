@@ -1,8 +1,8 @@
 """`JitFunction`: the callable returned by `create_jit_fn`, a facade over the call path.
 
-Parsing and binding happen once, here; a call goes to the `Dispatcher` (dispatch.py),
-kernels are built and loaded by the `KernelLoader` (loader.py), and inspection without a
-call lives in inspection.py.
+Parsing and binding happen once, here; a call goes to the `Dispatcher` (runtime/dispatch.py),
+kernels are built and loaded by the `KernelLoader` (runtime/loader.py), and inspection without a
+call lives in runtime/inspection.py.
 """
 from __future__ import annotations
 

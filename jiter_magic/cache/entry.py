@@ -1,5 +1,5 @@
-"""Cache settings, counters and the entry format: what the disk cache (cache.py) is configured by,
-reports into, and writes.
+"""The disk cache's counters, key and entry format: what the disk cache (disk.py) reports into,
+names entries by, and writes.
 
 An entry is MAGIC, a SHA-256 of the rest, then the namespace and the full key it was written
 for, the payload's length and the payload: a file copied from another key, cut short or

@@ -50,7 +50,6 @@ class Dispatcher:
         self.kwargs = kwargs
         self.returns_one = returns_one
         self.keywords = KeywordExtras(binding.extra_names, kwargs)
-        self.default_kinds = self.keywords.default_kinds
         self.plans: MemoryCache[CallPlan] = MemoryCache(PLAN_LIMIT)
         self.backend = "auto"
         self.backward: Any = None  # the jitted gradient (fn.def_backward), called by autograd
@@ -155,7 +154,8 @@ class Dispatcher:
         """The general path: any library, scalars, out= and kwargs; plans on a miss. With `fast`
         the plan is kept for the hot path too, under `plan_key` (the fast key with the extras'
         kinds where they are not the defaults', or an `out=` call's key), else under `fast[0]`."""
-        extras, kinds = self.keywords.of_call(kwargs) if kwargs else (self.keywords.defaults, self.default_kinds)
+        keywords = self.keywords
+        extras, kinds = keywords.of_call(kwargs) if kwargs else (keywords.defaults, keywords.default_kinds)
         try:
             items, parts, adapter, device = self.describe(args)
         except Lifted as lifted:

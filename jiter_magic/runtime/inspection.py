@@ -56,14 +56,14 @@ def named_spec(dispatcher: Dispatcher, dtypes: tuple, backend: str, path: str, n
     names = list(dtypes) or ["float32"] * count
     if len(names) != count:
         raise BindError(f"{dispatcher.name} takes {count} input(s), got {len(names)} dtypes")
-    return spec_for_dtypes(names, dispatcher.default_kinds, dispatcher.num_outputs, backend, path, ndim)
+    return spec_for_dtypes(names, dispatcher.keywords.default_kinds, dispatcher.num_outputs, backend, path, ndim)
 
 
 def example_spec(dispatcher: Dispatcher, args: tuple, backend: str, kwargs: dict) -> KernelSpec:
     """The spec a call on these example inputs would run on `backend`."""
     if len(args) != len(dispatcher.input_names):
         raise BindError(f"{dispatcher.name} takes {len(dispatcher.input_names)} input(s), got {len(args)}")
-    kinds = dispatcher.keywords.of_call(kwargs)[1] if kwargs else dispatcher.default_kinds
+    kinds = dispatcher.keywords.of_call(kwargs)[1] if kwargs else dispatcher.keywords.default_kinds
     try:
         items, _parts, adapter, _device = dispatcher.describe(args, check_backend=False)
     except Lifted as lifted:

@@ -51,7 +51,7 @@ class CallPlan:
     seen_with: set | None = None  # keyword values seen once (`heat_with`)
 
     def heat(self, inputs: int, extras: list, returns_one: bool) -> None:
-        """Give the plan its hot path in C (backends/fast_call.py) where the kernel has a C launcher:
+        """Give the plan its hot path in C (native/fast_call.cpp's HotPlan) where the kernel has a C launcher:
         the Args struct is packed here once with the default extras, leaving only the pointers
         (the struct's first fields, 8 bytes each) to write on each call."""
         self.heatable = False

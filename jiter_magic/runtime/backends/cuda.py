@@ -52,9 +52,10 @@ def _unload(module: int, context: int) -> None:
 
 
 class CudaLauncher:
-    """One loaded specialization on one device, loaded through the driver (cuda_driver.py). Launches
-    from C (fast_call.py) once that path is loaded, else packs the Args struct into a buffer it owns
-    and launches through the driver's cuLaunchKernel (ctypes)."""
+    """One loaded specialization on one device, loaded through the driver (cuda_driver.py).
+    Launches from C where the C call path was loaded when it was made (native/loader.py), else
+    packs the Args struct into a buffer it owns and launches through the driver's cuLaunchKernel
+    (ctypes)."""
 
     def __init__(self, binary: bytes, spec: KernelSpec, device: int, name: str = "kernel"):
         try:

@@ -3,7 +3,7 @@
 Importing CuPy costs a first call about 0.1 s, and a kernel found in the disk cache needs only
 the driver: the device's compute capability, its primary context, cuModuleLoadData and
 cuModuleGetFunction (and cuModuleUnload when no function holds the kernel any more), and
-cuLaunchKernel where the C call path (fast_call.py) is not loaded. NVRTC, the compile path, still
+cuLaunchKernel where the C call path (native/loader.py) is not loaded. NVRTC, the compile path, still
 comes from CuPy.
 """
 from __future__ import annotations
