@@ -256,10 +256,11 @@ def latency_cases() -> dict:
     return result
 
 
-# The C call path's loader in either layout: jiter_magic/native/ since 2026-12-03, backends/ before
-# (the same script times a baseline tree, see compare_gpu.sh).
-FAST_CALL_IMPORT = ("try:\n    from jiter_magic.native import loader as fast_call\n"
-                    "except ImportError:\n    from jiter_magic.backends import fast_call\n")
+# The C call path in any layout: native/call_path.py, native/loader.py before it, backends/ before
+# that (the same script times a baseline tree, see compare_gpu.sh).
+FAST_CALL_IMPORT = ("try:\n    from jiter_magic.native import call_path as fast_call\n"
+                    "except ImportError:\n    try:\n        from jiter_magic.native import loader as fast_call\n"
+                    "    except ImportError:\n        from jiter_magic.backends import fast_call\n")
 
 
 def _wait_for_fast_call() -> None:

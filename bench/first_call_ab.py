@@ -34,7 +34,7 @@ if device == "cuda":
     torch.cuda.synchronize()
 t2 = time.perf_counter()
 if sys.argv[2] == "warm":
-    from jiter_magic.native import loader as fast_call
+    from jiter_magic.native import call_path as fast_call
     fast_call.wait(600)
 print(1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * (t2 - t0))
 """

@@ -40,7 +40,7 @@ start = time.perf_counter()
 import jiter_magic
 imported = time.perf_counter()
 from jiter_magic.runtime import dispatch, loader, plan
-from jiter_magic.native import loader as fast_call
+from jiter_magic.native import call_path as fast_call
 spent = {}
 
 def timed(owner, name, label):

@@ -15,7 +15,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jiter_magic  # noqa: E402
-from jiter_magic.native import loader as fast_call  # noqa: E402
+from jiter_magic.native import call_path as fast_call  # noqa: E402
 
 AXPY = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
 

@@ -43,7 +43,7 @@ t3 = time.perf_counter()
 if profile:
     profiler.disable()
 if sys.argv[2] == "warm":
-    from jiter_magic.native import loader as fast_call
+    from jiter_magic.native import call_path as fast_call
     fast_call.wait(600)
 print(f"import {1e3 * (t1 - t0):.1f} ms, create {1e3 * (t2 - t1):.1f} ms, first call {1e3 * (t3 - t2):.1f} ms, "
       f"total {1e3 * (t3 - t0):.1f} ms; cupy imported: {'cupy' in sys.modules}")

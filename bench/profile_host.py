@@ -8,6 +8,7 @@ launcher(values, geometry, grid, stream)) and the older `f._fast_plans` dict
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import sys
 import time
@@ -19,15 +20,13 @@ import jiter_magic  # noqa: E402
 
 
 def _fast_call_module():
-    """The C call path's loader in either layout (native/ since 2026-12-03, backends/ before), or None."""
-    try:
-        from jiter_magic.native import loader as fast_call
-    except ImportError:
+    """The C call path in any layout (native/call_path.py, native/loader.py, backends/ before), or None."""
+    for module in ("jiter_magic.native.call_path", "jiter_magic.native.loader", "jiter_magic.backends.fast_call"):
         try:
-            from jiter_magic.backends import fast_call  # type: ignore[no-redef]
+            return importlib.import_module(module)
         except ImportError:
-            return None
-    return fast_call
+            continue
+    return None
 
 
 def per_call_us(fn, n: int = 20000, warm: int = 1000, repeats: int = 3) -> float:
@@ -130,7 +129,15 @@ def main() -> None:
     raw.restype = ctypes.c_int
     rows["cuLaunchKernel via ctypes"] = lambda: raw(launcher.function, 1, 1, 1, 128, 1, 1, 0, stream,
                                                     launcher.params_address, None)
-    hot = getattr(plan, "hot", None)
+    calls = getattr(plan, "native_calls", None)  # the plan's C hot paths since 2026-12-03 (`plan.hot` before)
+    hot = calls.default if calls is not None else getattr(plan, "hot", None)
+
+    def set_hot(value: object) -> None:
+        if calls is not None:
+            calls.default = value
+        else:
+            plan.hot = value
+
     if hot is not None:
         pointers = [a.data_ptr(), b.data_ptr()]
         rows["C hot plan only"] = lambda: hot(pointers)
@@ -139,13 +146,14 @@ def main() -> None:
         rows["C launch only"] = lambda: native.launch(packed, grid, stream)
 
         def python_path() -> None:  # the same call with the plan's C hot path set aside
-            plan.hot = None
+            set_hot(None)
             try:
                 f(a, b)
             finally:
-                plan.hot = hot
+                set_hot(hot)
         rows["jiter_magic call, Python path"] = python_path
-        torch_module = getattr(fast_call, "TORCH", None)  # the new loader; the old one had torch_key()
+        current = getattr(fast_call, "current", None)  # native/call_path.py since 2026-12-03
+        torch_module = current().torch if current else getattr(fast_call, "TORCH", None)  # the old one had torch_key()
         torch_key = torch_module.module.torch_key if torch_module and torch_module.module else \
             getattr(fast_call, "torch_key", lambda: None)()
         if torch_key is not None:

@@ -95,17 +95,15 @@ def cache_dir() -> str | None:
 def clear_cache(memory: bool = True, disk: bool = True) -> None:
     """Empty the disk cache and/or the memory caches (every function's plans and loaded kernels,
     which later calls build again) and the counters."""
-    from jiter_magic.cache.disk import COUNTERS, disk_cache
+    from jiter_magic.cache.disk import disk_cache
+    from jiter_magic.cache.entry import counters
     from jiter_magic.cache.memory import clear_all
 
     if disk:
         disk_cache().clear()
     if memory:
         clear_all()
-        with COUNTERS.lock:
-            COUNTERS.memory_hits = COUNTERS.disk_hits = COUNTERS.compiles = COUNTERS.corrupt_entries = 0
-            COUNTERS.evictions = COUNTERS.lock_timeouts = 0
-            COUNTERS.compile_seconds = 0.0
+        counters().reset()
 
 
 def load_ipython_extension(ipython) -> None:

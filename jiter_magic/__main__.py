@@ -40,7 +40,7 @@ def main() -> None:
     same = torch.allclose(torch.nn.functional.gelu(x), torch.nn.functional.relu(x))
     print("gelu overridden by a jitted relu:", same)
     my_lib._destroy()
-    from jiter_magic.native import loader as fast_call
+    from jiter_magic.native import call_path as fast_call
 
     if fast_call.status() == "building" or fast_call.torch_status() == "building":  # built once a machine
         print("building or loading the C call path (a build: once a machine, about 25 s) ...", flush=True)

@@ -6,7 +6,7 @@ so `except ValueError` keeps working for code written against torch's jiterator.
 from __future__ import annotations
 
 
-def where(device: int) -> str:
+def device_name(device: int) -> str:
     """'the CPU' or 'cuda:N', as error messages and the notebook's lines name a device."""
     return "the CPU" if device < 0 else f"cuda:{device}"
 

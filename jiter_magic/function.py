@@ -7,8 +7,10 @@ call lives in runtime/inspection.py.
 from __future__ import annotations
 
 import pickle
+import threading
 import weakref
 from collections.abc import Callable, Container
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from jiter_magic.arrays import tracing
@@ -19,8 +21,9 @@ from jiter_magic.frontend.signature import LazySignature, docstring_of
 from jiter_magic.planning.spec import CONTIGUOUS, KernelSpec
 from jiter_magic.planning.values import scalar_value
 from jiter_magic.runtime.build import Specialization
-from jiter_magic.runtime.dispatch import Dispatcher
+from jiter_magic.runtime.dispatch import CallCounts, Dispatcher
 from jiter_magic.runtime.loader import KernelLoader
+from jiter_magic.state import RUNTIME
 
 if TYPE_CHECKING:
     from jiter_magic.tools.results import BenchmarkResult
@@ -121,6 +124,13 @@ class JitFunction:
     def warnings(self) -> list[str]:
         """Compiler warnings of the specializations built so far."""
         return self._loader.warnings
+
+    @property
+    def call_counts(self) -> CallCounts:
+        """How many calls so far took the hot path (their plan found from the fast key, the C
+        call path's or Python's) and how many the general path (described argument by argument,
+        planned on a miss): a copy, taken now."""
+        return replace(self._dispatch.counts)
 
     def memory_counts(self, specialization: Specialization) -> tuple[int, int]:
         """(calls served from memory, plans made) for one specialization, since the cache was cleared."""
@@ -227,8 +237,18 @@ def _rebuild(code_string: str, num_outputs: int | None, kwargs: dict[str, object
     return fn
 
 
-_REBUILT: dict[bytes, JitFunction] = {}
 REBUILT_LIMIT = 64  # functions kept for unpickling
+
+
+class UnpickledFunctions:
+    """The functions unpickling made in this process, the REBUILT_LIMIT most recent: a part of `RUNTIME`."""
+
+    def __init__(self) -> None:
+        self.by_recipe: dict[bytes, JitFunction] = {}
+        self.lock = threading.Lock()
+
+    def after_fork_in_child(self) -> None:
+        self.lock = threading.Lock()
 
 
 def _unpickle(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str,
@@ -237,11 +257,14 @@ def _unpickle(code_string: str, num_outputs: int | None, kwargs: dict[str, objec
     in this process is that one again (parsing, binding and planning once, not once a task). Its
     backend and backward are the pickled ones, so a copy whose backend was changed since is not reused."""
     key = pickle.dumps((code_string, num_outputs, kwargs, backward))
-    fn = _REBUILT.get(key)
+    made = RUNTIME.part(UnpickledFunctions)
+    with made.lock:
+        fn = made.by_recipe.get(key)
     if fn is not None and fn.backend == backend and (fn.backward is None) == (backward is None):
         return fn
     fn = _rebuild(code_string, num_outputs, kwargs, backend, backward)
-    if len(_REBUILT) >= REBUILT_LIMIT:
-        _REBUILT.pop(next(iter(_REBUILT)))
-    _REBUILT[key] = fn
+    with made.lock:
+        if len(made.by_recipe) >= REBUILT_LIMIT:
+            made.by_recipe.pop(next(iter(made.by_recipe)))
+        made.by_recipe[key] = fn
     return fn

@@ -27,7 +27,7 @@ HAS_GPU = _has_gpu()
 def pytest_sessionstart(session):
     """Every test runs on the C call path where it can be built (JITER_MAGIC_FAST_CALL=0 runs them
     on the Python path): built or loaded once here, not in the background under some test."""
-    from jiter_magic.native import loader as fast_call
+    from jiter_magic.native import call_path as fast_call
 
     fast_call.wait(300)
     # Processes the tests start (with caches of their own) load the modules from this session's
@@ -51,23 +51,3 @@ def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("JITER_MAGIC_CACHE_DIR", str(root))
     monkeypatch.delenv("JITER_MAGIC_DISK_CACHE", raising=False)
     return root
-
-
-@pytest.fixture
-def general_path_calls(monkeypatch):
-    """`count(fn)` -> a list that gathers the calls of `fn` reaching the general path
-    (`Dispatcher._call`): what the hot path did not take."""
-
-    def count(function) -> list:
-        dispatcher = function._dispatch
-        general = dispatcher._call
-        seen: list = []
-
-        def counted(*args, **kwargs):
-            seen.append(args)
-            return general(*args, **kwargs)
-
-        monkeypatch.setattr(dispatcher, "_call", counted)
-        return seen
-
-    return count

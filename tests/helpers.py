@@ -46,11 +46,11 @@ class FakeCompiler:
 def forget_loaded_kernels() -> None:
     """Forget the kernels this process shares between functions (live functions keep theirs), so
     that the next new function reads the disk cache or compiles."""
-    import jiter_magic.runtime.loader
+    from jiter_magic.runtime.loader import KernelPool
+    from jiter_magic.state import RUNTIME
 
     gc.collect()
-    jiter_magic.runtime.loader._POOL.clear()
-    jiter_magic.runtime.loader._SHARED.clear()
+    RUNTIME.part(KernelPool).forget()
 
 
 def binding():

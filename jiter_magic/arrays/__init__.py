@@ -5,7 +5,7 @@ path; `coerce` brings foreign arrays (CUDA array interface, DLPack, buffer proto
 CuPy or NumPy without copying. Each adapter module imports its library, so it is loaded
 only when an array of that library is first seen.
 
-Some arrays are not read by the kernels but run a call their own way (`LiftingAdapter`):
+Some arrays are not read by the kernels but run a call their own way (`DelegatingAdapter`):
 DTensors on their local shards (torch_dtensor.py), Dask arrays chunk by chunk (dask.py),
 and tensors being traced through the function's torch operator (torch_ops.py).
 """
@@ -27,7 +27,7 @@ _DTENSOR = frozenset({"torch.distributed.tensor.DTensor",  # its __module__ sinc
                       "torch.distributed.tensor._api.DTensor", "torch.distributed._tensor.api.DTensor"})
 
 
-# Adapters by module: the library adapters here, and the lifting adapters of integrations/, which
+# Adapters by module: the library adapters here, and the delegating adapters of integrations/, which
 # sit above the call path and are imported only when one of their arrays is first seen.
 _MODULES = {
     "torch": f"{__name__}.torch", "numpy": f"{__name__}.numpy", "cupy": f"{__name__}.cupy",
@@ -51,7 +51,7 @@ def _torch_adapter(kind: type) -> ArrayAdapter:
 
 def adapter_for(x: object) -> ArrayAdapter | None:
     """The adapter for an array object, or None for something that is not an array; for arrays
-    that run a call their own way, a `LiftingAdapter` (its `lifts` is True)."""
+    that run a call their own way, a `DelegatingAdapter` (its `delegates` is True)."""
     kind = type(x)
     try:
         return BY_TYPE[kind]

@@ -40,9 +40,9 @@ class ArrayAdapter(Protocol):
     """One library's arrays, as the call path needs them."""
 
     library: str  # 'torch', 'numpy' or 'cupy'
-    lifts: bool  # False: the kernels read these arrays (see `LiftingAdapter`)
-    shrinkable: bool  # whether a storage can shrink under a view (torch): `check_room` has work to do
-    key_checks_room: bool  # whether `fast_key` itself refuses an array reaching past its storage (torch's C key)
+    delegates: bool  # False: the kernels read these arrays (see `DelegatingAdapter`)
+    shrinkable: bool  # whether a storage can shrink under a view (torch): `check_storage` has work to do
+    key_checks_storage: bool  # whether `fast_key` itself refuses an array reaching past its storage (torch's C key)
     # Whether the fast key of `out=` arrays covers all `check_output` checks (torch: its key refuses
     # lazy conj/neg views), so that `out=` calls may take the hot path; not NumPy's (read-only flag).
     keys_outputs: bool
@@ -59,8 +59,8 @@ class ArrayAdapter(Protocol):
     def reusable(self, key: tuple) -> bool:
         """Whether a plan may be stored under this fast key (torch: no lazy conj/neg views)."""
 
-    def check_room(self, arrays: list, reach: tuple[int, ...]) -> None:
-        """Refuse an array whose plan reads `reach` bytes from its pointer past the end of its storage."""
+    def check_storage(self, arrays: list, extents: tuple[int, ...]) -> None:
+        """Refuse an array whose plan reads `extents` bytes from its pointer, past the end of its storage."""
 
     def materialize(self, x: Any) -> Any:
         """An array whose memory holds its values, or a clear error for what the kernels cannot read."""
@@ -97,21 +97,21 @@ class ArrayAdapter(Protocol):
     def asarray(self, x: Any) -> Any: ...
 
 
-class LiftingAdapter(Protocol):
+class DelegatingAdapter(Protocol):
     """Arrays a call runs over instead of reading: a DTensor (its local shards), a Dask array
     (its chunks), a tensor being traced (FakeTensor, FunctionalTensor: the function's torch
-    operator). A call with one of these among its inputs is handed to `lift` whole."""
+    operator). A call with one of these among its inputs is handed to `run_call` whole."""
 
     library: str
-    lifts: bool  # True
+    delegates: bool  # True
 
-    def lift(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
+    def run_call(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
         """The call `function(*args, out=out, **kwargs)`, run by the arrays' own engine."""
 
 
-class Lifted(Exception):  # noqa: N818 - control flow, never seen by users
-    """Raised by `Dispatcher.describe` on meeting an input of a `LiftingAdapter`."""
+class Delegated(Exception):  # noqa: N818 - control flow, never seen by users
+    """Raised by `Dispatcher.describe` on meeting an input of a `DelegatingAdapter`."""
 
-    def __init__(self, adapter: LiftingAdapter) -> None:
+    def __init__(self, adapter: DelegatingAdapter) -> None:
         super().__init__(adapter.library)
         self.adapter = adapter

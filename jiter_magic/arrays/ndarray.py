@@ -22,9 +22,9 @@ class NdarrayAdapter:
 
     library = ""
     rules = "numpy"
-    lifts = False
+    delegates = False
     shrinkable = False  # NumPy and CuPy never shrink memory a view uses
-    key_checks_room = False  # nothing to check (not shrinkable)
+    key_checks_storage = False  # nothing to check (not shrinkable)
     keys_outputs = False  # their fast keys do not read NumPy's writeable flag: out= takes the general path
     array_type: Any = object
 
@@ -48,7 +48,7 @@ class NdarrayAdapter:
     def reusable(self, key: tuple) -> bool:
         return True
 
-    def check_room(self, arrays: list, reach: tuple[int, ...]) -> None:
+    def check_storage(self, arrays: list, extents: tuple[int, ...]) -> None:
         """NumPy and CuPy refuse to shrink memory that views use: nothing to check."""
 
     def materialize(self, x: Any) -> Any:

@@ -12,7 +12,7 @@ import torch
 
 from jiter_magic.arrays.base import Described, FastKey, new_tuple
 from jiter_magic.errors import DeviceError, DTypeError, GradientError, InvalidArgumentError, UnsupportedArrayError
-from jiter_magic.native import loader as fast_call
+from jiter_magic.native import call_path as fast_call
 from jiter_magic.planning.layout import ArrayDesc
 
 _NAMES = {
@@ -59,28 +59,25 @@ def _on_huge_pages(allocate: Callable[[], torch.Tensor], nbytes: int) -> Callabl
 
 _PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
 _increment_version = torch.autograd.graph.increment_version
-_CHECKED: dict[type, bool] = {}
 
 
+@functools.cache  # a fact about the type, asked on every general-path call
 def _storage_backed(kind: type) -> bool:
     """Whether a tensor type's data_ptr() holds its values: no own __torch_dispatch__ (subclasses
     with one may hold a shard or nothing; DTensor, FakeTensor and FunctionalTensor never reach
     this adapter, see arrays/__init__.py)."""
-    found = _CHECKED.get(kind)
-    if found is None:
-        base = (torch.Tensor, torch._C.TensorBase, object)
-        found = _CHECKED[kind] = not any("__torch_dispatch__" in c.__dict__ for c in kind.__mro__ if c not in base)
-    return found
+    base = (torch.Tensor, torch._C.TensorBase, object)
+    return not any("__torch_dispatch__" in c.__dict__ for c in kind.__mro__ if c not in base)
 
 
 # The hot path's key of a call with n tensors: `_PART` fields a tensor, in one flat tuple, read
 # by a function generated for n (unrolled: no loop, no per-tensor tuple, one pass), so that the
 # key costs little more than the attribute reads themselves. A pointer in the first page (a
 # storage freed to nothing under the view, as FSDP frees parameters) keys apart (-1), so that
-# the general path checks and refuses it. The key carries no room (bytes from the pointer to
-# the storage's end, see `check_room`): reading it costs ~0.5 us a tensor, a tenth of a call's
+# the general path checks and refuses it. The key carries no storage size (bytes from the pointer to
+# the storage's end, see `check_storage`): reading it costs ~0.5 us a tensor, a tenth of a call's
 # host cost; a storage resized smaller but not to nothing under a view is caught by the plan's
-# `check_room` on every call instead (docs/safety.md).
+# `check_storage` on every call instead (docs/safety.md).
 _PART = 9
 _FIELDS = ("x{i}.dtype, x{i}.shape, x{i}.stride(), p{i} & 15 if p{i} > 4095 else -1, x{i}.device, "
            "x{i}.is_neg(), x{i}.is_conj(), type(x{i}), x{i}.requires_grad")
@@ -104,7 +101,7 @@ def _fast_key_of(count: int) -> Callable[[tuple], FastKey | None]:
     return scope["fast_key"]
 
 
-def _room(x: torch.Tensor) -> int:
+def _bytes_after_pointer(x: torch.Tensor) -> int:
     """Bytes from the tensor's pointer to the end of its storage."""
     storage = x.untyped_storage()
     return storage.data_ptr() + storage.nbytes() - x.data_ptr()
@@ -132,7 +129,7 @@ def _no_cuda_stream(device: int) -> int:
 class TorchAdapter:
     library = "torch"
     rules = "torch"
-    lifts = False
+    delegates = False
     shrinkable = True  # untyped_storage().resize_() under a view (FSDP frees parameters so)
     keys_outputs = True  # its key refuses conj/neg views and tensors requiring grad, as check_output and autograd do
 
@@ -141,12 +138,12 @@ class TorchAdapter:
         self.stream: Callable[[int], int] = _raw_stream or _no_cuda_stream
         # The C call path's torch module where it loads (native/loader.py): keys, output pointers
         # and allocations read through ATen. Decided once, when the first torch call makes the adapter.
-        self.native = fast_call.torch_module()
+        self.native = fast_call.current().torch_module()
         self.pointer: Callable[[torch.Tensor], int] = \
             torch.Tensor.data_ptr if self.native is None else self.native.data_ptr
         # The C key refuses a view that reaches past its storage itself; the Python key leaves that
-        # to the plan's `check_room`.
-        self.key_checks_room = self.native is not None
+        # to the plan's `check_storage`.
+        self.key_checks_storage = self.native is not None
 
     def fast_key(self, args: tuple) -> FastKey | None:
         return self.fast_key_for(len(args))(args)
@@ -189,10 +186,10 @@ class TorchAdapter:
         alignment = pointer % 16 if pointer > 4095 else -1  # as in the fast key: a freed storage plans apart
         return new_tuple(Described, ((dtype, x.shape, strides, alignment), pointer, device, x, dtype, strides))
 
-    def check_room(self, arrays: list, reach: tuple[int, ...]) -> None:
+    def check_storage(self, arrays: list, extents: tuple[int, ...]) -> None:
         """Refuse (UnsupportedArrayError) a tensor whose plan reaches past the end of its storage."""
-        for x, needed in zip(arrays, reach):
-            if _room(x) < needed:
+        for x, needed in zip(arrays, extents):
+            if _bytes_after_pointer(x) < needed:
                 _check_storage_covers(x)
 
     def normalize(self, described: Described) -> ArrayDesc:

@@ -1,4 +1,4 @@
-"""The on-disk kernel cache and the counters every layer reports into.
+"""The on-disk kernel cache, and `stats()` of it and of the counters every layer reports into.
 
 Entries live under one root (`JITER_MAGIC_CACHE_DIR`, else `$XDG_CACHE_HOME/jiter_magic`,
 else `~/.cache/jiter_magic`) as `root/<cuda|cpu>/<key[:2]>/<key>.bin`, written to a temporary
@@ -23,16 +23,17 @@ from collections.abc import Iterator
 from jiter_magic.cache import files as fs
 from jiter_magic.cache import keylock
 from jiter_magic.cache.entry import (
-    COUNTERS,
     NAMESPACES,
     CacheWarning,
     _pack,
     _unpack,
     cache_root,
+    counters,
     disk_cache_enabled,
     lock_timeout,
     max_bytes,
 )
+from jiter_magic.state import RUNTIME
 
 
 class DiskCache:
@@ -150,7 +151,7 @@ class DiskCache:
             if path == keep:
                 continue
             if fs.unlink(path):
-                COUNTERS.add("evictions")
+                counters().add("evictions")
             total -= size  # gone either way (another process may have evicted it first)
 
     def _private(self, *parts: str, create: bool) -> bool:
@@ -191,12 +192,12 @@ class DiskCache:
         warnings.warn(message, CacheWarning, 4)
 
     def _discard(self, path: str, why: str) -> None:
-        COUNTERS.add("corrupt_entries")
+        counters().add("corrupt_entries")
         warnings.warn(f"jiter_magic: cache entry {path} {why}; discarding it and recompiling", CacheWarning, 4)
         fs.remove_entry(path)
 
     def _timed_out(self, path: str) -> None:
-        COUNTERS.add("lock_timeouts")
+        counters().add("lock_timeouts")
         warnings.warn(f"jiter_magic: waited {lock_timeout():g} s for another process compiling the same kernel "
                       f"(lock {path}); compiling it here too. JITER_MAGIC_CACHE_LOCK_TIMEOUT sets the wait.",
                       CacheWarning, 5)
@@ -234,37 +235,43 @@ class NullDiskCache:
         pass
 
 
-_DISKS: dict[str, DiskCache] = {}
+class DiskCaches:
+    """The disk caches this process opened, one a root (so 'unusable' sticks): a part of `RUNTIME`."""
+
+    def __init__(self) -> None:
+        self.by_root: dict[str, DiskCache] = {}
+
+    def at(self, root: str) -> DiskCache:
+        cache = self.by_root.get(root)
+        if cache is None:
+            cache = self.by_root.setdefault(root, DiskCache(root))
+        return cache
 
 
 def disk_cache(root: str | None = None) -> DiskCache | NullDiskCache:
-    """The disk layer for the current environment, or at another `root` (one object per root, so
-    'unusable' sticks)."""
+    """The disk layer for the current environment, or at another `root`."""
     if not disk_cache_enabled():
         return NullDiskCache()
-    root = os.path.abspath(os.path.expanduser(root)) if root else cache_root()
-    cache = _DISKS.get(root)
-    if cache is None:
-        cache = _DISKS.setdefault(root, DiskCache(root))
-    return cache
+    return RUNTIME.part(DiskCaches).at(os.path.abspath(os.path.expanduser(root)) if root else cache_root())
 
 
 def stats() -> dict:
     """Counters and disk usage, for `jiter_magic.cache_stats()` and the notebook panel."""
     disk = disk_cache()
     entries, size = disk.entries()
+    count = counters()
     return {
         "root": disk.root,
         "enabled": disk_cache_enabled(),
         "writable": disk.usable,
-        "memory_hits": COUNTERS.memory_hits,
-        "disk_hits": COUNTERS.disk_hits,
-        "compiles": COUNTERS.compiles,
-        "compile_seconds": round(COUNTERS.compile_seconds, 6),
-        "corrupt_entries": COUNTERS.corrupt_entries,
+        "memory_hits": count.memory_hits,
+        "disk_hits": count.disk_hits,
+        "compiles": count.compiles,
+        "compile_seconds": round(count.compile_seconds, 6),
+        "corrupt_entries": count.corrupt_entries,
         "entries": entries,
         "bytes": size,
         "max_bytes": max_bytes(),
-        "evictions": COUNTERS.evictions,
-        "lock_timeouts": COUNTERS.lock_timeouts,
+        "evictions": count.evictions,
+        "lock_timeouts": count.lock_timeouts,
     }

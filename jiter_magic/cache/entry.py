@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from jiter_magic import settings
 from jiter_magic._version import __version__
+from jiter_magic.state import RUNTIME
 
 MAGIC = b"JITERMAGIC2\n"
 NAMESPACES = ("cuda", "cpu")
@@ -27,7 +28,7 @@ class CacheWarning(UserWarning):
 
 @dataclass(slots=True)
 class Counters:
-    """Process-wide counters, read through `jiter_magic.cache_stats()`."""
+    """The process's cache counters (`counters()`), read through `jiter_magic.cache_stats()`."""
 
     memory_hits: int = 0
     disk_hits: int = 0
@@ -42,8 +43,16 @@ class Counters:
         with self.lock:
             setattr(self, name, getattr(self, name) + amount)
 
+    def reset(self) -> None:
+        with self.lock:
+            self.memory_hits = self.disk_hits = self.compiles = self.corrupt_entries = 0
+            self.evictions = self.lock_timeouts = 0
+            self.compile_seconds = 0.0
 
-COUNTERS = Counters()
+
+def counters() -> Counters:
+    """This process's cache counters (a part of `RUNTIME`)."""
+    return RUNTIME.part(Counters)
 
 
 def cache_root() -> str:

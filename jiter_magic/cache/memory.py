@@ -2,8 +2,9 @@
 with hit and miss counts.
 
 Counts are kept per group (the kernel specialization a plan runs), so the notebook panel can
-say how often each specialization was served from memory. Every cache registers itself, so
-`jiter_magic.clear_cache(memory=True)` can empty all of them.
+say how often each specialization was served from memory. Every cache registers itself in the
+process's `MemoryCaches` (a part of `RUNTIME`), so `jiter_magic.clear_cache(memory=True)` can
+empty all of them.
 
 Recency is kept in two generations, as a hit must cost no more than one dictionary lookup (it is
 on the hot path of every call): a hit in the young generation changes nothing, a hit in the old
@@ -17,10 +18,10 @@ import weakref
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-from jiter_magic.cache.disk import COUNTERS
+from jiter_magic.cache.entry import counters
+from jiter_magic.state import RUNTIME
 
 Value = TypeVar("Value")
-_ALL: weakref.WeakSet[MemoryCache] = weakref.WeakSet()
 
 
 class _Counts:
@@ -41,7 +42,8 @@ class MemoryCache(Generic[Value]):
         self._old: dict[Hashable, tuple[Value, _Counts]] = {}
         self._groups: dict[Hashable, _Counts] = {}
         self._lock = threading.Lock()
-        _ALL.add(self)
+        self._counters = counters()
+        RUNTIME.part(MemoryCaches).caches.add(self)
 
     def get(self, key: Hashable) -> Value | None:
         """The entry for `key` (counted as a memory hit of its group), or None.
@@ -56,7 +58,7 @@ class MemoryCache(Generic[Value]):
                 return None
         entry[1].hits += 1
         if self.counted:
-            COUNTERS.memory_hits += 1
+            self._counters.memory_hits += 1
         return entry[0]
 
     def _promote(self, key: Hashable) -> tuple[Value, _Counts] | None:
@@ -105,7 +107,22 @@ class MemoryCache(Generic[Value]):
             self._groups.clear()
 
 
+class MemoryCaches:
+    """Every memory cache of this process, held weakly: a part of `RUNTIME`."""
+
+    def __init__(self) -> None:
+        self.caches: weakref.WeakSet[MemoryCache] = weakref.WeakSet()
+
+    def clear(self) -> None:
+        for cache in list(self.caches):
+            cache.clear()
+
+    def after_fork_in_child(self) -> None:
+        """A parent's thread may have held a cache's lock at the fork: each gets a fresh one."""
+        for cache in list(self.caches):
+            cache._lock = threading.Lock()
+
+
 def clear_all() -> None:
     """Empty every memory cache of every jitted function in this process."""
-    for cache in list(_ALL):
-        cache.clear()
+    RUNTIME.part(MemoryCaches).clear()

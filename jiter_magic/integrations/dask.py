@@ -1,6 +1,6 @@
 """Dask arrays: a call on them gives lazy Dask arrays, computed block by block by Dask itself.
 
-A Dask array is a graph of chunks, not memory a kernel can read, so its calls are lifted: each
+A Dask array is a graph of chunks, not memory a kernel can read, so its calls are handed to this adapter: each
 block of the result is the eager call on the inputs' matching blocks (NumPy chunks on the CPU,
 CuPy chunks on a GPU), laid out by Dask's own `blockwise`, which unifies the inputs' chunks and
 broadcasts them. What an eager call would refuse (shapes, dtypes, devices, kwargs) is refused
@@ -29,9 +29,9 @@ class DaskAdapter:
     """Runs a call that has Dask arrays among its inputs as a Dask graph (see the module docstring)."""
 
     library = "dask"
-    lifts = True
+    delegates = True
 
-    def lift(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
+    def run_call(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
         """The lazy result of `function(*args, **kwargs)`: one Dask array an output."""
         if out is not None:
             raise InvalidArgumentError(
@@ -73,7 +73,7 @@ def as_dask_input(x: Any) -> Any:
             "torch tensors cannot be mixed with Dask arrays in one call: Dask computes block by block on "
             "NumPy or CuPy chunks; pass tensor.numpy() (CPU) or cupy.asarray(tensor) (GPU) instead, or call "
             "the function on torch tensors alone")
-    if adapter.lifts:
+    if adapter.delegates:
         raise UnsupportedArrayError(f"{type(x).__name__} cannot be an input of a call on Dask arrays; pass a Dask, "
                                     "NumPy or CuPy array")
     return da.from_array(x, chunks=-1)

@@ -155,9 +155,9 @@ class DTensorAdapter:
     """Runs a call with DTensor inputs on their local shards (see the module's docstring)."""
 
     library = "torch"
-    lifts = True
+    delegates = True
 
-    def lift(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
+    def run_call(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
         """`function(*args, out=out, **kwargs)` on DTensors: DTensor results, or the given `out=`."""
         mesh, inputs = _mesh_of(args)
         check_kwarg_names(kwargs, function.kwargs)  # before any redistribution, as the eager call refuses them

@@ -33,11 +33,21 @@ from jiter_magic.planning.layout import ArrayDesc, plan_layout
 from jiter_magic.planning.resolve import result_dtype
 from jiter_magic.planning.values import scalar_value
 from jiter_magic.runtime.keywords import check_kwarg_names
+from jiter_magic.state import RUNTIME
 
 NAMESPACE = "jiter_magic"
-_NAMES_BY_DIGEST: dict[str, str] = {}  # digest of what makes an operator -> its registered name
-_LOCK = threading.Lock()
-_LIBRARY: list[torch.library.Library] = []
+
+
+class TorchOperators:
+    """The operators this process registered with torch: a part of `RUNTIME`."""
+
+    def __init__(self) -> None:
+        self.names_by_digest: dict[str, str] = {}  # digest of what makes an operator -> its name
+        self.lock = threading.Lock()
+        self.library: torch.library.Library | None = None
+
+    def after_fork_in_child(self) -> None:
+        self.lock = threading.Lock()
 
 
 def operator_call(function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
@@ -79,9 +89,10 @@ def operator_name(recipe: bytes, backward: bytes | None, backend: str, kinds: st
     pattern, registered on first use. Dynamo runs this while tracing and records its result as a
     constant (registering is no graph operation)."""
     digest = hashlib.sha256(repr((recipe, backward, backend, kinds, with_out)).encode()).hexdigest()[:16]
-    with _LOCK:
-        if digest in _NAMES_BY_DIGEST:
-            return _NAMES_BY_DIGEST[digest]
+    registered = RUNTIME.part(TorchOperators)
+    with registered.lock:
+        if digest in registered.names_by_digest:
+            return registered.names_by_digest[digest]
         from jiter_magic.function import _rebuild
 
         code, num_outputs, kwargs = pickle.loads(recipe)  # noqa: S301 - our own bytes, made in this process
@@ -90,7 +101,7 @@ def operator_name(recipe: bytes, backward: bytes | None, backend: str, kinds: st
         prefix = re.sub(r"[^A-Za-z0-9_]", "", function.name)
         name = f"{prefix if prefix[:1].isalpha() else 'functor'}_{digest}"
         _register(name, function, kinds, with_out)
-        _NAMES_BY_DIGEST[digest] = name
+        registered.names_by_digest[digest] = name
     if backward is not None and not with_out:
         # The backward's operator too, now: a compiled backward that Inductor or AOTAutograd load
         # from their caches names it without tracing the call that would register it. It takes the
@@ -100,9 +111,10 @@ def operator_name(recipe: bytes, backward: bytes | None, backend: str, kinds: st
 
 
 def _library() -> torch.library.Library:
-    if not _LIBRARY:
-        _LIBRARY.append(torch.library.Library(NAMESPACE, "FRAGMENT"))
-    return _LIBRARY[0]
+    registered = RUNTIME.part(TorchOperators)
+    if registered.library is None:
+        registered.library = torch.library.Library(NAMESPACE, "FRAGMENT")
+    return registered.library
 
 
 def schema(name: str, kinds: str, num_extras: int, num_outputs: int, with_out: bool) -> str:
@@ -255,9 +267,9 @@ class TracedAdapter:
     """Tensors being traced (FakeTensor, FunctionalTensor): calls on them go to the operator."""
 
     library = "torch"
-    lifts = True
+    delegates = True
 
-    def lift(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
+    def run_call(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
         return operator_call(function, args, out, kwargs)
 
 

@@ -1,4 +1,4 @@
-"""The C call path: two small extension modules, each loaded the first time it is asked for.
+"""The C call path's two small extension modules, each loaded the first time it is asked for.
 
 The hot path of a planned call in Python costs several microseconds: each torch getter of the key
 (0.1-0.3 us, seven a tensor), the output's allocation (argument parsing), packing the `Args`
@@ -11,13 +11,14 @@ struct and the launch through ctypes. Two modules take that over:
   in use): the torch key read from ATen, which also refuses a view that reaches past its storage
   on every call, an `Allocator` calling at::empty_strided, and `data_ptr`.
 
-Nothing here is required. A module loads synchronously when first asked for (`NativeModule.get`):
+Nothing here is required (call_path.py puts both behind one protocol, with a null version for
+`JITER_MAGIC_FAST_CALL=0`). A module loads synchronously when first asked for (`NativeModule.get`):
 from the disk cache (key-bound entries under `root/ext/`, not counted as kernels), a dlopen of
 about a millisecond. Where the disk cache does not hold it yet, a builder process is started
 (`python -m jiter_magic.native.build NAME`) that outlives this one and stores it; this process
 keeps the Python path and later processes load the module. `wait()` builds what is missing here
 and loads it (the tests, the benchmarks and `python -m jiter_magic` do). Where a module cannot be
-built (no compiler, no headers) or `JITER_MAGIC_FAST_CALL=0`, the Python path runs: the same
+built (no compiler, no headers), the Python path runs: the same
 results and the same errors. What loaded is decided when a kernel, a plan or an adapter is made,
 and never changes under it.
 """
@@ -35,7 +36,6 @@ import tempfile
 import threading
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
 
 from jiter_magic import settings
 from jiter_magic.errors import LaunchError
@@ -49,7 +49,6 @@ class State(enum.Enum):
     NOT_ASKED = "not started"  # nothing asked for the module in this process yet
     LOADED = "loaded"
     BUILDING = "building"  # a builder process makes it; this process keeps the Python path
-    OFF = "off"  # JITER_MAGIC_FAST_CALL=0
     UNAVAILABLE = "unavailable"  # it cannot be had here: `NativeModule.reason` says why
 
 
@@ -95,9 +94,6 @@ class NativeModule:
         return f"unavailable: {self.reason}" if self.state is State.UNAVAILABLE else self.state.value
 
     def _first_ask(self) -> None:
-        if not settings.FAST_CALL.get():
-            self.state = State.OFF
-            return
         try:
             binary = self._build(True)
             if binary is None:
@@ -127,66 +123,14 @@ class NativeModule:
         self._builder = None
 
 
-def _install_core(loaded: ModuleType) -> None:
+def install_core(loaded: ModuleType) -> None:
     loaded.configure(LaunchError, *_driver_entry_points())
 
 
-def _install_torch(loaded: ModuleType) -> None:
+def install_torch(loaded: ModuleType) -> None:
     import torch
 
     loaded.configure(torch.Tensor, torch.nn.Parameter)
-
-
-CORE = NativeModule("jm_fast_call", binaries.build_core, _install_core)
-TORCH = NativeModule("jm_torch_call", binaries.build_torch, _install_torch)
-MODULES = {module.name: module for module in (CORE, TORCH)}
-
-
-def _after_fork_in_child() -> None:
-    for module in MODULES.values():
-        module.after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def status() -> str:
-    """The core module's state: 'loaded', 'building', 'not started', 'off' or 'unavailable: <why>'."""
-    return CORE.status()
-
-
-def torch_status() -> str:
-    """The same of the torch module."""
-    return TORCH.status()
-
-
-def torch_module() -> ModuleType | None:
-    """The torch module where torch is in use and the core module loaded, else None."""
-    if "torch" not in sys.modules or CORE.get() is None:
-        return None
-    return TORCH.get()
-
-
-def wait(timeout: float | None = None) -> ModuleType | None:
-    """Build here what is missing and load it: the core module, and the torch one where torch is
-    imported. Returns the core module, or None where it is not to be had."""
-    core = CORE.wait(timeout)
-    if core is not None and "torch" in sys.modules:
-        TORCH.wait(timeout)
-    return core
-
-
-def kernel(function: int, host: bool, block: tuple[int, int, int], context: int, on_fault: Any,
-           name: str) -> Any | None:
-    """A C launcher of one loaded kernel, or None where the core module is not loaded (or refuses)."""
-    loaded = CORE.get()
-    if loaded is None:
-        return None
-    try:
-        return loaded.Kernel(function, host, block, context, on_fault, name)
-    except LaunchError:  # a CUDA kernel with no driver entry points: the Python launch stays
-        return None
 
 
 def _import(name: str, binary: bytes) -> ModuleType:

@@ -19,7 +19,7 @@ from typing import Any
 
 import jiter_magic
 from jiter_magic import JitFunction, settings
-from jiter_magic.errors import where
+from jiter_magic.errors import device_name
 from jiter_magic.notebook.panel_html import (
     _cache_html,
     _kwargs_text,
@@ -31,6 +31,7 @@ from jiter_magic.notebook.panel_html import (
     static_html,
     static_text,
 )
+from jiter_magic.state import RUNTIME
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # JITER_MAGIC_PANEL=static forces the static form (e.g. when storing notebook outputs), =widget the panel.
@@ -80,7 +81,7 @@ class Panel:
         fn = self._fn()
         if fn is not None:
             what = html.escape(spec.dtypes_text())
-            busy = f"compiling #{len(fn.specializations)} {what} for {where(device)} &hellip;"
+            busy = f"compiling #{len(fn.specializations)} {what} for {device_name(device)} &hellip;"
             self.header.value = f"{self._header(fn)}<div><i>{busy}</i></div>"
 
     def _header(self, fn: JitFunction) -> str:
@@ -142,7 +143,7 @@ class Panel:
         if fn is not None:
             fn.remove_listener(self._on_specialization)
             fn.remove_start_listener(self._on_build_start)
-            live = _PANELS.get(fn, [])
+            live = _live().get(fn, [])
             if self in live:
                 live.remove(self)
         self._close_widgets()
@@ -152,20 +153,28 @@ class Panel:
             widget.close()
 
 
-_PANELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # fn -> its live panels
+class LivePanels:
+    """Each function's live panels, held weakly by function: a part of `RUNTIME`."""
+
+    def __init__(self) -> None:
+        self.by_function: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _live() -> weakref.WeakKeyDictionary:
+    return RUNTIME.part(LivePanels).by_function
 
 
 def panel(fn: JitFunction) -> Panel:
     """A new live panel of `fn`: each display gets its own, so a tab chosen in one does not
     move another; all of them follow the function's new specializations."""
     made = Panel(fn)
-    _PANELS.setdefault(fn, []).append(made)
+    _live().setdefault(fn, []).append(made)
     return made
 
 
 def panels(fn: JitFunction) -> list[Panel]:
     """The live panels of `fn`."""
-    return list(_PANELS.get(fn, []))
+    return list(_live().get(fn, []))
 
 
 def rebound(previous: JitFunction, name: str) -> None:

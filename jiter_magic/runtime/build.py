@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 
 from jiter_magic import settings
-from jiter_magic.cache.disk import COUNTERS, DiskCache, NullDiskCache, disk_cache
-from jiter_magic.cache.entry import cache_key
+from jiter_magic.cache.disk import DiskCache, NullDiskCache, disk_cache
+from jiter_magic.cache.entry import cache_key, counters
 from jiter_magic.compilers.base import Compiler, with_source_lines
 from jiter_magic.errors import CompileError
 from jiter_magic.frontend.bind import Binding
@@ -132,7 +132,7 @@ def _from_disk(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization | N
     payload = disk.get(job.backend, job.key)
     if payload is None:
         return None
-    COUNTERS.add("disk_hits")
+    counters().add("disk_hits")
     binary, log = split_payload(payload)
     return job.made(binary, log, 0.0, "disk", disk.path(job.backend, job.key))
 
@@ -151,7 +151,8 @@ def _compile(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization:
     log = with_source_lines(result.log, job.binding.functor.code) if result.log else ""
     path = disk.put(job.backend, job.key, stored_payload(result.binary, log))
     seconds = time.perf_counter() - started
-    with COUNTERS.lock:
-        COUNTERS.compiles += 1
-        COUNTERS.compile_seconds += seconds
+    count = counters()
+    with count.lock:
+        count.compiles += 1
+        count.compile_seconds += seconds
     return job.made(result.binary, log, seconds, "compiled", path)

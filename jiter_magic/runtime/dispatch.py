@@ -11,29 +11,31 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from jiter_magic.arrays import BY_TYPE, adapter_for, coerce
-from jiter_magic.arrays.base import ArrayAdapter, Described, FastKey, Lifted, LiftingAdapter
+from jiter_magic.arrays.base import ArrayAdapter, Delegated, DelegatingAdapter, Described, FastKey
 from jiter_magic.cache.memory import MemoryCache
-from jiter_magic.errors import BindError, DeviceError, DTypeError, InvalidArgumentError, where
-from jiter_magic.kernels import path_of
-from jiter_magic.kernels.specialize import resolve_call
-from jiter_magic.native import loader as fast_call
-from jiter_magic.planning.layout import ArrayDesc
-from jiter_magic.planning.resolve import (
-    check_output_overlap,
-    check_overlap,
-    output_overlap_pairs,
-    overlap_pairs,
-)
-from jiter_magic.planning.values import flattener, scalar_kind
+from jiter_magic.errors import BindError, DeviceError, DTypeError, InvalidArgumentError, device_name
+from jiter_magic.planning.resolve import check_output_overlap, check_overlap
+from jiter_magic.planning.values import scalar_kind
+from jiter_magic.runtime import planner
 from jiter_magic.runtime.keywords import KeywordExtras
 from jiter_magic.runtime.loader import KernelLoader
-from jiter_magic.runtime.plan import CallPlan, reach_of
+from jiter_magic.runtime.plan import CallPlan
+from jiter_magic.runtime.planner import DescribedCall
 
-PLAN_LIMIT = 4096  # plans kept a function (each key of a call: dtypes, shapes, strides, alignment)
+PLAN_LIMIT = 4096  # plans kept per function (each key of a call: dtypes, shapes, strides, alignment)
 BACKENDS = ("auto", "cuda", "cpu")
+
+
+@dataclass(slots=True)
+class CallCounts:
+    """Calls of one function by the path they took (`JitFunction.call_counts`)."""
+
+    hot: int = 0  # found their plan from the fast key (run in C or launched from Python)
+    general: int = 0  # described, checked and (on a miss) planned argument by argument
 
 
 class Dispatcher:
@@ -51,17 +53,18 @@ class Dispatcher:
         self.returns_one = returns_one
         self.keywords = KeywordExtras(binding.extra_names, kwargs)
         self.plans: MemoryCache[CallPlan] = MemoryCache(PLAN_LIMIT)
+        self.counts = CallCounts()
         self.backend = "auto"
         self.backward: Any = None  # the jitted gradient (fn.def_backward), called by autograd
         self._checked_device: int | None = None
-        self._fast_keys: dict[type, Callable[[tuple], FastKey | None]] = {}
+        self._fast_keys: dict[type, Callable[[tuple], FastKey | None] | None] = {}
         self._out_keys: dict[ArrayAdapter, Callable[[tuple], FastKey | None]] = {}  # of inputs and out= arrays
-        self.owner: Callable[[], Any] = lambda: None  # the JitFunction, weakly (a lifted call needs it)
+        self.owner: Callable[[], Any] = lambda: None  # the JitFunction, weakly (a delegated call needs it)
 
     def _fast_key_function(self, kind: type) -> Callable[[tuple], FastKey | None] | None:
         """The fast key of calls whose first input is a `kind` (bound once a type), or None."""
         adapter = BY_TYPE.get(kind)
-        if adapter is None or adapter.lifts:  # lifted arrays take the general path, which hands them on
+        if adapter is None or adapter.delegates:  # such arrays take the general path, which hands them on
             return None
         found = self._fast_keys[kind] = adapter.fast_key_for(self.num_inputs)
         return found
@@ -74,103 +77,127 @@ class Dispatcher:
         self.plans.clear()
 
     def call(self, args: tuple, out: object, kwargs: dict) -> Any:
-        """One call of the function: the hot path inline, anything else through `_call`."""
+        """One call. The hot path is here: plain arrays, no keywords, no `out=`, a planned key."""
+        if out is None and not kwargs and len(args) == self.num_inputs:
+            key_of = self._fast_keys.get(type(args[0])) or self._fast_key_function(type(args[0]))
+            fast = None if key_of is None else key_of(args)
+            if fast is None:
+                return self.general_call(args, None, kwargs, None)
+            plan = self.plans.get(fast[0])
+            if plan is None:
+                return self.general_call(args, None, kwargs, fast)
+            self.counts.hot += 1
+            native = plan.native_calls
+            if native is not None:
+                if native.default is not None:
+                    return native.default(fast[1])
+                if not native.default_made:
+                    native.make_default(plan, self.num_inputs, self.keywords.defaults, self.returns_one)
+            return self._launch_planned(plan, args, fast[1], self.keywords.defaults)
         if len(args) != self.num_inputs:
             raise BindError(f"{self.name} takes {len(self.input_names)} input(s) {list(self.input_names)}, "
                             f"got {len(args)}")
-        fast, plan_key = None, None
         if out is None:
-            keyword = self.keywords.for_hot_path(kwargs) if kwargs else self.keywords.none_given
-            if keyword is None:
-                return self._call(args, out, kwargs, None)
-            extras, kinds, named = keyword
-            key_of = self._fast_keys.get(type(args[0])) or self._fast_key_function(type(args[0]))
-            if key_of is not None:
-                fast = key_of(args)
-                if fast is not None:
-                    plan_key = fast[0] if kinds is None else (fast[0], kinds)
-                    plan = self.plans.get(plan_key)
-                    if plan is not None:
-                        hot = plan.hot if not kwargs else None if named is None or plan.hot_with is None \
-                            else plan.hot_with.get(named)
-                        if hot is not None:
-                            return hot(fast[1])
-                        if plan.room is not None:
-                            plan.room(args, plan.reach)
-                        results = [allocate() for allocate in plan.allocators]
-                        if plan.launcher is not None:
-                            pointer = plan.pointer
-                            plan.launch([pointer(r) for r in results], fast[1], extras, ())
-                            if plan.native:
-                                if not kwargs:
-                                    if plan.heatable:
-                                        plan.heat(self.num_inputs, extras, self.returns_one)
-                                elif named is not None and (plan.hot_with is None or named not in plan.hot_with):
-                                    plan.heat_with(named, self.num_inputs, extras, self.returns_one)
-                        return results[0] if self.returns_one else tuple(results)
-        elif type(out) is tuple or type(out) is list or type(out) in BY_TYPE:
-            return self._call_out(args, out, kwargs)
-        return self._call(args, out, kwargs, fast, plan_key)
+            return self._keyword_call(args, kwargs)
+        if type(out) is tuple or type(out) is list or type(out) in BY_TYPE:
+            return self._out_call(args, out, kwargs)
+        return self.general_call(args, out, kwargs, None)
 
-    def _call_out(self, args: tuple, out: Any, kwargs: dict) -> Any:
+    def _launch_planned(self, plan: CallPlan, args: tuple, pointers: list, extras: list) -> Any:
+        """A planned call launched from Python: its outputs allocated, its pointers packed."""
+        checks = plan.checks
+        if checks.storage is not None:
+            checks.storage(args, checks.input_extents)
+        results = [allocate() for allocate in plan.allocators]
+        if plan.launcher is not None:
+            plan.launch([plan.pointer(r) for r in results], pointers, extras, ())
+        return results[0] if self.returns_one else tuple(results)
+
+    def _keyword_call(self, args: tuple, kwargs: dict) -> Any:
+        """A call with keyword values: the hot path where they are Python numbers, keyed by their
+        kinds where those differ from the defaults'; C hot paths for values seen twice."""
+        keyword = self.keywords.for_hot_path(kwargs)
+        key_of = self._fast_keys.get(type(args[0])) or self._fast_key_function(type(args[0]))
+        fast = None if keyword is None or key_of is None else key_of(args)
+        if keyword is None or fast is None:
+            return self.general_call(args, None, kwargs, None)
+        extras, kinds, values = keyword
+        plan_key = fast[0] if kinds is None else (fast[0], kinds)
+        plan = self.plans.get(plan_key)
+        if plan is None:
+            return self.general_call(args, None, kwargs, fast, plan_key)
+        self.counts.hot += 1
+        native = plan.native_calls
+        if native is not None and values is not None:
+            hot = native.by_values.get(values)
+            if hot is not None:
+                return hot(fast[1])
+            native.make_for_values(values, plan, self.num_inputs, extras, self.returns_one)
+        return self._launch_planned(plan, args, fast[1], extras)
+
+    def _out_call(self, args: tuple, out: Any, kwargs: dict) -> Any:
         """A call with `out=`: the hot path where the library's fast key covers the outputs too
         (keyed as inputs and outputs together, under "out"); the pointer checks (partial overlap
         with an input or another output) and torch's version counters run on every call."""
         given = tuple(out) if type(out) is tuple or type(out) is list else (out,)
         adapter = BY_TYPE.get(type(args[0]))
-        if adapter is None or adapter.lifts or not adapter.keys_outputs or len(given) != self.num_outputs:
-            return self._call(args, out, kwargs, None)
+        if adapter is None or adapter.delegates or not adapter.keys_outputs or len(given) != self.num_outputs:
+            return self.general_call(args, out, kwargs, None)
         keyword = self.keywords.for_hot_path(kwargs) if kwargs else self.keywords.none_given
         if keyword is None:
-            return self._call(args, out, kwargs, None)
-        extras, kinds, _named = keyword
+            return self.general_call(args, out, kwargs, None)
+        extras, kinds, _values = keyword
         key_of = self._out_keys.get(adapter)
         if key_of is None:
             key_of = self._out_keys[adapter] = adapter.fast_key_for(self.num_inputs + self.num_outputs)
         fast = key_of(args + given)
         if fast is None:
-            return self._call(args, out, kwargs, None)
+            return self.general_call(args, out, kwargs, None)
         plan_key = ("out", fast[0], kinds)
         plan = self.plans.get(plan_key)
         if plan is None:
-            return self._call(args, out, kwargs, fast, plan_key)
-        pointers, inputs = fast[1], self.num_inputs
+            return self.general_call(args, out, kwargs, fast, plan_key)
+        self.counts.hot += 1
+        pointers, inputs, checks = fast[1], self.num_inputs, plan.checks
         out_pointers, in_pointers = pointers[inputs:], pointers[:inputs]
-        if plan.room is not None:
-            plan.room(args, plan.reach)
-            plan.room(given, plan.out_reach)
-        if plan.overlap_pairs:
-            check_overlap(plan.overlap_pairs, out_pointers, in_pointers)
-        if plan.output_pairs:
-            check_output_overlap(plan.output_pairs, out_pointers)
+        if checks.storage is not None:
+            checks.storage(args, checks.input_extents)
+            checks.storage(given, checks.output_extents)
+        if checks.overlap_pairs:
+            check_overlap(checks.overlap_pairs, out_pointers, in_pointers)
+        if checks.output_pairs:
+            check_output_overlap(checks.output_pairs, out_pointers)
         adapter.check_writable(given)
         if plan.launcher is not None:
             plan.launch(out_pointers, in_pointers, extras, ())
         adapter.written(list(given))
         return given[0] if self.returns_one else given
 
-    def _call(self, args: tuple, out: object, kwargs: dict, fast: FastKey | None,
-              plan_key: Hashable | None = None) -> Any:
+    def general_call(self, args: tuple, out: object, kwargs: dict, fast: FastKey | None,
+                     plan_key: Hashable | None = None) -> Any:
         """The general path: any library, scalars, out= and kwargs; plans on a miss. With `fast`
         the plan is kept for the hot path too, under `plan_key` (the fast key with the extras'
         kinds where they are not the defaults', or an `out=` call's key), else under `fast[0]`."""
+        self.counts.general += 1
         keywords = self.keywords
         extras, kinds = keywords.of_call(kwargs) if kwargs else (keywords.defaults, keywords.default_kinds)
         try:
             items, parts, adapter, device = self.describe(args)
-        except Lifted as lifted:
-            return lifted.adapter.lift(self.owner(), args, out, kwargs)
+        except Delegated as delegated:
+            return delegated.adapter.run_call(self.owner(), args, out, kwargs)
         outs = None if out is None else self._outputs(out, adapter, device)
         default_float = adapter.default_float() if any(type(p) is str for p in parts) else None
         key = (adapter, device, tuple(parts), kinds, None if outs is None else tuple(o.key for o in outs),
                default_float)
         plan = self.plans.get(key)
         if plan is None:
-            plan = self._plan(items, adapter, device, outs, kinds, default_float or "float32")
+            plan = planner.plan(DescribedCall(items, adapter, device, outs, kinds, default_float or "float32"),
+                                self.num_outputs, self.loader.launcher)
             self.plans.put(key, plan, plan.spec)
-        adapter.check_room([i.array for i in items if isinstance(i, Described)], plan.reach)
+        checks = plan.checks
+        adapter.check_storage([i.array for i in items if isinstance(i, Described)], checks.input_extents)
         if outs is not None:
-            adapter.check_room([o.array for o in outs], plan.out_reach)
+            adapter.check_storage([o.array for o in outs], checks.output_extents)
         needing_grad = adapter.gradient_inputs(items, outs)
         if fast is not None and adapter.reusable(fast[0]):
             self.plans.put(fast[0] if plan_key is None else plan_key, plan, plan.spec, miss=False)
@@ -181,10 +208,10 @@ class Dispatcher:
             results = [o.array for o in outs]
             pointers = [o.pointer for o in outs]
         input_pointers = [i.pointer for i in items if isinstance(i, Described)]
-        if plan.overlap_pairs:
-            check_overlap(plan.overlap_pairs, pointers, input_pointers)
-        if plan.output_pairs:
-            check_output_overlap(plan.output_pairs, pointers)
+        if checks.overlap_pairs:
+            check_overlap(checks.overlap_pairs, pointers, input_pointers)
+        if checks.output_pairs:
+            check_output_overlap(checks.output_pairs, pointers)
         if plan.launcher is not None:
             plan.launch(pointers, input_pointers, extras, items)
         if outs is not None:
@@ -196,7 +223,7 @@ class Dispatcher:
 
     def describe(self, args: tuple, check_backend: bool = True) -> tuple[list, list, ArrayAdapter, int]:
         """Per input: the adapter's description, or the Python scalar itself; their key parts;
-        the one adapter and device every array input shares. Raises `Lifted` on an input whose
+        the one adapter and device every array input shares. Raises `Delegated` on an input whose
         arrays run a call their own way (DTensor, Dask, traced tensors)."""
         items: list = []
         parts: list = []
@@ -213,8 +240,8 @@ class Dispatcher:
                     parts.append(scalar_kind(x))
                     continue
                 x, a = coerce(x)
-            if a.lifts:
-                raise Lifted(cast(LiftingAdapter, a))
+            if a.delegates:
+                raise Delegated(cast(DelegatingAdapter, a))
             described = a.describe(a.materialize(x))
             if adapter is None:
                 adapter, device = a, described.device
@@ -223,7 +250,8 @@ class Dispatcher:
             elif a is not adapter:
                 raise DeviceError(f"inputs mix {adapter.library} and {a.library} arrays; convert them to one library")
             elif described.device != device:
-                raise DeviceError(f"inputs live on different devices ({where(device)} and {where(described.device)}); "
+                raise DeviceError(f"inputs live on different devices ({device_name(device)} and "
+                                  f"{device_name(described.device)}); "
                                   "move them to one device")
             items.append(described)
             parts.append(described.key)
@@ -239,7 +267,8 @@ class Dispatcher:
     def _check_backend(self, device: int) -> None:
         lives = "cpu" if device < 0 else "cuda"
         if self.backend != "auto" and self.backend != lives:
-            raise DeviceError(f"{self.name} is set to backend={self.backend!r} but its inputs live on {where(device)}; "
+            raise DeviceError(f"{self.name} is set to backend={self.backend!r} but its inputs live on "
+                              f"{device_name(device)}; "
                               "move them, or set backend='auto'")
         self._checked_device = device
 
@@ -258,36 +287,6 @@ class Dispatcher:
             adapter.check_output(o)
             described = adapter.describe(adapter.materialize(o))
             if described.device != device:
-                raise DeviceError(f"out= lives on {where(described.device)}, the inputs on {where(device)}")
+                raise DeviceError(f"out= lives on {device_name(described.device)}, the inputs on {device_name(device)}")
             result.append(described)
         return result
-
-    def _plan(self, items: list, adapter: ArrayAdapter, device: int, outs: list[Described] | None,
-              kinds: tuple[str, ...], default_float: str) -> CallPlan:
-        arrays = normalized(items, adapter)
-        normal_outs = None if outs is None else [adapter.normalize(o) for o in outs]
-        backend = "cuda" if device >= 0 else "cpu"
-        spec, layout = resolve_call(arrays, adapter.rules, backend, normal_outs, kinds, self.num_outputs,
-                                    default_float)
-        path = path_of(spec, backend)
-        computes = layout.numel > 0
-        like = next(i.array for i in items if isinstance(i, Described))
-        inputs = [a for a in arrays if isinstance(a, ArrayDesc)]
-        pairs = () if normal_outs is None else overlap_pairs(normal_outs, inputs)
-        room = adapter.check_room if adapter.shrinkable and not adapter.key_checks_room else None
-        return CallPlan(
-            spec, layout.numel,
-            self.loader.launcher(spec, device) if computes else None,
-            path.geometry(spec, layout) if computes else (),
-            path.grid(spec, layout) if computes else (0, 0, 0),
-            tuple(adapter.allocator(layout.shape, layout.output_strides, d, like) for d in spec.outputs),
-            flattener(spec, adapter.rules == "torch"), adapter.stream, adapter.pointer, device, pairs,
-            () if normal_outs is None else output_overlap_pairs(normal_outs),
-            tuple(reach_of(a) for a in inputs), () if normal_outs is None else tuple(reach_of(o) for o in normal_outs),
-            room, native=room is None and fast_call.CORE.module is not None,
-        )
-
-
-def normalized(items: list, adapter: ArrayAdapter) -> list:
-    """Each described array as planning sees it (`ArrayDesc`); scalars as they are."""
-    return [adapter.normalize(i) if isinstance(i, Described) else i for i in items]

@@ -5,14 +5,15 @@ names (dense inputs, a chosen path) or from example inputs planned as a call wou
 """
 from __future__ import annotations
 
-from jiter_magic.arrays.base import Lifted
+from jiter_magic.arrays.base import Delegated
 from jiter_magic.errors import BindError, InvalidArgumentError
 from jiter_magic.kernels.base import widest_vector
 from jiter_magic.kernels.render import render
 from jiter_magic.kernels.specialize import resolve_call
 from jiter_magic.planning import dtypes as dt
 from jiter_magic.planning.spec import CONTIGUOUS, STRIDED, KernelSpec
-from jiter_magic.runtime.dispatch import Dispatcher, normalized
+from jiter_magic.runtime.dispatch import Dispatcher
+from jiter_magic.runtime.planner import normalized
 
 BACKEND_NAMES = ("cuda", "cpu")
 
@@ -66,10 +67,10 @@ def example_spec(dispatcher: Dispatcher, args: tuple, backend: str, kwargs: dict
     kinds = dispatcher.keywords.of_call(kwargs)[1] if kwargs else dispatcher.keywords.default_kinds
     try:
         items, _parts, adapter, _device = dispatcher.describe(args, check_backend=False)
-    except Lifted as lifted:
+    except Delegated as delegated:
         raise InvalidArgumentError(
             f"example inputs must be arrays a kernel reads (torch tensors, NumPy or CuPy arrays) or numbers, not "
-            f"{lifted.adapter.library} arrays that run calls their own way (DTensor, Dask, traced tensors): pass "
+            f"{delegated.adapter.library} arrays that run calls their own way (DTensor, Dask, traced tensors): pass "
             "a local shard (x.to_local()), a block, or dtype names") from None
     spec, _layout = resolve_call(normalized(items, adapter), adapter.rules, backend, None, kinds,
                                  dispatcher.num_outputs, adapter.default_float())

@@ -21,14 +21,51 @@ from jiter_magic.cache.memory import MemoryCache
 from jiter_magic.errors import LaunchError
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.runtime.backends import backend_for, compile_only
 from jiter_magic.runtime.build import Specialization, build, discard
+from jiter_magic.state import RUNTIME
 
 Launcher = Callable[[list, tuple, tuple[int, int, int], int], None]
-KERNEL_LIMIT = 1024  # loaded kernels kept a function
+KERNEL_LIMIT = 1024  # loaded kernels kept per function
 POOL_LIMIT = 64  # kernels kept loaded after the last function holding them is gone
-_SHARED: weakref.WeakValueDictionary[tuple, Any] = weakref.WeakValueDictionary()
-_SHARED_LOCK = threading.Lock()
-_POOL: MemoryCache[Any] = MemoryCache(POOL_LIMIT, counted=False)
+
+
+class KernelPool:
+    """Loaded kernels shared by equal functions, by (device, binding, spec): those a live function
+    holds (weakly) and the POOL_LIMIT most recently loaded. A part of `RUNTIME`."""
+
+    def __init__(self) -> None:
+        self._live: weakref.WeakValueDictionary[tuple, Any] = weakref.WeakValueDictionary()
+        self._recent: MemoryCache[Any] = MemoryCache(POOL_LIMIT, counted=False)
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> Any | None:
+        with self._lock:
+            found = self._live.get(key)
+        return found if found is not None else self._recent.get(key)
+
+    def put(self, key: tuple, launcher: Any, spec: KernelSpec) -> None:
+        with self._lock:
+            self._live[key] = launcher
+        self._recent.put(key, launcher, spec)
+
+    def forget(self) -> None:
+        """Share nothing any more: functions keep the kernels they hold, a new one builds its own."""
+        with self._lock:
+            self._live.clear()
+        self._recent.clear()
+
+    def live_keys(self) -> list[tuple]:
+        with self._lock:
+            return list(self._live.keys())
+
+    def held(self, key: tuple) -> Any | None:
+        """The kernel a live function holds under `key`, else None. Takes no lock, so that a
+        finalizer may ask (a weak dictionary's lookup is one atomic step)."""
+        return self._live.get(key)
+
+    def after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
 
 
 class KernelLoader:
@@ -56,10 +93,8 @@ class KernelLoader:
 
     def _load(self, spec: KernelSpec, device: int) -> Launcher:
         shared_key = (device, self.binding, spec)
-        with _SHARED_LOCK:
-            launcher: Any = _SHARED.get(shared_key)
-        if launcher is None:
-            launcher = _POOL.get(shared_key)
+        pool = RUNTIME.part(KernelPool)
+        launcher = pool.get(shared_key)
         if launcher is not None:  # loaded for an equal function that is still alive
             self.record(replace(launcher.specialization, cache_event="memory", compile_seconds=0.0))
             return launcher
@@ -73,9 +108,7 @@ class KernelLoader:
             specialization = self._build(spec, device)
             launcher = self._loaded(specialization, device)
         launcher.specialization = specialization
-        with _SHARED_LOCK:
-            _SHARED[shared_key] = launcher
-        _POOL.put(shared_key, launcher, spec)
+        pool.put(shared_key, launcher, spec)
         self.record(specialization)
         return launcher
 
@@ -97,30 +130,17 @@ class KernelLoader:
                 notice.finish(None if built is None else built.cache_event)
 
     def _build_now(self, spec: KernelSpec, device: int) -> Specialization:
-        if device >= 0:
-            from jiter_magic.runtime.backends import cuda
-
-            return build(self.binding, spec, "cuda", cuda.compiler(device))
-        from jiter_magic.runtime.backends import cpu
-
-        return build(self.binding, spec, "cpu", cpu.compiler())
+        backend = backend_for(device)
+        return build(self.binding, spec, backend.name, backend.compiler(device))
 
     def _loaded(self, specialization: Specialization, device: int) -> Any:
         """A launcher for a built binary, loaded on `device` (-1: the host)."""
-        if device >= 0:
-            from jiter_magic.runtime.backends import cuda
-
-            return cuda.CudaLauncher(specialization.binary, specialization.spec, device, self.binding.functor.name)
-        from jiter_magic.runtime.backends import cpu
-
-        return cpu.CpuLauncher(specialization.binary, specialization.spec, specialization.cache_key,
-                               self.binding.functor.name)
+        return backend_for(device).load(specialization, device, self.binding.functor.name)
 
     def build_without_device(self, spec: KernelSpec) -> Specialization:
         """Compile a CUDA specialization with no GPU present (for the default architecture)."""
-        from jiter_magic.compilers.nvrtc import NvrtcCompiler, default_arch
-
-        specialization = build(self.binding, spec, "cuda", NvrtcCompiler(default_arch()))
+        backend = compile_only()
+        specialization = build(self.binding, spec, backend.name, backend.compiler(-1))
         self.record(specialization)
         return specialization
 

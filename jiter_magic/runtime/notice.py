@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from jiter_magic import settings
-from jiter_magic.errors import where
+from jiter_magic.errors import device_name
 from jiter_magic.planning.spec import KernelSpec
 
 NOTICE_ENV = settings.NOTICE_AFTER.name
@@ -54,7 +54,7 @@ class CompileNotice:
 
     def __init__(self, name: str, spec: KernelSpec, device: int, after: float) -> None:
 
-        self._what = f"{name} for {spec.dtypes_text()} on {where(device)}"
+        self._what = f"{name} for {spec.dtypes_text()} on {device_name(device)}"
         self._started = time.perf_counter()
         self._lock = threading.Lock()
         self._handle: Any = None

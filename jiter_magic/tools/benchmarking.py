@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from jiter_magic.errors import ArgumentTypeError, InvalidArgumentError
-from jiter_magic.tools.inputs import _device_name, _held_bytes, _output_bytes, _place_of
-from jiter_magic.tools.results import BenchmarkResult, SweepResult, _rate
-from jiter_magic.tools.timing import _copy_call, _time
+from jiter_magic.tools.inputs import held_bytes, inputs_device_name, output_bytes, place_of
+from jiter_magic.tools.results import BenchmarkResult, SweepResult, rate
+from jiter_magic.tools.timing import device_copy, time_call
 
 
 def benchmark(fn: Callable[..., Any], *inputs: Any, reference: Callable[..., Any] | None = None, warmup: int = 3,
@@ -34,30 +34,30 @@ def benchmark(fn: Callable[..., Any], *inputs: Any, reference: Callable[..., Any
     bandwidth and the fraction of a same-sized device copy's bandwidth, and with `reference`
     (called as `reference(*inputs)`) its median and the speedup over it."""
     _check_counts(warmup, repeat)
-    place = _place_of(inputs)
-    read = sum(_held_bytes(x) for x in inputs)
+    place = place_of(inputs)
+    read = sum(held_bytes(x) for x in inputs)
     if out is None:
         def call() -> Any:
             return fn(*inputs, **kwargs)
     else:
         def call() -> Any:
             return fn(*inputs, out=out, **kwargs)
-    samples, batch, result = _time(place, call, warmup, repeat)
-    written = _output_bytes(out if out is not None else result)
+    samples, batch, result = time_call(place, call, warmup, repeat)
+    written = output_bytes(out if out is not None else result)
     moved = read + written
     copy_gbps = math.nan
     if moved >= 2:
-        copy_call, copied = _copy_call(place, moved // 2)
-        copy_gbps = _rate(copied, _median(_time(place, copy_call, warmup, repeat)[0]))
+        copy, copied = device_copy(place, moved // 2)
+        copy_gbps = rate(copied, _median(time_call(place, copy, warmup, repeat)[0]))
     median = _median(samples)
-    gbps = _rate(moved, median)
+    gbps = rate(moved, median)
     reference_seconds = speedup = None
     if reference is not None:
         compared = reference
-        reference_seconds = _median(_time(place, lambda: compared(*inputs), warmup, repeat)[0])
+        reference_seconds = _median(time_call(place, lambda: compared(*inputs), warmup, repeat)[0])
         speedup = reference_seconds / median if median > 0 else math.nan
     return BenchmarkResult(
-        name=_name_of(fn), device=_device_name(place), median_seconds=median, min_seconds=min(samples),
+        name=_name_of(fn), device=inputs_device_name(place), median_seconds=median, min_seconds=min(samples),
         repeat=repeat, bytes=moved, gbps=gbps, copy_gbps=copy_gbps,
         fraction=gbps / copy_gbps if copy_gbps > 0 else math.nan,
         reference_seconds=reference_seconds, speedup=speedup, calls_per_sample=batch, samples=tuple(samples))

@@ -10,11 +10,11 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
-from jiter_magic.errors import BindError, DeviceError, InvalidArgumentError, where
+from jiter_magic.errors import BindError, DeviceError, InvalidArgumentError, device_name
 
 
 @dataclass(frozen=True, slots=True)
-class _Place:
+class Place:
     library: str  # 'torch', 'cupy' or 'numpy'
     device: int  # -1: the host
 
@@ -29,7 +29,7 @@ def _array(x: Any) -> tuple[Any, str] | None:
         if isinstance(x, numbers.Number):
             return None
         x, adapter = coerce(x)
-    if adapter.lifts:
+    if adapter.delegates:
         raise InvalidArgumentError(
             f"benchmark times calls on arrays a kernel reads (torch tensors, NumPy or CuPy arrays), not on "
             f"{type(x).__name__}, which runs calls its own way (DTensor, Dask, traced tensors): time a local "
@@ -45,7 +45,7 @@ def _device_of(x: Any, library: str) -> int:
     return int(x.device.id) if library == "cupy" else -1
 
 
-def _place_of(inputs: tuple) -> _Place:
+def place_of(inputs: tuple) -> Place:
     """The one library and device of the array inputs (which decide how calls are timed)."""
     if not inputs:
         raise BindError("benchmark needs the inputs of a call, got none")
@@ -55,22 +55,22 @@ def _place_of(inputs: tuple) -> _Place:
         if found is None:
             continue
         array, library = found
-        here = _Place(library, _device_of(array, library))
+        here = Place(library, _device_of(array, library))
         if place is None:
             place = here
         elif here.library != place.library:
             raise DeviceError(f"benchmark inputs mix {place.library} and {here.library} arrays; "
                               "convert them to one library")
         elif here.device != place.device:
-            raise DeviceError(f"benchmark inputs live on different devices ({where(place.device)} and "
-                              f"{where(here.device)}); move them to one device")
+            raise DeviceError(f"benchmark inputs live on different devices ({device_name(place.device)} and "
+                              f"{device_name(here.device)}); move them to one device")
     if place is None:
         raise BindError("benchmark needs at least one array input (its device decides the timing), "
                         "got only Python numbers")
     return place
 
 
-def _held_bytes(x: Any) -> int:
+def held_bytes(x: Any) -> int:
     """Bytes of the elements an array holds, each counted once: a stride-0 dimension (expand,
     broadcast_to) counts one element, so a broadcast input counts its own bytes; numbers count 0."""
     found = _array(x)
@@ -86,13 +86,13 @@ def _held_bytes(x: Any) -> int:
     return math.prod(n for n, s in zip(shape, strides) if s != 0) * itemsize
 
 
-def _output_bytes(result: Any) -> int:
+def output_bytes(result: Any) -> int:
     """Bytes written: each array of the call's result (or of `out=`)."""
     outputs = result if isinstance(result, (tuple, list)) else (result,)
-    return sum(_held_bytes(o) for o in outputs if o is not None and not isinstance(o, numbers.Number))
+    return sum(held_bytes(o) for o in outputs if o is not None and not isinstance(o, numbers.Number))
 
 
-def _device_name(place: _Place) -> str:
+def inputs_device_name(place: Place) -> str:
     if place.device < 0:
         return "CPU"
     if place.library == "torch":

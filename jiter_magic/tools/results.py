@@ -31,7 +31,7 @@ class BenchmarkResult:
     @property
     def reference_gbps(self) -> float | None:
         """The reference's bandwidth on the same bytes (it reads and writes the same arrays)."""
-        return None if self.reference_seconds is None else _rate(self.bytes, self.reference_seconds)
+        return None if self.reference_seconds is None else rate(self.bytes, self.reference_seconds)
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (JSON-ready), samples as a list."""
@@ -62,7 +62,7 @@ class BenchmarkResult:
         ]
         if self.reference_seconds is not None and self.speedup is not None:
             rows.append(("reference", f"{format_seconds(self.reference_seconds)} "
-                                      f"({format_gbps(_rate(self.bytes, self.reference_seconds))} GB/s)"))
+                                      f"({format_gbps(rate(self.bytes, self.reference_seconds))} GB/s)"))
             rows.append(("speedup", f"{self.speedup:.2f}x"))
         body = "".join(f"<tr><th style='text-align:left'>{k}</th><td style='text-align:left'>{escape(v)}</td></tr>"
                        for k, v in rows)
@@ -154,5 +154,5 @@ def format_fraction(fraction: float) -> str:
     return "n/a" if not math.isfinite(fraction) else f"{fraction:.0%}"
 
 
-def _rate(count: int, seconds: float) -> float:
+def rate(count: int, seconds: float) -> float:
     return count / seconds / 1e9 if seconds > 0 else math.nan

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jiter_magic.tools.inputs import _Place
+from jiter_magic.tools.inputs import Place
 
 Call = Callable[[], Any]
 
@@ -20,7 +20,7 @@ MAX_BATCH = 10_000  # calls in one host sample at most
 PROBE_AGAIN_NS = 10_000_000  # a host calibration run shorter than this is repeated (see _time_host)
 
 
-def _time(place: _Place, call: Call, warmup: int, repeat: int) -> tuple[list[float], int, Any]:
+def time_call(place: Place, call: Call, warmup: int, repeat: int) -> tuple[list[float], int, Any]:
     """Seconds a call for each of `repeat` samples after `warmup` calls, the calls a sample, and the
     last call's result."""
     if place.device < 0:
@@ -90,7 +90,7 @@ def _run_batch(call: Call, batch: int) -> tuple[int, Any]:
     return time.perf_counter_ns() - start, result
 
 
-def _copy_call(place: _Place, nbytes: int) -> tuple[Call, int]:
+def device_copy(place: Place, nbytes: int) -> tuple[Call, int]:
     """A copy of about `nbytes` bytes on the inputs' device (buffers touched first), and the bytes
     it moves (read + written).
 

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 import jiter_magic  # noqa: E402
 from jiter_magic.errors import LaunchError  # noqa: E402
-from jiter_magic.native import loader as fast_call  # noqa: E402
+from jiter_magic.native import call_path as fast_call  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 AXPY = "template <typename T> T gfc_axpy(T x, T y, T alpha) { return x * alpha + y; }"
@@ -34,7 +34,7 @@ def _hot(function, *args):
         result = function(*args)
     key = function._dispatch._fast_keys[type(args[0])](args)
     plan = function._dispatch.plans.get(key[0])
-    assert type(plan.hot).__name__ == "HotPlan"
+    assert type(getattr(plan.native_calls, "default", None)).__name__ == "HotPlan"
     return result
 
 
@@ -175,7 +175,7 @@ def test_a_cuda_storage_shrunk_under_a_planned_view_is_refused_on_the_hot_path(p
     if path == "Python":  # the torch adapter as it is where its C module is not loaded
         adapter = adapter_for(torch.zeros(1))
         monkeypatch.setattr(adapter, "native", None)
-        monkeypatch.setattr(adapter, "key_checks_room", False)
+        monkeypatch.setattr(adapter, "key_checks_storage", False)
         monkeypatch.setattr(adapter, "pointer", torch.Tensor.data_ptr)
     f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
     base = torch.rand(1 << 16, device="cuda")

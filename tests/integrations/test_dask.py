@@ -238,7 +238,7 @@ def test_torch_tensors_are_refused(axpy):
 
 
 def test_called_again_with_a_dask_array_first(axpy):
-    """The hot path keys on the first input's type: a Dask array must still be lifted on later calls."""
+    """The hot path keys on the first input's type: a Dask array must still be handed to its adapter on later calls."""
     x = da.from_array(grid(), chunks=(3, 4))
     first, again = axpy(x, x), axpy(x, x)
     assert first.name == again.name

@@ -227,11 +227,13 @@ def test_a_functor_named_outside_ascii_gets_an_operator_name_torch_accepts():
 def test_eager_calls_never_touch_the_operators():
     """Outside tracing the call path is the usual one: no operator is registered for a new function."""
     from jiter_magic.integrations import torch_ops
+    from jiter_magic.state import RUNTIME
 
     fresh = create_jit_fn("template <typename T> T only_eager(T x) { return x - 1; }")
-    before = dict(torch_ops._NAMES_BY_DIGEST)
+    registered = RUNTIME.part(torch_ops.TorchOperators).names_by_digest
+    before = dict(registered)
     torch.testing.assert_close(fresh(torch.ones(3)), torch.zeros(3))
-    assert torch_ops._NAMES_BY_DIGEST == before
+    assert registered == before
     assert isinstance(fresh, jiter_magic.JitFunction)
 
 

@@ -208,10 +208,9 @@ def test_the_summary_line_says_what_was_built_where_and_how(shell, fresh_cache, 
     shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel --backend cpu --dtype float64", code)
     line = capsys.readouterr().out
     assert re.fullmatch(r"axpby: compiled in \d+\.\d\d s for the CPU, \(float64, float64\) -> \(float64\)\n", line), line
-    from jiter_magic.runtime import loader
+    from helpers import forget_loaded_kernels
 
-    loader._POOL.clear()  # forget the loaded kernel: the next cell finds it on disk
-    loader._SHARED.clear()
+    forget_loaded_kernels()  # the next cell finds the kernel on disk
     shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel --backend cpu --dtype float64", code)
     assert capsys.readouterr().out == ("axpby: loaded from the disk cache for the CPU, "
                                        "(float64, float64) -> (float64)\n")

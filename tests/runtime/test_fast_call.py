@@ -15,7 +15,7 @@ import torch
 
 import jiter_magic
 from jiter_magic.errors import IntegerDivisionError, LaunchError
-from jiter_magic.native import loader as fast_call
+from jiter_magic.native import call_path as fast_call
 
 HAS_HEADERS = os.path.exists(os.path.join(sysconfig.get_paths().get("include") or "", "Python.h"))
 pytestmark = pytest.mark.skipif(not HAS_HEADERS, reason="Python.h is not installed, so the C call path cannot be "
@@ -35,7 +35,7 @@ def hot_plan(function, *args):
 def test_the_modules_are_loaded_for_the_session():
     assert fast_call.wait(300) is not None
     assert fast_call.status() == "loaded" and fast_call.torch_status() == "loaded"
-    assert fast_call.TORCH.module is not None and fast_call.torch_module() is fast_call.TORCH.module
+    assert fast_call.current().torch.module is not None and fast_call.current().torch_module() is fast_call.current().torch.module
     f = jiter_magic.create_jit_fn(AXPY, alpha=1)
     plan = hot_plan(f, torch.rand(3), torch.rand(3))
     assert type(plan.allocators[0]).__name__ == "Allocator"  # at::empty_strided, from C++
@@ -48,7 +48,7 @@ def test_a_storage_shrunk_under_a_planned_view_is_refused_on_the_hot_path():
     base = torch.rand(64)
     view, other = base[8:40], torch.rand(32)
     plan = hot_plan(f, view, other)
-    assert type(plan.hot).__name__ == "HotPlan"
+    assert type(getattr(plan.native_calls, "default", None)).__name__ == "HotPlan"
     base.untyped_storage().resize_(100)  # 25 floats left: the view reaches float 40
     with pytest.raises(UnsupportedArrayError, match="holds only 100 bytes"):
         f(view, other)
@@ -70,9 +70,9 @@ def test_hot_path_in_c_matches_the_python_path(dtype, layout):
         "scalar-shaped": (base[0, 0], other[0, 0]),
     }[layout]
     plan = hot_plan(f, a, b)
-    assert type(plan.hot).__name__ == "HotPlan"
+    assert type(getattr(plan.native_calls, "default", None)).__name__ == "HotPlan"
     from_c = f(a, b)
-    plan.hot = None  # the same plan on the Python path
+    plan.native_calls.default = None  # the same plan on the Python path
     from_python = f(a, b)
     assert from_c.dtype == from_python.dtype == dtype
     assert from_c.shape == from_python.shape and from_c.stride() == from_python.stride()
@@ -84,14 +84,14 @@ def test_hot_path_in_c_with_several_outputs_and_numpy():
         "template <typename T> void fc_two(T x, T y, T& s, T& d) { s = x + y; d = x - y; }", 2)
     x, y = np.linspace(0, 1, 1001), np.linspace(2, 3, 1001)
     plan = hot_plan(g, x, y)
-    assert type(plan.hot).__name__ == "HotPlan"
+    assert type(getattr(plan.native_calls, "default", None)).__name__ == "HotPlan"
     s, d = g(x, y)
     np.testing.assert_array_equal(s, x + y)
     np.testing.assert_array_equal(d, x - y)
     one = jiter_magic.create_multi_output_jit_fn("template <typename T> void fc_one(T x, T& o) { o = x * 3; }", 1)
     plan = hot_plan(one, torch.ones(5, dtype=torch.int32))
     result = one(torch.ones(5, dtype=torch.int32))
-    assert type(plan.hot).__name__ == "HotPlan" and isinstance(result, torch.Tensor)  # one output: the tensor
+    assert type(getattr(plan.native_calls, "default", None)).__name__ == "HotPlan" and isinstance(result, torch.Tensor)  # one output: the tensor
     assert result.tolist() == [3] * 5 and result.dtype == torch.int32
 
 
@@ -99,7 +99,7 @@ def test_faults_raise_through_the_c_path_and_the_next_call_works():
     divide = jiter_magic.create_jit_fn("template <typename T> T fc_div(T x, T y) { return x / y; }")
     x, ones, zeros = torch.arange(10), torch.ones(10, dtype=torch.int64), torch.zeros(10, dtype=torch.int64)
     plan = hot_plan(divide, x, ones)
-    assert type(plan.hot).__name__ == "HotPlan"
+    assert type(getattr(plan.native_calls, "default", None)).__name__ == "HotPlan"
     for _ in range(2):
         with pytest.raises(IntegerDivisionError, match="fc_div: integer division or remainder by zero"):
             divide(x, zeros)  # the same key as the plan above: the C hot plan runs it
@@ -111,7 +111,7 @@ def test_faults_raise_through_the_c_path_and_the_next_call_works():
 
 
 def test_the_c_key_refuses_what_the_general_path_must_see():
-    key = fast_call.TORCH.module.torch_key
+    key = fast_call.current().torch.module.torch_key
     x = torch.rand(4, 3)
     plain = key((x, x))
     assert isinstance(plain[0], bytes) and plain[1] == [x.data_ptr(), x.data_ptr()]
@@ -143,7 +143,7 @@ def test_calls_from_many_threads_share_one_hot_plan():
     a, b = torch.rand(5000), torch.rand(5000)
     expected = -a + 1.5 * b
     plan = hot_plan(f, a, b)
-    assert type(plan.hot).__name__ == "HotPlan"
+    assert type(getattr(plan.native_calls, "default", None)).__name__ == "HotPlan"
     failures: list[str] = []
 
     def work() -> None:
@@ -164,9 +164,9 @@ def test_c_objects_check_their_arguments():
     a = torch.rand(6)
     plan = hot_plan(f, a, a)
     with pytest.raises(TypeError, match="a hot plan takes one list of 2 input pointers"):
-        plan.hot([a.data_ptr()])
+        plan.native_calls.default([a.data_ptr()])
     with pytest.raises(TypeError):
-        plan.hot((a.data_ptr(), a.data_ptr()))
+        plan.native_calls.default((a.data_ptr(), a.data_ptr()))
     native = plan.launcher.native
     with pytest.raises(TypeError, match=r"launch\(args: bytes, grid: tuple, stream: int\)"):
         native.launch("not bytes", (1, 1, 1), 0)
@@ -185,8 +185,8 @@ def _has_driver() -> bool:
 @pytest.mark.skipif(_has_driver(), reason="this machine has a CUDA driver")
 def test_without_a_driver_cuda_kernels_keep_the_python_launch():
     with pytest.raises(LaunchError, match="the fast call path has no CUDA driver"):
-        fast_call.CORE.module.Kernel(1, False, (1, 1, 1), 0, None, "x")
-    assert fast_call.kernel(1, False, (1, 1, 1), 0, None, "x") is None
+        fast_call.current().loaded_core().Kernel(1, False, (1, 1, 1), 0, None, "x")
+    assert fast_call.current().kernel(1, False, (1, 1, 1), 0, None, "x") is None
 
 
 def _output_lines(script: str, env: dict) -> list[str]:
@@ -205,7 +205,7 @@ def _run(script: str, env: dict) -> dict:
 
 CHILD = """
 import json, torch, jiter_magic
-from jiter_magic.native import loader as fast_call
+from jiter_magic.native import call_path as fast_call
 from jiter_magic.compilers import cxx
 fast_call.wait(120)
 f = jiter_magic.create_jit_fn("template <typename T> T fc_child(T x, T y) { return x * y + 1; }")
@@ -214,7 +214,7 @@ for _ in range(3):
     out = f(a, a)
 plan = next(p for p in f._dispatch.plans.values())
 print(json.dumps({"status": fast_call.status(), "torch_status": fast_call.torch_status(), "values": out.tolist(),
-                  "hot": type(plan.hot).__name__, "stats": jiter_magic.cache_stats()}))
+                  "hot": type(getattr(plan.native_calls, "default", None)).__name__, "stats": jiter_magic.cache_stats()}))
 """
 
 
@@ -240,19 +240,19 @@ def test_a_new_process_loads_both_modules_at_its_first_call(tmp_path):
 
 NUMPY_CHILD = """
 import json, sys, numpy as np, jiter_magic
-from jiter_magic.native import loader as fast_call
+from jiter_magic.native import call_path as fast_call
 f = jiter_magic.create_jit_fn("template <typename T> T fc_numpy(T x, T y) { return x * y + 1; }")
 a = np.arange(6.0)
 for _ in range(3):
     out = f(a, a)
 plan = next(p for p in f._dispatch.plans.values())
-found = {"status": fast_call.status(), "hot": type(plan.hot).__name__, "values": out.tolist()}
-fast_call.CORE.wait(120)  # the builder's result, loaded here now: the plan made before keeps its launch
+found = {"status": fast_call.status(), "hot": type(getattr(plan.native_calls, "default", None)).__name__, "values": out.tolist()}
+fast_call.current().core_module.wait(120)  # the builder's result, loaded here now: the plan made before keeps its launch
 g = jiter_magic.create_jit_fn("template <typename T> T fc_numpy2(T x, T y) { return x - y; }")
 for _ in range(3):
     f(a, a), g(a, a)
-found.update(after=fast_call.status(), old_plan=type(plan.hot).__name__,
-             new_plan=type(next(p for p in g._dispatch.plans.values()).hot).__name__,
+found.update(after=fast_call.status(), old_plan=type(getattr(plan.native_calls, "default", None)).__name__,
+             new_plan=type(getattr(next(p for p in g._dispatch.plans.values()).native_calls, "default", None)).__name__,
              torch_status=fast_call.torch_status(), torch_imported="torch" in sys.modules)
 print(json.dumps(found))
 """
@@ -284,7 +284,7 @@ t = torch.arange(4.0)
 for _ in range(3):
     r = h(t)
 hot = next(p for p in h._dispatch.plans.values())
-found.update(late_torch=fast_call.torch_status(), late_hot=type(hot.hot).__name__,
+found.update(late_torch=fast_call.torch_status(), late_hot=type(getattr(hot.native_calls, "default", None)).__name__,
              allocator=type(hot.allocators[0]).__name__, late_values=r.tolist())
 print(json.dumps(found))""")
     found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
@@ -295,11 +295,11 @@ print(json.dumps(found))""")
 
 FORK_CHILD = """
 import json, os, signal, threading, torch, jiter_magic
-from jiter_magic.native import loader as fast_call
+from jiter_magic.native import call_path as fast_call
 signal.alarm(60)  # a child that hangs on a lock held at the fork ends with SIGALRM, and the test fails
 held, release = threading.Event(), threading.Event()
 def hold():  # another thread inside a first load of the core module when the process forks
-    with fast_call.CORE._lock:
+    with fast_call.current().core_module._lock:
         held.set()
         release.wait()
 threading.Thread(target=hold, daemon=True).start()
@@ -311,7 +311,7 @@ if child == 0:
     for _ in range(3):
         out = f(a, a)
     plan = next(p for p in f._dispatch.plans.values())
-    print("child", json.dumps({"status": fast_call.status(), "hot": type(plan.hot).__name__,
+    print("child", json.dumps({"status": fast_call.status(), "hot": type(getattr(plan.native_calls, "default", None)).__name__,
                                "values": out.tolist()}), flush=True)
     os._exit(0)
 _, code = os.waitpid(child, 0)
@@ -398,14 +398,14 @@ def test_the_python_hot_path_refuses_a_storage_shrunk_under_a_planned_view_too(m
 
     adapter = adapter_for(torch.zeros(1))  # the torch adapter as it is where its C module is not loaded
     monkeypatch.setattr(adapter, "native", None)
-    monkeypatch.setattr(adapter, "key_checks_room", False)
+    monkeypatch.setattr(adapter, "key_checks_storage", False)
     monkeypatch.setattr(adapter, "pointer", torch.Tensor.data_ptr)
     f = jiter_magic.create_jit_fn(AXPY, alpha=1)
     base = torch.rand(64)
     view, other = base[8:40], torch.rand(32)
     plan = hot_plan(f, view, other)
-    plan.hot = None  # the Python hot path
-    assert plan.room is not None
+    assert plan.native_calls is None  # a plan with a storage check never runs in C: the Python hot path
+    assert plan.checks.storage is not None
     base.untyped_storage().resize_(100)
     with pytest.raises(UnsupportedArrayError, match="holds only 100 bytes"):
         f(view, other)
@@ -413,7 +413,7 @@ def test_the_python_hot_path_refuses_a_storage_shrunk_under_a_planned_view_too(m
 
 
 def test_c_objects_made_without_init_raise_instead_of_crashing():
-    core, torch_module = fast_call.CORE.module, fast_call.TORCH.module
+    core, torch_module = fast_call.current().loaded_core(), fast_call.current().torch.module
     hot, kernel, allocator = core.HotPlan, core.Kernel, torch_module.Allocator
     with pytest.raises(TypeError):
         hot.__new__(hot)([1])

@@ -24,7 +24,7 @@ def rss_kib():
 
 code = "template <typename T> T lifetime(T x) { return x + T(1); }"
 jiter_magic.create_jit_fn(code)(np.ones(3))
-from jiter_magic.native import loader as fast_call
+from jiter_magic.native import call_path as fast_call
 fast_call.wait(600)  # the C call path's module is loaded once a process, not once a kernel
 gc.collect()
 start = {"maps": maps(), "rss": rss_kib()}
@@ -116,15 +116,17 @@ def test_a_kernel_being_unloaded_can_no_longer_be_found_by_another_thread(monkey
     import jiter_magic
     from jiter_magic.runtime import loader
     from jiter_magic.runtime.backends import heap
+    from jiter_magic.state import RUNTIME
 
     jiter_magic.clear_cache(memory=True, disk=False)  # every other test's kernels unloaded first
     gc.collect()
     fn = jiter_magic.create_jit_fn("template <typename T> T unload_race(T x) { return x * T(3); }")
     assert fn(np.ones(2)).tolist() == [3.0, 3.0]
-    keys = [key for key in list(loader._SHARED.keys()) if key[1] is fn._loader.binding]
+    pool = RUNTIME.part(loader.KernelPool)
+    keys = [key for key in pool.live_keys() if key[1] is fn._loader.binding]
     assert len(keys) == 1
     seen_while_unloading = []
-    monkeypatch.setattr(heap, "kernel_unloaded", lambda: seen_while_unloading.append(loader._SHARED.get(keys[0])))
+    monkeypatch.setattr(heap, "kernel_unloaded", lambda: seen_while_unloading.append(pool.held(keys[0])))
     del fn
     jiter_magic.clear_cache(memory=True, disk=False)  # the pool lets go of it too
     gc.collect()

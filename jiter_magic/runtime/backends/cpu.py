@@ -14,16 +14,32 @@ from jiter_magic.codegen.names import KERNEL_NAME
 from jiter_magic.compilers.cxx import CxxCompiler
 from jiter_magic.errors import LaunchError
 from jiter_magic.kernels.args import args_layout
-from jiter_magic.native import loader as fast_call
+from jiter_magic.native import call_path as fast_call
 from jiter_magic.planning.spec import KernelSpec
 from jiter_magic.runtime.backends import fault_guard, heap, load_check
+from jiter_magic.state import RUNTIME
 
 _dlclose = getattr(_ctypes, "dlclose", None)  # POSIX only; elsewhere libraries stay loaded
 
 
-@functools.cache
+class CpuBackend:
+    """Kernels on the host: the host C++ compiler, loaded with ctypes under the fault guard."""
+
+    name = "cpu"
+
+    def __init__(self) -> None:
+        self.host_compiler = CxxCompiler()
+
+    def compiler(self, device: int) -> CxxCompiler:
+        return self.host_compiler
+
+    def load(self, specialization: Any, device: int, name: str) -> CpuLauncher:
+        return CpuLauncher(specialization.binary, specialization.spec, specialization.cache_key, name)
+
+
 def compiler() -> CxxCompiler:
-    return CxxCompiler()
+    """The host compiler (the host backend's)."""
+    return RUNTIME.part(CpuBackend).host_compiler
 
 
 def _unload(handle: int) -> None:
@@ -62,7 +78,7 @@ class CpuLauncher:
         # The C launcher where the C call path is loaded (it runs the kernel with the GIL released,
         # as ctypes does), else None: decided once, here.
         address = ctypes.cast(self.function, ctypes.c_void_p).value or 0
-        self.native: Any = fast_call.kernel(address, True, (1, 1, 1), 0,
+        self.native: Any = fast_call.current().kernel(address, True, (1, 1, 1), 0,
                                              functools.partial(fault_guard.raise_fault, name=name), name)
         # Unload the library once nothing holds this kernel any more (see loader.py), from a weakref
         # finalizer rather than __del__: Python runs __del__ before it clears the object's weak

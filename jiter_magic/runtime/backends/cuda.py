@@ -17,7 +17,7 @@ from jiter_magic.compilers.nvrtc import NvrtcCompiler
 from jiter_magic.errors import DeviceError, LaunchError
 from jiter_magic.kernels import path_of
 from jiter_magic.kernels.args import args_layout
-from jiter_magic.native import loader as fast_call
+from jiter_magic.native import call_path as fast_call
 from jiter_magic.planning.spec import KernelSpec
 from jiter_magic.runtime.backends import cuda_driver, heap
 
@@ -46,6 +46,18 @@ def compiler(device: int) -> NvrtcCompiler:
     return NvrtcCompiler(device_arch(device))
 
 
+class CudaBackend:
+    """Kernels on CUDA devices: NVRTC for the device's architecture, loaded through the driver."""
+
+    name = "cuda"
+
+    def compiler(self, device: int) -> NvrtcCompiler:
+        return compiler(device)
+
+    def load(self, specialization: Any, device: int, name: str) -> CudaLauncher:
+        return CudaLauncher(specialization.binary, specialization.spec, device, name)
+
+
 def _unload(module: int, context: int) -> None:
     cuda_driver.unload(module, context)
     heap.kernel_unloaded()
@@ -69,7 +81,7 @@ class CudaLauncher:
         self.pack = packer.pack
         self.name = name
         # The C launcher (native/loader.py) where the C call path is loaded, else None: decided here.
-        self.native: Any = fast_call.kernel(self.function, False, self.block, self.context, None, name)
+        self.native: Any = fast_call.current().kernel(self.function, False, self.block, self.context, None, name)
         self.buffer = ctypes.create_string_buffer(packer.size)
         self.params = (ctypes.c_void_p * 1)(ctypes.addressof(self.buffer))
         self.params_address = ctypes.addressof(self.params)

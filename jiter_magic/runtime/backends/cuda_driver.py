@@ -13,9 +13,19 @@ import functools
 import threading
 
 from jiter_magic.errors import DeviceError, LaunchError
+from jiter_magic.state import RUNTIME
 
 _ATTRIBUTE_MAJOR, _ATTRIBUTE_MINOR = 75, 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
-_lock = threading.Lock()
+
+
+class ModuleLoads:
+    """One module load through the driver at a time in this process: a part of `RUNTIME`."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def after_fork_in_child(self) -> None:
+        self.lock = threading.Lock()
 
 
 @functools.cache
@@ -81,7 +91,7 @@ def load(binary: bytes, device: int, name: bytes) -> tuple[int, int, int]:
     """(module, function, context) of a cubin loaded on `device` in its primary context."""
     context = primary_context(device)
     module, function = ctypes.c_void_p(), ctypes.c_void_p()
-    with _lock, InContext(context) as driver:
+    with RUNTIME.part(ModuleLoads).lock, InContext(context) as driver:
         _check(driver, driver.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(binary)), "cuModuleLoadData")
         status = driver.cuModuleGetFunction(ctypes.byref(function), module, ctypes.c_char_p(name))
         if status != 0:

@@ -18,6 +18,7 @@ import tempfile
 import threading
 
 from jiter_magic.errors import IntegerDivisionError, KernelFaultError, LaunchError
+from jiter_magic.state import RUNTIME
 
 RUNTIME_SOURCE = r"""
 #include <signal.h>
@@ -71,9 +72,37 @@ const char* jm_fault_message(void) { return jm_message; }
 }
 """
 
-_lock = threading.Lock()
-_runtime: ctypes.CDLL | None = None
-_runtime_binary = b""
+class FaultGuard:
+    """The runtime library with the fault handlers, loaded once a process: a part of `RUNTIME`."""
+
+    def __init__(self) -> None:
+        self.library: ctypes.CDLL | None = None
+        self.binary = b""
+        self._lock = threading.Lock()
+
+    def ensure(self, compiler) -> bytes:
+        """Load the library (once) where later kernels find it, and install the handlers; returns
+        its binary (a library of the same build with no initializers: see load_check.py)."""
+        with self._lock:
+            if self.library is None:
+                fd, path = tempfile.mkstemp(prefix="jiter_magic-guard-", suffix=".so")
+                binary = _binary(compiler)
+                try:
+                    with os.fdopen(fd, "wb") as handle:
+                        handle.write(binary)
+                    library = ctypes.CDLL(path, mode=os.RTLD_GLOBAL)
+                except OSError as exc:
+                    raise LaunchError(f"could not load jiter_magic's host fault guard: {exc}") from exc
+                finally:
+                    os.unlink(path)
+                library.jm_fault_message.restype = ctypes.c_char_p
+                if library.jm_install_fault_guard() != 0:
+                    raise LaunchError("could not install jiter_magic's host fault handlers (sigaction failed)")
+                self.library, self.binary = library, binary
+            return self.binary
+
+    def after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
 
 
 def _binary(compiler) -> bytes:
@@ -92,31 +121,13 @@ def _binary(compiler) -> bytes:
 
 
 def ensure_runtime(compiler) -> bytes:
-    """Load the runtime (once a process) where later kernels find it, and install the handlers;
-    returns its binary (a library of the same build with no initializers: see load_check.py)."""
-    global _runtime, _runtime_binary
-    with _lock:
-        if _runtime is None:
-            fd, path = tempfile.mkstemp(prefix="jiter_magic-guard-", suffix=".so")
-            binary = _binary(compiler)
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(binary)
-                runtime = ctypes.CDLL(path, mode=os.RTLD_GLOBAL)
-            except OSError as exc:
-                raise LaunchError(f"could not load jiter_magic's host fault guard: {exc}") from exc
-            finally:
-                os.unlink(path)
-            runtime.jm_fault_message.restype = ctypes.c_char_p
-            if runtime.jm_install_fault_guard() != 0:
-                raise LaunchError("could not install jiter_magic's host fault handlers (sigaction failed)")
-            _runtime, _runtime_binary = runtime, binary
-        return _runtime_binary
+    """The fault guard's binary, loaded and installed in this process first where needed."""
+    return RUNTIME.part(FaultGuard).ensure(compiler)
 
 
 def raise_fault(status: int, name: str) -> None:
     """The exception for a kernel's non-zero status: a signal number, or -1 for a C++ exception."""
-    runtime = _runtime
+    runtime = RUNTIME.part(FaultGuard).library
     if status == -1:
         message = runtime.jm_fault_message().decode(errors="replace") if runtime else ""
         raise KernelFaultError(f"{name}: the functor threw a C++ exception: {message or '(no message)'}")

@@ -12,6 +12,8 @@ import ctypes
 import threading
 from collections.abc import Callable
 
+from jiter_magic.state import RUNTIME
+
 UNLOADS_PER_TRIM = 64
 
 
@@ -28,18 +30,27 @@ def _load_malloc_trim() -> Callable[[int], int] | None:
 
 
 _malloc_trim = _load_malloc_trim()
-_lock = threading.Lock()
-_unloaded = 0
+
+
+class Unloads:
+    """Kernels unloaded in this process, counted to trim the heap now and then: a part of `RUNTIME`."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def after_fork_in_child(self) -> None:
+        self.lock = threading.Lock()
 
 
 def kernel_unloaded() -> None:
     """Count one unloaded kernel; trim the heap every UNLOADS_PER_TRIM of them. Called from
     finalizers, so it never raises (at interpreter exit this module may be half torn down)."""
-    global _unloaded
     try:
-        with _lock:
-            _unloaded += 1
-            due = _unloaded % UNLOADS_PER_TRIM == 0
+        unloads = RUNTIME.part(Unloads)
+        with unloads.lock:
+            unloads.count += 1
+            due = unloads.count % UNLOADS_PER_TRIM == 0
         if due:
             trim()
     except Exception:  # noqa: BLE001, S110 - a finalizer must not raise

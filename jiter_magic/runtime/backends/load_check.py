@@ -20,6 +20,7 @@ import tempfile
 import threading
 
 from jiter_magic.errors import KernelFaultError
+from jiter_magic.state import RUNTIME
 
 _INITIALIZER_SECTIONS = (b".init_array", b".ctors", b".preinit_array")
 _TRIAL_SECONDS = 60.0
@@ -29,8 +30,18 @@ ctypes.CDLL(sys.argv[1], mode=os.RTLD_GLOBAL)
 library = ctypes.CDLL(sys.argv[2])
 _ctypes.dlclose(library._handle)
 """
-_verdicts: dict[str, str] = {}  # key -> '' (loads cleanly) or why it does not
-_lock = threading.Lock()
+
+
+class LoadVerdicts:
+    """What trying each library with initializers found, by cache key: '' (it loads cleanly) or
+    why it does not. A part of `RUNTIME`."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    def after_fork_in_child(self) -> None:
+        self.lock = threading.Lock()
 
 
 def initializer_bytes(binary: bytes) -> int | None:
@@ -65,10 +76,11 @@ def check_loading(binary: bytes, runtime: bytes, key: str, name: str) -> None:
     """Refuse `binary` (KernelFaultError) when loading or unloading it ends a child process."""
     if not runs_code_when_loaded(binary, runtime):
         return
-    with _lock:
-        verdict = _verdicts.get(key)
+    verdicts = RUNTIME.part(LoadVerdicts)
+    with verdicts.lock:
+        verdict = verdicts.by_key.get(key)
         if verdict is None:
-            verdict = _verdicts[key] = _trial(binary, runtime)
+            verdict = verdicts.by_key[key] = _trial(binary, runtime)
     if verdict:
         raise KernelFaultError(
             f"{name}: the code string runs code when its library is loaded or unloaded (a global object with a "

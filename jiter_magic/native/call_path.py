@@ -1,0 +1,140 @@
+"""The C call path as the layers above see it: one protocol, a real and a null implementation.
+
+`current()` is this process's `CallPath` (a part of `RUNTIME`): `NativeCallPath`, the two
+extension modules of loader.py, or `PythonCallPath` where `JITER_MAGIC_FAST_CALL=0`, which
+has no module and makes no C launcher, so every call takes the Python path. Kernels, plans and
+the torch adapter ask it once, when they are made; nothing polls it afterwards.
+"""
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import Any, Protocol
+
+from jiter_magic import settings
+from jiter_magic.errors import LaunchError
+from jiter_magic.native import binaries
+from jiter_magic.native.loader import NativeModule, install_core, install_torch
+from jiter_magic.state import RUNTIME
+
+DIR_VARIABLE = settings.FAST_CALL_DIR.name  # a cache directory for the modules (default: the kernels' one)
+NAMESPACE = binaries.NAMESPACE
+
+
+class CallPath(Protocol):
+    """What kernels, plans and the torch adapter ask of the C call path."""
+
+    def core(self) -> ModuleType | None:
+        """The core module (Kernel, HotPlan), loaded on the first ask; None: the Python path."""
+
+    def loaded_core(self) -> ModuleType | None:
+        """The core module if it is loaded already (asking loads nothing)."""
+
+    def torch_module(self) -> ModuleType | None:
+        """The torch module (the key read from ATen, Allocator) where torch is in use, else None."""
+
+    def kernel(self, function: int, host: bool, block: tuple[int, int, int], context: int, on_fault: Any,
+               name: str) -> Any | None:
+        """A C launcher of one loaded kernel, or None (the Python launch)."""
+
+    def status(self) -> str:
+        """The core module's state: 'loaded', 'building', 'not started', 'off' or 'unavailable: <why>'."""
+
+    def torch_status(self) -> str:
+        """The same of the torch module."""
+
+    def wait(self, timeout: float | None = None) -> ModuleType | None:
+        """Build here what is missing and load it; the core module, or None."""
+
+
+class NativeCallPath:
+    """The real C call path: the core module and the torch module."""
+
+    def __init__(self) -> None:
+        self.core_module = NativeModule("jm_fast_call", binaries.build_core, install_core)
+        self.torch = NativeModule("jm_torch_call", binaries.build_torch, install_torch)
+
+    def core(self) -> ModuleType | None:
+        return self.core_module.get()
+
+    def loaded_core(self) -> ModuleType | None:
+        return self.core_module.module
+
+    def torch_module(self) -> ModuleType | None:
+        if "torch" not in sys.modules or self.core_module.get() is None:
+            return None
+        return self.torch.get()
+
+    def kernel(self, function: int, host: bool, block: tuple[int, int, int], context: int, on_fault: Any,
+               name: str) -> Any | None:
+        loaded = self.core_module.get()
+        if loaded is None:
+            return None
+        try:
+            return loaded.Kernel(function, host, block, context, on_fault, name)
+        except LaunchError:  # a CUDA kernel with no driver entry points: the Python launch stays
+            return None
+
+    def status(self) -> str:
+        return self.core_module.status()
+
+    def torch_status(self) -> str:
+        return self.torch.status()
+
+    def wait(self, timeout: float | None = None) -> ModuleType | None:
+        """The core module, and the torch one where torch is imported."""
+        core = self.core_module.wait(timeout)
+        if core is not None and "torch" in sys.modules:
+            self.torch.wait(timeout)
+        return core
+
+    def after_fork_in_child(self) -> None:
+        self.core_module.after_fork_in_child()
+        self.torch.after_fork_in_child()
+
+
+class PythonCallPath:
+    """The null C call path (`JITER_MAGIC_FAST_CALL=0`): no module, no C launcher."""
+
+    def core(self) -> ModuleType | None:
+        return None
+
+    def loaded_core(self) -> ModuleType | None:
+        return None
+
+    def torch_module(self) -> ModuleType | None:
+        return None
+
+    def kernel(self, function: int, host: bool, block: tuple[int, int, int], context: int, on_fault: Any,
+               name: str) -> Any | None:
+        return None
+
+    def status(self) -> str:
+        return "off"
+
+    def torch_status(self) -> str:
+        return "off"
+
+    def wait(self, timeout: float | None = None) -> ModuleType | None:
+        return None
+
+
+def _made_for_this_process() -> CallPath:
+    return NativeCallPath() if settings.FAST_CALL.get() else PythonCallPath()
+
+
+def current() -> CallPath:
+    """This process's C call path, chosen on the first ask."""
+    return RUNTIME.part(CallPath, _made_for_this_process)  # type: ignore[type-abstract]
+
+
+def status() -> str:
+    return current().status()
+
+
+def torch_status() -> str:
+    return current().torch_status()
+
+
+def wait(timeout: float | None = None) -> ModuleType | None:
+    return current().wait(timeout)
