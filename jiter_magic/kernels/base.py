@@ -128,6 +128,6 @@ def vector_width(call: CallShape, check_alignment: bool = True) -> int:
 
 
 def widest_vector(dtypes: list[str]) -> int:
-    """Elements of the widest of these dtypes that fill 16 bytes (16 one-byte elements: with 8,
-    int8 and uint8 ran at 0.96 of torch's jiterator on the H200; bench/sweep_gpu.py)."""
+    """Elements of the widest of these dtypes that fill 16 bytes: 16 one-byte elements, as 8 left
+    int8 and uint8 below torch's jiterator (docs/benchmarks.md)."""
     return max(1, 16 // max(DTYPES[d].itemsize for d in dtypes))

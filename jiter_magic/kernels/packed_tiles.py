@@ -18,18 +18,11 @@ from jiter_magic.kernels.tile_code import SHARED_LIMIT, TILE, WARP, batch_loop, 
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.spec import KernelSpec
 
-# Packed tiles (`spec.pack` elements an access, tiles of 32*pack x 32*vec): the packs allowed and the
-# rows of threads for each, two loop dimensions and batched. On the H200 (sweep 19 of
-# bench/results/2026-12-02-h200-int8), with a thread reading its square of the tile as words and 2-d
-# kernels without a batch loop: transposed 16384^2 int8 3597-3599 GB/s with 32x8 threads (80
-# registers) against 3179-3189 with 32x16 and 2959-3125 with 32x32; float16 4005 against 3700 and
-# 3696-3984; NCHW float16 read as NHWC, 256 channels, 3486-3525 with 32x8 against 3289-3309 with
-# 32x16. Batched kernels take the thread's indices through a fence at each batch (`thread_indices`);
-# with it, 32x8 threads for both packs (sweep 21 of bench/results/2026-12-02-h200-batched): NCHW
-# int8 read as NHWC, 256 channels, 2439-2637 GB/s against 2063-2472 for 32x32 threads unfenced,
-# float16 3573-3605 against 3090-3345 for 32x8 unfenced. A block walks 2 batches (sweep 22): NCHW int8
-# read as NHWC, 128x256x64x64, 3422-3460 GB/s against 3047-3249 with one, and float16 as fast
-# (3349-3554 against 3254-3586).
+# Packed tiles (`spec.pack` elements an access, tiles of 32*pack x 32*vec): the packs allowed and the rows
+# of threads for each, two loop dimensions and batched: 32x8 threads, each reading its square of the
+# tile as words, were faster than 32x16 and 32x32 for both packs (batched: once `thread_indices` fences
+# the indices). A block walks 2 batches: int8 ran faster than with one, float16 as fast. The
+# measurements: docs/benchmarks.md.
 PACKS = (2, 4)
 PACKED_ROWS = {2: 8, 4: 8}
 PACKED_BATCHED_ROWS = {2: 8, 4: 8}
@@ -38,7 +31,7 @@ PREFETCH = True  # direct inputs loaded into registers before the block waits on
 
 
 def rows_for(ndim: int, pack: int) -> int:
-    """Rows of threads of a packed kernel's block over `ndim` loop dimensions, from the sweeps above."""
+    """Rows of threads of a packed kernel's block over `ndim` loop dimensions, as chosen above."""
     return (PACKED_BATCHED_ROWS if ndim > 2 else PACKED_ROWS)[pack]
 
 
@@ -49,9 +42,8 @@ def packed_rows(spec: KernelSpec) -> int:
 
 def thread_indices(spec: KernelSpec) -> CodeBlock:
     """C++: the thread's x and y as `jm_tx` and `jm_ty`, which the packed kernel's addresses use. In a
-    batch loop they pass through an empty `asm` at each batch: the compiler then computes the
-    tile's addresses in the batch rather than keeping every one in registers across the loop (the
-    batched int8 kernel with 32x8 threads: 202 registers unfenced, 80 fenced; `ptxas -v`)."""
+    batch loop they pass through an empty `asm` at each batch, so that the compiler computes the tile's
+    addresses in the batch instead of keeping them all in registers across it (docs/benchmarks.md)."""
     code = CodeBlock("int jm_tx = (int)jm_thread_x(), jm_ty = (int)jm_thread_y();")
     if spec.ndim > 2:
         code.line('asm volatile("" : "+r"(jm_tx), "+r"(jm_ty));')
@@ -265,8 +257,8 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
 def _element_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
     """A partial tile (at the loop's edges): an element an access, consecutive lanes on consecutive
     elements, over the same tile layout. In rolled loops and without prefetching, because the
-    kernel's registers are those of both branches: unrolled, this branch halved the whole tiles'
-    speed on the H200 (sweeps 15 and 16 of bench/results/2026-12-02-h200-packed)."""
+    kernel's registers are those of both branches: unrolled, this branch's registers slowed the
+    whole tiles' branch (docs/benchmarks.md)."""
     nout, ins, pack, vec = len(spec.outputs), spec.array_inputs, spec.pack, spec.vec
     rows = packed_rows(spec)
     edge0, edge1 = packed_edges(pack, vec)

@@ -28,10 +28,9 @@ from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.layout import INT32_MAX, ArrayDesc, Layout
 from jiter_magic.planning.spec import ROWS, KernelSpec
 
-# Vectors a thread: 2 where an input is constant along the row (an outer product: little to load,
-# a block is gone after one store), else 1. On the H200 (bench/sweep_gpu.py --rows; results in
-# bench/results/2026-12-01-h200-speed): a float32 outer product 2926-3029 -> 3768-4131 GB/s of
-# output (write-only: 4403-4545), float16 2531-2571 -> 3272-3816; a bias add 3-4% slower with 2.
+# Vectors a thread: 2 where an input is constant along the row (an outer product: there is little
+# to load, and with one vector a block is gone after one store), else 1 (a bias add, which loads a
+# row of an input, ran slower with 2). The measurements: docs/benchmarks.md.
 ROW_CONSTANT_UNROLL = 2
 
 

@@ -31,8 +31,7 @@ def tile_origin(spec: KernelSpec, edge0: int, edge1: int) -> CodeBlock:
 def batch_loop(spec: KernelSpec) -> str:
     """The head of the loop over batches (grid.z), or "" (a plain scope) for a 2-d loop, which has
     one batch. Without the loop the compiler need not keep the tile's addresses in registers from
-    one batch to the next: the 2-d int8 packed kernel with 32x16 threads took 128 registers in a
-    loop, and 54 without."""
+    one batch to the next, and a 2-d kernel needs fewer than half the registers (docs/benchmarks.md)."""
     if spec.ndim <= 2:
         return ""
     return "for (jm_index_t jm_batch = jm_block_z(); jm_batch < jm_batches; jm_batch += jm_grid_z())"

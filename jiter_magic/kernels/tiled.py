@@ -23,16 +23,14 @@ from jiter_magic.planning.layout import ArrayDesc, Layout
 from jiter_magic.planning.spec import TILED, KernelSpec
 
 # Tiles of edge0 x edge1 elements (`tile_edges`), 32 x `thread_rows(spec)` threads: a thread moves
-# edge0/32 columns of edge1/rows rows. On the H200 (bench/sweep_gpu.py; bench/results/2026-12-01-h200-speed
-# sweeps 1-3, 2026-12-01-h200-speed-2 sweep 5, and 2026-12-02-h200-layouts sweep 12), with PREFETCH:
-# - two loop dimensions: 32x32 tiles, 32x16 threads for 4-byte elements (transposed 16384^2 3317-3442 GB/s
-#   against 3108-3304 with 32x4 or 32x8; a 3-d rotation 3400-3565 against 3090-3381) and 32x8 for 2-byte
-#   ones (2024-2130 against 1554-1733). Wider tiles lose there: 64x64 1.5-3x slower, 32x64 6-20%.
-# - batches on grid.z (NCHW read as NHWC): with 256 channels, 32x64 tiles (64 along the tiled input's
-#   rows: spec.vec 2) and 32x8 threads, 3391-3768 GB/s for float32 against 3071-3413 with 32x32 tiles
-#   and 32x4 threads, 2034-2307 against 1673-1794 for float16; with 32 channels, 2577-2658 against
-#   3280-3433, and 1282-1373 against 1730-1821 (sweep 13 of 2026-12-02-h200-layouts). So the wide
-#   tiles only where the tiled input's rows fill two of them. A block walking 2 or 4 batches gained nothing.
+# edge0/32 columns of edge1/rows rows. The shapes are the fastest of those measured, with PREFETCH
+# (the measurements: docs/benchmarks.md):
+# - two loop dimensions: 32x32 tiles; 32x16 threads for 4-byte elements, 32x8 for 2-byte ones.
+#   Larger tiles (64x64, 32x64) were slower.
+# - batches on grid.z (NCHW read as NHWC): 32x64 tiles (64 along the tiled input's rows: spec.vec 2)
+#   and 32x8 threads where the tiled input's rows fill two such tiles, else 32x32 tiles and 32x4
+#   threads: over short rows (32 channels) the wide tiles were slower. A block walking 2 or 4
+#   batches instead of one gained nothing.
 PREFETCH = True
 BATCHED_ROWS, WIDE_BATCHED_ROWS, WIDE_ROWS, NARROW_ROWS = 4, 8, 16, 8
 WIDE_TILE_ROWS = 4 * TILE  # batched loops whose second dimension has at least this many elements: 32x64 tiles
@@ -41,7 +39,7 @@ MAX_GRID_Y = MAX_GRID_Z = 65535
 
 
 def thread_rows(spec: KernelSpec) -> int:
-    """Rows of threads in a block: its y extent, from the sweeps above."""
+    """Rows of threads in a block: its y extent, as chosen above."""
     if spec.pack > 1:
         return packed_rows(spec)
     if spec.ndim > 2:
