@@ -199,7 +199,7 @@ def packed_cases() -> list:
 FENCE = 'asm volatile("" : "+r"(jm_tx), "+r"(jm_ty));'
 
 
-SHIPPED_TILE_WIDTH = packed_tiles.tile_width
+SHIPPED_TILE_WIDTH = packed_tiles.packed_runs
 
 
 def square_tile_width(pack: int, size1: int) -> int:
@@ -221,8 +221,8 @@ def set_packed_batched(rows4: int, min_blocks: int, fence: bool = True, batches:
     set_packed("shipped", None, None)
     packed_tiles.PACKED_BATCHED_ROWS[4] = rows4
     tiled.PACKED_BATCHES_A_BLOCK = batches
-    packed_tiles.tile_width = {"shipped": SHIPPED_TILE_WIDTH, "square": square_tile_width,
-                               "half": half_tile_width}[widths]
+    packed_tiles.packed_runs = {"shipped": SHIPPED_TILE_WIDTH, "square": square_tile_width,
+                                "half": half_tile_width}[widths]
 
     def bounded_source(binding, spec, backend):
         text, start = ORIGINAL_RENDER(binding, spec, backend)

@@ -78,7 +78,7 @@ def packed_tile_index(pack: int, runs: int, row: str, column: str) -> str:
     return f"({row}) * {TILE * runs + pack} + (({row}) >> 5) * {pack} + ({column})"
 
 
-def tile_width(pack: int, size1: int) -> int:
+def packed_runs(pack: int, size1: int) -> int:
     """`runs` of a packed tile over a second loop dimension of `size1` elements, or 0 where it
     is too short for one: square tiles (runs = pack), or half as wide where the dimension is shorter
     than a square tile, or a whole number of half tiles and not of square ones (192 channels of
@@ -93,7 +93,7 @@ def tile_width(pack: int, size1: int) -> int:
 def packing(call: CallShape, staged: list[tuple[int, int]]) -> tuple[int, int]:
     """(pack, runs) of a packed tile for these tiled inputs (index, operand position), or (1, 1):
     packed where the tiled inputs and the outputs share a 1- or 2-byte dtype, the tiled inputs'
-    rows run forwards, both loop dimensions fill a packed tile (`tile_width`), the tiles fit in
+    rows run forwards, both loop dimensions fill a packed tile (`packed_runs`), the tiles fit in
     shared memory, and pointers and strides allow 4-byte accesses. The kernel checks the last
     again, a batch at a time."""
     layout = call.layout
@@ -104,7 +104,7 @@ def packing(call: CallShape, staged: list[tuple[int, int]]) -> tuple[int, int]:
     pack = 4 // widths.pop()
     if pack not in PACKS or layout.sizes[0] < TILE * pack:
         return 1, 1
-    runs = tile_width(pack, layout.sizes[1])
+    runs = packed_runs(pack, layout.sizes[1])
     if not runs or (TILE * runs // pack) % rows_for(layout.ndim, pack):  # rows of threads split a row's words
         return 1, 1
     if any(layout.strides[position][1] != 1 for _, position in staged):

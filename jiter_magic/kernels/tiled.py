@@ -49,7 +49,9 @@ from jiter_magic.planning.spec import TILED, KernelSpec
 #   threads: over short rows (32 channels) the wide tiles were slower. A block walking 2 or 4
 #   batches instead of one gained nothing.
 PREFETCH = True
-BATCHED_ROWS, WIDE_BATCHED_ROWS, WIDE_ROWS, NARROW_ROWS = 4, 8, 16, 8
+# Rows of threads: "wide" and "narrow" name the elements (4 bytes or more; 1 or 2) in 2-d loops,
+# the tiles (32x64 or 32x32) in batched ones.
+ROWS_WIDE_ELEMENTS, ROWS_NARROW_ELEMENTS, ROWS_BATCHED, ROWS_BATCHED_WIDE_TILES = 16, 8, 4, 8
 WIDE_TILE_ROWS = 4 * TILE  # batched loops whose second dimension has at least this many elements: 32x64 tiles
 BATCHES_A_BLOCK = 1  # batches (loop dimensions past the second) a block walks: grid.z is batches / this
 MAX_GRID_Y = MAX_GRID_Z = 65535
@@ -61,9 +63,9 @@ def thread_rows(spec: KernelSpec) -> int:
     if params.pack > 1:
         return packed_rows(spec)
     if spec.ndim > 2:
-        return WIDE_BATCHED_ROWS if params.runs > 1 else BATCHED_ROWS
+        return ROWS_BATCHED_WIDE_TILES if params.runs > 1 else ROWS_BATCHED
     widest = max(DTYPES[name].itemsize for name in (*spec.outputs, *(spec.inputs[i] for i in params.tiled_inputs)))
-    return NARROW_ROWS if widest <= 2 else WIDE_ROWS
+    return ROWS_NARROW_ELEMENTS if widest <= 2 else ROWS_WIDE_ELEMENTS
 
 
 def tile_edges(spec: KernelSpec) -> tuple[int, int]:
