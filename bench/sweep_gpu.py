@@ -18,7 +18,7 @@ inputs' rows, or 128 bytes of the widest tiled element), rows of threads, and ba
 with 1- and 2-byte cases and a copy of each case's bytes as its own ceiling. `--batched-tiles`: the
 shipped tiles of batched loops against the earlier 32x32 tiles, NCHW read as NHWC with 256 and 32 channels.
 `--packed`: the tiled path's packed accesses (2 or 4 elements of 1- and 2-byte dtypes as one 4-byte
-access along both rows, `spec.pack`) off and on, with rows of threads for each pack; 1- and 2-byte
+access along both rows, `spec.params.pack`) off and on, with rows of threads for each pack; 1- and 2-byte
 transposed, NCHW, misaligned and odd-sized cases, each with a copy of its bytes as its ceiling.
 `--packed-batched`: batched packed kernels (NCHW int8 and float16 read as NHWC) with 32x32, 32x16
 and 32x8 threads for 1-byte ones, with a minimum of blocks an SM asked through `__launch_bounds__`,
@@ -98,7 +98,7 @@ def set_contiguous(widest: int, per_thread_elems: int | None, streaming: bool) -
     def unroll_of(spec) -> int:
         if per_thread_elems is None:
             return ORIGINAL_UNROLL(spec)
-        return max(1, per_thread_elems // spec.vec)
+        return max(1, per_thread_elems // spec.params.vec)
 
     base.widest_vector = widest_vector
     contiguous.widest_vector = widest_vector
@@ -141,7 +141,7 @@ TILE_EDGES = tiled.tile_edges
 
 def edges_by_bytes(spec) -> tuple[int, int]:
     """Tile edges of 128 bytes of the widest tiled element (32 to 128 elements)."""
-    names = (*spec.outputs, *(spec.inputs[i] for i in spec.tiled_inputs))
+    names = (*spec.outputs, *(spec.inputs[i] for i in spec.params.tiled_inputs))
     edge = max(32, min(128, 128 // max(DTYPES[name].itemsize for name in names)))
     return edge, edge
 
@@ -199,7 +199,7 @@ def packed_cases() -> list:
 FENCE = 'asm volatile("" : "+r"(jm_tx), "+r"(jm_ty));'
 
 
-SHIPPED_TILE_WIDTH = packed_tiles.tile_width
+SHIPPED_TILE_WIDTH = packed_tiles.packed_runs
 
 
 def square_tile_width(pack: int, size1: int) -> int:
@@ -221,13 +221,14 @@ def set_packed_batched(rows4: int, min_blocks: int, fence: bool = True, batches:
     set_packed("shipped", None, None)
     packed_tiles.PACKED_BATCHED_ROWS[4] = rows4
     tiled.PACKED_BATCHES_A_BLOCK = batches
-    packed_tiles.tile_width = {"shipped": SHIPPED_TILE_WIDTH, "square": square_tile_width,
-                               "half": half_tile_width}[widths]
+    packed_tiles.packed_runs = {"shipped": SHIPPED_TILE_WIDTH, "square": square_tile_width,
+                                "half": half_tile_width}[widths]
 
     def bounded_source(binding, spec, backend):
         text, start = ORIGINAL_RENDER(binding, spec, backend)
-        if spec.pack > 1 and spec.ndim > 2 and backend == "cuda":
-            if min_blocks and spec.pack == 4:
+        pack = spec.params.pack if spec.path == "tiled" else 1  # only the tiled path's record has one
+        if pack > 1 and spec.ndim > 2 and backend == "cuda":
+            if min_blocks and pack == 4:
                 text = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {min_blocks})", text)
             if not fence:
                 assert FENCE in text

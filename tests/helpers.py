@@ -12,12 +12,15 @@ import numpy as np
 import jiter_magic
 from jiter_magic import CacheWarning, create_jit_fn
 from jiter_magic.compilers.base import CompileResult
-from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.kernels.contiguous import ContiguousParams
+from jiter_magic.planning.spec import CONTIGUOUS, KernelSpec
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE = "template <typename T> T cache_kernel(T x, T y) { return x * y + T(1); }"
-SPEC = KernelSpec(("float32", "float32"), (False, False), ("float32",), "float32", ())
-SPEC64 = KernelSpec(("float64", "float64"), (False, False), ("float64",), "float64", ())
+SPEC = KernelSpec(("float32", "float32"), (False, False), ("float32",), "float32", (), path=CONTIGUOUS,
+                  params=ContiguousParams())
+SPEC64 = KernelSpec(("float64", "float64"), (False, False), ("float64",), "float64", (), path=CONTIGUOUS,
+                    params=ContiguousParams())
 
 
 class FakeCompiler:

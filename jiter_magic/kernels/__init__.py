@@ -2,42 +2,27 @@
 
 CUDA paths are tried in order, the first that fits a call wins: contiguous vectors, tiles
 through shared memory, rows, and strided offsets for everything else. The host has one
-path, an OpenMP loop. A path's module is imported the first time a call gets as far as it:
-a new process whose first call is contiguous loads neither the tiled kernels nor the others,
-which is part of the time to its first result.
+path, an OpenMP loop. Paths are stateless, so each is one instance made here at import.
 """
 from __future__ import annotations
 
-import importlib
-
 from jiter_magic.kernels.base import CallShape, KernelPath, PathChoice
-from jiter_magic.planning.spec import CONTIGUOUS, ROWS, STRIDED, TILED, KernelSpec
+from jiter_magic.kernels.contiguous import Contiguous
+from jiter_magic.kernels.host import HostLoop
+from jiter_magic.kernels.rows import Rows
+from jiter_magic.kernels.strided import Strided
+from jiter_magic.kernels.tiled import Tiled
+from jiter_magic.planning.spec import KernelSpec
 
-# The CUDA paths by name (a spec's `path`), in the order a call tries them, with their modules'
-# and classes' names; and the host's.
-_CUDA: dict[str, tuple[str, str]] = {CONTIGUOUS: ("contiguous", "Contiguous"), TILED: ("tiled", "Tiled"),
-                                     ROWS: ("rows", "Rows"), STRIDED: ("strided", "Strided")}
-_HOST = ("host", "HostLoop")
-_made: dict[str, KernelPath] = {}
-
-
-def _path(module: str, cls: str) -> KernelPath:
-    """The one instance of a path class, its module imported the first time it is asked for."""
-    found = _made.get(module)
-    if found is None:
-        found = _made[module] = getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
-    return found
-
-
-def cuda_paths() -> tuple[KernelPath, ...]:
-    """Every CUDA path, in the order a call tries them (all their modules imported)."""
-    return tuple(_path(*entry) for entry in _CUDA.values())
+# The CUDA paths in the order a call tries them (a spec's `path` is one's `name`), and the host's.
+CUDA_PATHS: tuple[KernelPath, ...] = (Contiguous(), Tiled(), Rows(), Strided())
+HOST_PATH: KernelPath = HostLoop()
 
 
 def choose_path(call: CallShape, backend: str) -> PathChoice:
     """The first path that fits the call on `backend` ('cuda' or 'cpu')."""
-    for entry in _CUDA.values() if backend == "cuda" else (_HOST,):
-        choice = _path(*entry).match(call)
+    for path in CUDA_PATHS if backend == "cuda" else (HOST_PATH,):
+        choice = path.match(call)
         if choice is not None:
             return choice
     raise AssertionError("the last path of every backend fits any call")
@@ -54,8 +39,8 @@ def describe(spec: KernelSpec) -> str:
 def path_of(spec: KernelSpec, backend: str) -> KernelPath:
     """The path object that renders and launches `spec` on `backend`."""
     if backend != "cuda":
-        return _path(*_HOST)
-    entry = _CUDA.get(spec.path)
-    if entry is None:
-        raise KeyError(f"no CUDA kernel path named {spec.path!r}")
-    return _path(*entry)
+        return HOST_PATH
+    for path in CUDA_PATHS:
+        if path.name == spec.path:
+            return path
+    raise KeyError(f"no CUDA kernel path named {spec.path!r}")

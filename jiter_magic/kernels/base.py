@@ -1,21 +1,22 @@
 """What every kernel path provides, and what the paths share.
 
 A kernel path is one way of walking a call's elements (contiguous vectors, rows, tiles,
-strided offsets, the host loop). Each is one class: whether it fits a call (`match`), the
+strided offsets, the host loop). Each is one class: whether it fits a call (`match`, which
+answers with the path's own parameters, a `PathParams` record the spec then carries), the
 loop-geometry fields it adds to the `Args` struct and their values for a call, its launch
-grid, and its rendered kernel. Adding a path means adding one class and listing it in
-`kernels/__init__.py`.
+grid, and its rendered kernel. Adding a path means adding one module with its class and its
+parameters' record, and listing the class in `kernels/__init__.py`.
 """
 from __future__ import annotations
 
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, TypeVar
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.args import FieldSpec
 from jiter_magic.planning.dtypes import DTYPES
 from jiter_magic.planning.layout import ArrayDesc, Layout
-from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.planning.spec import KernelSpec, PathParams
 
 BLOCK = 128  # threads a block on CUDA
 
@@ -36,15 +37,22 @@ class CallShape(NamedTuple):
 class PathChoice(NamedTuple):
     """A path's answer to `match`: the spec fields that describe its loop."""
 
-    path: str
+    path: str  # the spec's path: the class's name, or on the host the CUDA path the loop is shaped like
     ndim: int
-    vec: int = 1
-    tiled_inputs: tuple[int, ...] = ()
-    row_broadcast: tuple[int, ...] = ()
-    pack: int = 1
+    params: PathParams
 
 
 Grid = tuple[int, int, int]
+Params = TypeVar("Params", bound=PathParams)
+
+
+def params_of(spec: KernelSpec, record: type[Params]) -> Params:
+    """`spec.params` as the path's own record type (a spec types it as the base): a path reading
+    another path's spec is a TypeError here rather than a missing attribute deep in rendering."""
+    params = spec.params
+    if not isinstance(params, record):
+        raise TypeError(f"a {spec.path} spec carries {type(params).__name__}, not {record.__name__}")
+    return params
 
 
 class KernelPath:
@@ -128,6 +136,6 @@ def vector_width(call: CallShape, check_alignment: bool = True) -> int:
 
 
 def widest_vector(dtypes: list[str]) -> int:
-    """Elements of the widest of these dtypes that fill 16 bytes (16 one-byte elements: with 8,
-    int8 and uint8 ran at 0.96 of torch's jiterator on the H200; bench/sweep_gpu.py)."""
+    """Elements of the widest of these dtypes that fill 16 bytes: 16 one-byte elements, as 8 left
+    int8 and uint8 below torch's jiterator (docs/benchmarks.md)."""
     return max(1, 16 // max(DTYPES[d].itemsize for d in dtypes))

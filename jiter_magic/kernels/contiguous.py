@@ -9,21 +9,40 @@ so that loads stay in flight as they do at full width.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body
 from jiter_magic.frontend.bind import Binding
-from jiter_magic.kernels.base import BLOCK, CallShape, CudaPath, Grid, PathChoice, ceil_div, vector_width, widest_vector
+from jiter_magic.kernels.base import (
+    BLOCK,
+    CallShape,
+    CudaPath,
+    Grid,
+    PathChoice,
+    ceil_div,
+    params_of,
+    vector_width,
+    widest_vector,
+)
 from jiter_magic.planning.dtypes import ctype
 from jiter_magic.planning.layout import Layout
-from jiter_magic.planning.spec import CONTIGUOUS, KernelSpec
+from jiter_magic.planning.spec import CONTIGUOUS, KernelSpec, PathParams
 
-UNROLL = 1  # full-width vectors a thread (bench/sweep_gpu.py: 1 is best on the H200)
+UNROLL = 1  # full-width vectors a thread: at 16 bytes a vector, unrolling further ran no faster
+
+
+@dataclass(frozen=True, slots=True)
+class ContiguousParams(PathParams):
+    """The contiguous loop's parameters (also the host's flat loop, with vec 1)."""
+
+    vec: int = 1  # elements a vector access moves: 16 bytes of the widest operand, less where misaligned
 
 
 def unroll_of(spec: KernelSpec) -> int:
     """Vectors a thread moves: UNROLL at full width, more when misalignment narrowed the vector."""
     dtypes = [*spec.outputs, *(spec.inputs[i] for i in spec.array_inputs)]
-    return UNROLL * max(1, widest_vector(dtypes) // spec.vec)
+    return UNROLL * max(1, widest_vector(dtypes) // params_of(spec, ContiguousParams).vec)
 
 
 class Contiguous(CudaPath):
@@ -32,16 +51,16 @@ class Contiguous(CudaPath):
     def match(self, call: CallShape) -> PathChoice | None:
         if not call.layout.is_contiguous:
             return None
-        return PathChoice(CONTIGUOUS, 1, vector_width(call))
+        return PathChoice(CONTIGUOUS, 1, ContiguousParams(vector_width(call)))
 
     def grid(self, spec: KernelSpec, layout: Layout) -> Grid:
-        return ceil_div(layout.numel, BLOCK * spec.vec * unroll_of(spec)), 1, 1
+        return ceil_div(layout.numel, BLOCK * params_of(spec, ContiguousParams).vec * unroll_of(spec)), 1, 1
 
     def shape_text(self, spec: KernelSpec) -> str:
-        return f"vec{spec.vec}"
+        return f"vec{params_of(spec, ContiguousParams).vec}"
 
     def body(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
-        v, unroll, ins = spec.vec, unroll_of(spec), spec.array_inputs
+        v, unroll, ins = params_of(spec, ContiguousParams).vec, unroll_of(spec), spec.array_inputs
         work = BLOCK * v * unroll
         nout = len(spec.outputs)
         vec_in = {i: f"jm_vec<{ctype(spec.inputs[i])}, {v}>" for i in ins}

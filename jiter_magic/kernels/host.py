@@ -14,8 +14,9 @@ from jiter_magic.codegen.offsets import DIVIDE, operand_offsets
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.args import FieldSpec
 from jiter_magic.kernels.base import CallShape, Grid, KernelPath, PathChoice, loop_fields, loop_geometry
+from jiter_magic.kernels.contiguous import ContiguousParams
 from jiter_magic.planning.layout import Layout
-from jiter_magic.planning.spec import CONTIGUOUS, STRIDED, KernelSpec
+from jiter_magic.planning.spec import CONTIGUOUS, STRIDED, KernelSpec, PathParams
 
 PARALLEL = "#pragma omp parallel if (jm_n > 32768)"
 
@@ -53,9 +54,12 @@ class HostLoop(KernelPath):
     name = "host"
 
     def match(self, call: CallShape) -> PathChoice | None:
+        """The contiguous or the strided loop shape, with that CUDA path's record (the contiguous one at
+        vec 1: the flat loop moves an element a step, which GCC vectorizes), so that `describe` reads a
+        host spec as it reads a CUDA one of the same shape."""
         if call.layout.is_contiguous:
-            return PathChoice(CONTIGUOUS, 1)
-        return PathChoice(STRIDED, max(call.layout.ndim, 1))
+            return PathChoice(CONTIGUOUS, 1, ContiguousParams(vec=1))
+        return PathChoice(STRIDED, max(call.layout.ndim, 1), PathParams())
 
     def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
         return loop_fields(spec) if spec.path == STRIDED else []

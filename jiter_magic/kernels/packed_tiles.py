@@ -1,11 +1,11 @@
 """Packed tiles: the tiled path's kernel for 1- and 2-byte layouts, 4 bytes an access.
 
 Where the tiled inputs and the outputs share a 1- or 2-byte dtype, a thread moves 4 or 2
-elements (`spec.pack`) as one 4-byte access along the tiled input's rows and along the outputs'
-rows, so that a warp's access is 128 bytes as with 4-byte elements. A tile is 32*pack elements
-along the outputs' rows and 32*vec along the tiled inputs' rows (`spec.vec`): square (vec = pack),
-or half as wide where those rows are shorter than a square tile (64 channels of int8). `packing`
-decides at plan time; `packed_body` renders the kernel.
+elements (`TiledParams.pack`) as one 4-byte access along the tiled input's rows and along the
+outputs' rows, so that a warp's access is 128 bytes as with 4-byte elements. A tile is 32*pack
+elements along the outputs' rows and 32*runs along the tiled inputs' rows (`TiledParams.runs`):
+square (runs = pack), or half as wide where those rows are shorter than a square tile (64 channels
+of int8). `packing` decides at plan time; `packed_body` renders the kernel.
 """
 from __future__ import annotations
 
@@ -13,23 +13,25 @@ from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body
 from jiter_magic.codegen.offsets import MODULO, operand_offsets
 from jiter_magic.frontend.bind import Binding
-from jiter_magic.kernels.base import CallShape
-from jiter_magic.kernels.tile_code import SHARED_LIMIT, TILE, WARP, batch_loop, operand_offset, stride, tile_origin
+from jiter_magic.kernels.base import CallShape, params_of
+from jiter_magic.kernels.tile_code import (
+    SHARED_LIMIT,
+    TILE,
+    WARP,
+    TiledParams,
+    batch_loop,
+    operand_offset,
+    stride,
+    tile_origin,
+)
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.spec import KernelSpec
 
-# Packed tiles (`spec.pack` elements an access, tiles of 32*pack x 32*vec): the packs allowed and the
-# rows of threads for each, two loop dimensions and batched. On the H200 (sweep 19 of
-# bench/results/2026-12-02-h200-int8), with a thread reading its square of the tile as words and 2-d
-# kernels without a batch loop: transposed 16384^2 int8 3597-3599 GB/s with 32x8 threads (80
-# registers) against 3179-3189 with 32x16 and 2959-3125 with 32x32; float16 4005 against 3700 and
-# 3696-3984; NCHW float16 read as NHWC, 256 channels, 3486-3525 with 32x8 against 3289-3309 with
-# 32x16. Batched kernels take the thread's indices through a fence at each batch (`thread_indices`);
-# with it, 32x8 threads for both packs (sweep 21 of bench/results/2026-12-02-h200-batched): NCHW
-# int8 read as NHWC, 256 channels, 2439-2637 GB/s against 2063-2472 for 32x32 threads unfenced,
-# float16 3573-3605 against 3090-3345 for 32x8 unfenced. A block walks 2 batches (sweep 22): NCHW int8
-# read as NHWC, 128x256x64x64, 3422-3460 GB/s against 3047-3249 with one, and float16 as fast
-# (3349-3554 against 3254-3586).
+# Packed tiles (`pack` elements an access, tiles of 32*pack x 32*runs): the packs allowed and the rows
+# of threads for each, two loop dimensions and batched: 32x8 threads, each reading its square of the
+# tile as words, were faster than 32x16 and 32x32 for both packs (batched: once `thread_indices` fences
+# the indices). A block walks 2 batches: int8 ran faster than with one, float16 as fast. The
+# measurements: docs/benchmarks.md.
 PACKS = (2, 4)
 PACKED_ROWS = {2: 8, 4: 8}
 PACKED_BATCHED_ROWS = {2: 8, 4: 8}
@@ -38,48 +40,47 @@ PREFETCH = True  # direct inputs loaded into registers before the block waits on
 
 
 def rows_for(ndim: int, pack: int) -> int:
-    """Rows of threads of a packed kernel's block over `ndim` loop dimensions, from the sweeps above."""
+    """Rows of threads of a packed kernel's block over `ndim` loop dimensions, as chosen above."""
     return (PACKED_BATCHED_ROWS if ndim > 2 else PACKED_ROWS)[pack]
 
 
 def packed_rows(spec: KernelSpec) -> int:
     """Rows of threads of `spec`'s packed kernel's block."""
-    return rows_for(spec.ndim, spec.pack)
+    return rows_for(spec.ndim, params_of(spec, TiledParams).pack)
 
 
 def thread_indices(spec: KernelSpec) -> CodeBlock:
     """C++: the thread's x and y as `jm_tx` and `jm_ty`, which the packed kernel's addresses use. In a
-    batch loop they pass through an empty `asm` at each batch: the compiler then computes the
-    tile's addresses in the batch rather than keeping every one in registers across the loop (the
-    batched int8 kernel with 32x8 threads: 202 registers unfenced, 80 fenced; `ptxas -v`)."""
+    batch loop they pass through an empty `asm` at each batch, so that the compiler computes the tile's
+    addresses in the batch instead of keeping them all in registers across it (docs/benchmarks.md)."""
     code = CodeBlock("int jm_tx = (int)jm_thread_x(), jm_ty = (int)jm_thread_y();")
     if spec.ndim > 2:
         code.line('asm volatile("" : "+r"(jm_tx), "+r"(jm_ty));')
     return code
 
 
-def packed_edges(pack: int, vec: int) -> tuple[int, int]:
+def packed_edges(pack: int, runs: int) -> tuple[int, int]:
     """A packed tile's edges in elements: along the outputs' rows (the tile's rows, 32 words) and
     along the tiled inputs' rows (32 or 16 words)."""
-    return TILE * pack, TILE * vec
+    return TILE * pack, TILE * runs
 
 
-def packed_tile_elements(pack: int, vec: int) -> int:
-    """Elements of a packed tile: rows of 32*vec elements and one 4-byte word of padding, and one
+def packed_tile_elements(pack: int, runs: int) -> int:
+    """Elements of a packed tile: rows of 32*runs elements and one 4-byte word of padding, and one
     more word after every 32 rows. A warp's packed reads down a column take rows 32 apart in
     `pack` groups; the extra word puts each group on its own banks."""
-    edge0, edge1 = packed_edges(pack, vec)
+    edge0, edge1 = packed_edges(pack, runs)
     return edge0 * (edge1 + pack) + (edge0 // TILE) * pack
 
 
-def packed_tile_index(pack: int, vec: int, row: str, column: str) -> str:
+def packed_tile_index(pack: int, runs: int, row: str, column: str) -> str:
     """The flat index of (row, column) in a packed tile, as C++."""
-    return f"({row}) * {TILE * vec + pack} + (({row}) >> 5) * {pack} + ({column})"
+    return f"({row}) * {TILE * runs + pack} + (({row}) >> 5) * {pack} + ({column})"
 
 
-def tile_width(pack: int, size1: int) -> int:
-    """`spec.vec` of a packed tile over a second loop dimension of `size1` elements, or 0 where it
-    is too short for one: square tiles (vec = pack), or half as wide where the dimension is shorter
+def packed_runs(pack: int, size1: int) -> int:
+    """`runs` of a packed tile over a second loop dimension of `size1` elements, or 0 where it
+    is too short for one: square tiles (runs = pack), or half as wide where the dimension is shorter
     than a square tile, or a whole number of half tiles and not of square ones (192 channels of
     int8: three half tiles, rather than a square one and one that takes the element branch)."""
     if size1 < TILE * pack // 2:
@@ -90,9 +91,9 @@ def tile_width(pack: int, size1: int) -> int:
 
 
 def packing(call: CallShape, staged: list[tuple[int, int]]) -> tuple[int, int]:
-    """(pack, vec) of a packed tile for these tiled inputs (index, operand position), or (1, 1):
+    """(pack, runs) of a packed tile for these tiled inputs (index, operand position), or (1, 1):
     packed where the tiled inputs and the outputs share a 1- or 2-byte dtype, the tiled inputs'
-    rows run forwards, both loop dimensions fill a packed tile (`tile_width`), the tiles fit in
+    rows run forwards, both loop dimensions fill a packed tile (`packed_runs`), the tiles fit in
     shared memory, and pointers and strides allow 4-byte accesses. The kernel checks the last
     again, a batch at a time."""
     layout = call.layout
@@ -103,12 +104,12 @@ def packing(call: CallShape, staged: list[tuple[int, int]]) -> tuple[int, int]:
     pack = 4 // widths.pop()
     if pack not in PACKS or layout.sizes[0] < TILE * pack:
         return 1, 1
-    vec = tile_width(pack, layout.sizes[1])
-    if not vec or (TILE * vec // pack) % rows_for(layout.ndim, pack):  # rows of threads split a row's words
+    runs = packed_runs(pack, layout.sizes[1])
+    if not runs or (TILE * runs // pack) % rows_for(layout.ndim, pack):  # rows of threads split a row's words
         return 1, 1
     if any(layout.strides[position][1] != 1 for _, position in staged):
         return 1, 1
-    if len(staged) * packed_tile_elements(pack, vec) * (4 // pack) > SHARED_LIMIT:
+    if len(staged) * packed_tile_elements(pack, runs) * (4 // pack) > SHARED_LIMIT:
         return 1, 1
     # 4-byte accesses need every tiled input's and output's pointer at 4 bytes and its strides,
     # but along its own rows, multiples of the pack (a misaligned view keeps the unpacked tiles,
@@ -118,7 +119,7 @@ def packing(call: CallShape, staged: list[tuple[int, int]]) -> tuple[int, int]:
     other_strides += [s for j in range(len(call.output_dtypes)) for s in layout.strides[j][1:]]
     if any(p % 4 for p in pointers) or any(s % pack for s in other_strides):
         return 1, 1
-    return pack, vec
+    return pack, runs
 
 
 def _word_access(pointer: str, k: int, along: int, pack: int) -> str:
@@ -133,22 +134,23 @@ def _packed_condition(spec: KernelSpec) -> str:
     """C++: whether this batch's tiled inputs (along their rows, dimension 1) and outputs (along
     theirs, dimension 0) allow 4-byte accesses. Checked a batch at a time, so that a batch the
     plan did not foresee takes the element branch."""
-    nout, ins = len(spec.outputs), spec.array_inputs
-    conditions = [_word_access(f"{ARGS}.jm_in{i}", nout + ins.index(i), 1, spec.pack) for i in spec.tiled_inputs]
-    conditions += [_word_access(f"{ARGS}.jm_out{j}", j, 0, spec.pack) for j in range(nout)]
+    nout, ins, params = len(spec.outputs), spec.array_inputs, params_of(spec, TiledParams)
+    conditions = [_word_access(f"{ARGS}.jm_in{i}", nout + ins.index(i), 1, params.pack) for i in params.tiled_inputs]
+    conditions += [_word_access(f"{ARGS}.jm_out{j}", j, 0, params.pack) for j in range(nout)]
     return " &&\n    ".join(conditions)
 
 
 def packed_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
-    """The tiled kernel over packed tiles (`packed_edges`). Whole tiles move `spec.pack` elements
+    """The tiled kernel over packed tiles (`packed_edges`). Whole tiles move `pack` elements
     as one 4-byte access (`_vector_tile`); partial tiles, and batches whose pointers or strides
     turn out not to allow it, take an element at a time over the same tiles (`_element_tile`).
     The choice is one per block and batch."""
-    edge0, edge1 = packed_edges(spec.pack, spec.vec)
+    params = params_of(spec, TiledParams)
+    edge0, edge1 = packed_edges(params.pack, params.runs)
     code = CodeBlock()
-    for i in spec.tiled_inputs:
+    for i in params.tiled_inputs:
         code.line(f"__shared__ alignas(16) {ctype(spec.inputs[i])} "
-                  f"jm_tile{i}[{packed_tile_elements(spec.pack, spec.vec)}];")
+                  f"jm_tile{i}[{packed_tile_elements(params.pack, params.runs)}];")
     code.extend(tile_origin(spec, edge0, edge1))
     with code.block(batch_loop(spec)):
         code.extend(thread_indices(spec))
@@ -156,13 +158,13 @@ def packed_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
         code.line(f"const bool jm_whole = jm_i0_base + {edge0} <= jm_s0 && jm_i1_base + {edge1} <= jm_s1 &&\n"
                   f"    {_packed_condition(spec)};")
         with code.block("if (jm_whole)", close="} else {"):
-            code.extend(_vector_tile(binding, spec))
+            code.extend(_vector_tile(binding, spec, params))
         with code.block(None):
-            code.extend(_element_tile(binding, spec))
+            code.extend(_element_tile(binding, spec, params))
     return code
 
 
-def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
+def _vector_tile(binding: Binding, spec: KernelSpec, params: TiledParams) -> CodeBlock:
     """A whole tile, 4 bytes an access. A warp stages one tiled input's row of 32 words, or two
     rows of 16 (half tiles), which lie next to each other in memory where the rows are the
     innermost dimension (64 int8 channels). Then each thread reads a square of `pack` x `pack`
@@ -171,15 +173,15 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
     a tile column takes 1-byte tiles from 16 shared-memory loads a thread's square to 4, the shared
     memory traffic a byte of a 4-byte tile; picking elements out of the words is register work
     (byte permutes). Each operand's address is taken once and stepped by a multiple of its stride."""
-    nout, ins, pack, vec = len(spec.outputs), spec.array_inputs, spec.pack, spec.vec
+    nout, ins, pack, runs, tiled = len(spec.outputs), spec.array_inputs, params.pack, params.runs, params.tiled_inputs
     rows = packed_rows(spec)
-    edge0, edge1 = packed_edges(pack, vec)
+    edge0, edge1 = packed_edges(pack, runs)
     row_words = edge1 // pack  # words of a staged row: 32, or 16 in a half tile
     per_warp = WARP // row_words  # staged rows a warp covers at once
     steps = edge0 // (rows * per_warp)  # staging passes of the block over the tile's rows
     words = row_words // rows  # word columns a thread computes, each `pack` tile columns
-    assert steps * rows * per_warp == edge0 and words * rows == row_words, (rows, pack, vec)
-    direct = [i for i in ins if i not in spec.tiled_inputs]
+    assert steps * rows * per_warp == edge0 and words * rows == row_words, (rows, pack, runs)
+    direct = [i for i in ins if i not in tiled]
     prefetch = PREFETCH and bool(direct)
     each_k = f"for (int jm_k = 0; jm_k < {pack}; ++jm_k)"
     each_column = (f"for (int jm_c = 0; jm_c < {words}; ++jm_c)\n#pragma unroll\n"
@@ -193,7 +195,7 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
         return f"(jm_c * {rows * pack} + jm_q) * {stride(k, 1)}"
 
     code = CodeBlock()
-    for i in spec.tiled_inputs:
+    for i in tiled:
         code.line(f"const {ctype(spec.inputs[i])}* jm_at{i} = {ARGS}.jm_in{i} + (jm_o{k_of[i]} + "
                   f"(jm_i0_base + {first_row}) * {stride(k_of[i], 0)} + jm_i1_base + {first_word} * {pack});")
     for i in direct:
@@ -206,9 +208,9 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
     code.line("#pragma unroll")
     with code.block(f"for (int jm_r = 0; jm_r < {steps}; ++jm_r)"):
         code.line(f"const int jm_row = {first_row} + jm_r * {rows * per_warp};")
-        for i in spec.tiled_inputs:
+        for i in tiled:
             vec_t = f"jm_vec<{ctype(spec.inputs[i])}, {pack}>"
-            slot = packed_tile_index(pack, vec, "jm_row", f"{first_word} * {pack}")
+            slot = packed_tile_index(pack, runs, "jm_row", f"{first_word} * {pack}")
             code.line(f"*reinterpret_cast<{vec_t}*>(jm_tile{i} + {slot}) = *reinterpret_cast<const {vec_t}*>"
                       f"(jm_at{i} + jm_r * {rows * per_warp} * {stride(k_of[i], 0)});")
 
@@ -237,15 +239,15 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
     code.line("__syncthreads();")
     loaded = {}
     for i in ins:
-        if i in spec.tiled_inputs:
+        if i in tiled:
             loaded[i] = f"jm_t{i}[jm_k].jm_v[jm_q]"
         else:
             loaded[i] = f"jm_p{i}[jm_c * {pack} + jm_q].jm_v[jm_k]" if prefetch else direct_at(i)
     code.line("#pragma unroll")
     with code.block(f"for (int jm_c = 0; jm_c < {words}; ++jm_c)"):
-        for i in spec.tiled_inputs:
+        for i in tiled:
             vec_t = f"jm_vec<{ctype(spec.inputs[i])}, {pack}>"
-            slot = packed_tile_index(pack, vec, f"jm_tx * {pack} + jm_k", f"(jm_ty + jm_c * {rows}) * {pack}")
+            slot = packed_tile_index(pack, runs, f"jm_tx * {pack} + jm_k", f"(jm_ty + jm_c * {rows}) * {pack}")
             code.line(f"{vec_t} jm_t{i}[{pack}];")
             code.line("#pragma unroll")
             code.line(f"{each_k} jm_t{i}[jm_k] = *reinterpret_cast<const {vec_t}*>(jm_tile{i} + {slot});")
@@ -262,28 +264,28 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
     return code
 
 
-def _element_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
+def _element_tile(binding: Binding, spec: KernelSpec, params: TiledParams) -> CodeBlock:
     """A partial tile (at the loop's edges): an element an access, consecutive lanes on consecutive
     elements, over the same tile layout. In rolled loops and without prefetching, because the
-    kernel's registers are those of both branches: unrolled, this branch halved the whole tiles'
-    speed on the H200 (sweeps 15 and 16 of bench/results/2026-12-02-h200-packed)."""
-    nout, ins, pack, vec = len(spec.outputs), spec.array_inputs, spec.pack, spec.vec
+    kernel's registers are those of both branches: unrolled, this branch's registers slowed the
+    whole tiles' branch (docs/benchmarks.md)."""
+    nout, ins, pack, runs, tiled = len(spec.outputs), spec.array_inputs, params.pack, params.runs, params.tiled_inputs
     rows = packed_rows(spec)
-    edge0, edge1 = packed_edges(pack, vec)
+    edge0, edge1 = packed_edges(pack, runs)
     code = CodeBlock("#pragma unroll 1")
     with code.block(f"for (int jm_r = 0; jm_r < {edge0 // rows}; ++jm_r)\n#pragma unroll\n"
                     f"for (int jm_k = 0; jm_k < {edge1 // WARP}; ++jm_k)"):
         code.line(f"const int jm_row = jm_ty + jm_r * {rows}, jm_col = jm_tx + jm_k * {WARP};")
         code.line("const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;")
         with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
-            for i in spec.tiled_inputs:
-                code.line(f"jm_tile{i}[{packed_tile_index(pack, vec, 'jm_row', 'jm_col')}] = "
+            for i in tiled:
+                code.line(f"jm_tile{i}[{packed_tile_index(pack, runs, 'jm_row', 'jm_col')}] = "
                           f"{ARGS}.jm_in{i}[{operand_offset(nout + ins.index(i))}];")
     code.line("__syncthreads();")
     loaded = {}
     for pos, i in enumerate(ins):
-        if i in spec.tiled_inputs:
-            loaded[i] = f"jm_tile{i}[{packed_tile_index(pack, vec, 'jm_row', 'jm_col')}]"
+        if i in tiled:
+            loaded[i] = f"jm_tile{i}[{packed_tile_index(pack, runs, 'jm_row', 'jm_col')}]"
         else:
             loaded[i] = f"{ARGS}.jm_in{i}[{operand_offset(nout + pos)}]"
     code.line("#pragma unroll 1")

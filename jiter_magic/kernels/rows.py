@@ -8,6 +8,8 @@ block is not gone after one store.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body
 from jiter_magic.codegen.offsets import MODULO, operand_offsets
@@ -22,21 +24,29 @@ from jiter_magic.kernels.base import (
     ceil_div,
     loop_fields,
     loop_geometry,
+    params_of,
     vector_width,
 )
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.layout import INT32_MAX, ArrayDesc, Layout
-from jiter_magic.planning.spec import ROWS, KernelSpec
+from jiter_magic.planning.spec import ROWS, KernelSpec, PathParams
 
-# Vectors a thread: 2 where an input is constant along the row (an outer product: little to load,
-# a block is gone after one store), else 1. On the H200 (bench/sweep_gpu.py --rows; results in
-# bench/results/2026-12-01-h200-speed): a float32 outer product 2926-3029 -> 3768-4131 GB/s of
-# output (write-only: 4403-4545), float16 2531-2571 -> 3272-3816; a bias add 3-4% slower with 2.
+# Vectors a thread: 2 where an input is constant along the row (an outer product: there is little
+# to load, and with one vector a block is gone after one store), else 1 (a bias add, which loads a
+# row of an input, ran slower with 2). The measurements: docs/benchmarks.md.
 ROW_CONSTANT_UNROLL = 2
 
 
+@dataclass(frozen=True, slots=True)
+class RowsParams(PathParams):
+    """The rows loop's parameters."""
+
+    vec: int = 1  # elements a vector access moves where a row is aligned (checked in the kernel)
+    row_broadcast: tuple[int, ...] = ()  # inputs constant along a row (inner stride 0), loaded once
+
+
 def unroll_of(spec: KernelSpec) -> int:
-    return ROW_CONSTANT_UNROLL if spec.row_broadcast else 1
+    return ROW_CONSTANT_UNROLL if params_of(spec, RowsParams).row_broadcast else 1
 
 
 class Rows(CudaPath):
@@ -56,7 +66,7 @@ class Rows(CudaPath):
                 if layout.strides[position][0] == 0:
                     broadcast.append(index)
                 position += 1
-        return PathChoice(ROWS, layout.ndim, vector_width(call, check_alignment=False), row_broadcast=tuple(broadcast))
+        return PathChoice(ROWS, layout.ndim, RowsParams(vector_width(call, check_alignment=False), tuple(broadcast)))
 
     def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
         return loop_fields(spec)
@@ -66,14 +76,17 @@ class Rows(CudaPath):
 
     def grid(self, spec: KernelSpec, layout: Layout) -> Grid:
         inner = layout.sizes[0]
-        return layout.numel // inner * ceil_div(inner, BLOCK * spec.vec * unroll_of(spec)), 1, 1
+        return layout.numel // inner * ceil_div(inner, BLOCK * params_of(spec, RowsParams).vec * unroll_of(spec)), 1, 1
 
     def shape_text(self, spec: KernelSpec) -> str:
-        broadcast = f", inputs {list(spec.row_broadcast)} broadcast along rows" if spec.row_broadcast else ""
-        return f"{spec.ndim}-d rows of vec{spec.vec}{broadcast}"
+        params = params_of(spec, RowsParams)
+        broadcast = f", inputs {list(params.row_broadcast)} broadcast along rows" if params.row_broadcast else ""
+        return f"{spec.ndim}-d rows of vec{params.vec}{broadcast}"
 
     def body(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
-        v, nout, ins, unroll = spec.vec, len(spec.outputs), spec.array_inputs, unroll_of(spec)
+        params = params_of(spec, RowsParams)
+        v, broadcast, unroll = params.vec, params.row_broadcast, unroll_of(spec)
+        nout, ins = len(spec.outputs), spec.array_inputs
         chunk = BLOCK * v * unroll
         code = CodeBlock(
             f"const jm_index_t jm_inner = (jm_index_t){ARGS}.jm_sizes[0];",
@@ -84,15 +97,15 @@ class Rows(CudaPath):
         code.extend(operand_offsets(spec, "jm_row", MODULO, first_dim=1))
         offset = {i: f"jm_o{nout + pos}" for pos, i in enumerate(ins)}
         dense = [(f"{ARGS}.jm_out{j}", spec.outputs[j], f"jm_o{j}") for j in range(nout)]
-        dense += [(f"{ARGS}.jm_in{i}", spec.inputs[i], offset[i]) for i in ins if i not in spec.row_broadcast]
+        dense += [(f"{ARGS}.jm_in{i}", spec.inputs[i], offset[i]) for i in ins if i not in broadcast]
         aligned = " && ".join(f"(((unsigned long long)({ptr} + {off})) % {v * DTYPES[d].itemsize} == 0)"
                               for ptr, d, off in dense) or "true"
         code.line(f"const bool jm_aligned = {aligned};")
         loaded = {}
         for i in ins:
-            if i in spec.row_broadcast:  # constant along the row: loaded once
+            if i in broadcast:  # constant along the row: loaded once
                 code.line(f"const {ctype(spec.inputs[i])} jm_x{i} = {ARGS}.jm_in{i}[{offset[i]}];")
-        vectors = [i for i in ins if i not in spec.row_broadcast]
+        vectors = [i for i in ins if i not in broadcast]
         full = f"jm_aligned && jm_i0 + {v} <= jm_inner"
         index = f"const jm_index_t jm_i0 = jm_base + (jm_u * {BLOCK} + (jm_index_t)jm_thread_x()) * {v};"
         if vectors:  # every load of the thread first, so that they are in flight together
@@ -107,7 +120,7 @@ class Rows(CudaPath):
                         code.line(f"jm_d{i}[jm_u] = *reinterpret_cast<const {vec_t}*>"
                                   f"({ARGS}.jm_in{i} + {offset[i]} + jm_i0);")
         for i in ins:
-            loaded[i] = f"jm_x{i}" if i in spec.row_broadcast else f"jm_d{i}[jm_u].jm_v[jm_k]"
+            loaded[i] = f"jm_x{i}" if i in broadcast else f"jm_d{i}[jm_u].jm_v[jm_k]"
         code.line("#pragma unroll")
         with code.block(f"for (int jm_u = 0; jm_u < {unroll}; ++jm_u)"):
             code.line(index)
@@ -122,7 +135,7 @@ class Rows(CudaPath):
                               f"= jm_y{j};")
             with code.block(None):
                 with code.block(f"for (jm_index_t jm_j = jm_i0; jm_j < jm_inner && jm_j < jm_i0 + {v}; ++jm_j)"):
-                    scalar = {i: f"jm_x{i}" if i in spec.row_broadcast else f"{ARGS}.jm_in{i}[{offset[i]} + jm_j]"
+                    scalar = {i: f"jm_x{i}" if i in broadcast else f"{ARGS}.jm_in{i}[{offset[i]} + jm_j]"
                               for i in ins}
                     stores = [f"{ARGS}.jm_out{j}[jm_o{j} + jm_j]" for j in range(nout)]
                     code.extend(element_body(binding, spec, scalar, stores))

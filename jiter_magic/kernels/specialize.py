@@ -44,8 +44,7 @@ def resolve_call(arrays: list[Argument], rules: str, backend: str, outs: list[Ar
     spec = KernelSpec(
         tuple(a.dtype if isinstance(a, ArrayDesc) else compute for a in arrays),
         tuple(not isinstance(a, ArrayDesc) for a in arrays),
-        output_dtypes, compute, extras, choice.path, choice.ndim, choice.vec,
-        backend != "cuda" or layout.needs_int64, choice.tiled_inputs, choice.row_broadcast,
-        choice.pack,
+        output_dtypes, compute, extras, path=choice.path, ndim=choice.ndim,
+        index64=backend != "cuda" or layout.needs_int64, params=choice.params,
     )
     return spec, layout

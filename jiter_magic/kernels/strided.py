@@ -14,7 +14,7 @@ from jiter_magic.kernels.args import FieldSpec
 from jiter_magic.kernels.base import BLOCK, CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry
 from jiter_magic.planning.dtypes import ctype
 from jiter_magic.planning.layout import Layout
-from jiter_magic.planning.spec import STRIDED, KernelSpec
+from jiter_magic.planning.spec import STRIDED, KernelSpec, PathParams
 
 ITEMS = 4  # elements a thread
 
@@ -32,7 +32,7 @@ class Strided(CudaPath):
     name = STRIDED
 
     def match(self, call: CallShape) -> PathChoice | None:
-        return PathChoice(STRIDED, max(call.layout.ndim, 1))
+        return PathChoice(STRIDED, max(call.layout.ndim, 1), PathParams())  # no parameters of its own
 
     def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
         fields = loop_fields(spec)

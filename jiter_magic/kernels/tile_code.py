@@ -1,17 +1,29 @@
-"""C++ pieces both tiled kernels share: the block's tile origin and operand offsets in a tile.
+"""What both tiled kernels share: the tiled path's parameters, the block's tile origin and
+operand offsets in a tile.
 
 Kept apart from the kernels so that the unpacked (`tiled.py`) and the packed
-(`packed_tiles.py`) tiled kernels render their common lines from one place.
+(`packed_tiles.py`) tiled kernels read one record and render their common lines from one place.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS
-from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.planning.spec import KernelSpec, PathParams
 
 WARP = 32
 TILE = 32  # a tile's edge in warp-wide runs: 32 elements, or 32 vectors of a packed tile
 SHARED_LIMIT = 48 * 1024  # static shared memory a block: the tiles of the inputs read through it must fit
+
+
+@dataclass(frozen=True, slots=True)
+class TiledParams(PathParams):
+    """The tiled loop's parameters, for the unpacked and the packed kernel alike."""
+
+    runs: int = 1  # warp-wide runs of a tiled input's row a tile holds: the tile is 32 * runs along those rows
+    tiled_inputs: tuple[int, ...] = ()  # inputs read along their rows into shared tiles, and back transposed
+    pack: int = 1  # elements a thread moves as one 4-byte access along a row: 1, or 2 or 4 (packed_tiles.py)
 
 
 def tile_origin(spec: KernelSpec, edge0: int, edge1: int) -> CodeBlock:
@@ -31,8 +43,7 @@ def tile_origin(spec: KernelSpec, edge0: int, edge1: int) -> CodeBlock:
 def batch_loop(spec: KernelSpec) -> str:
     """The head of the loop over batches (grid.z), or "" (a plain scope) for a 2-d loop, which has
     one batch. Without the loop the compiler need not keep the tile's addresses in registers from
-    one batch to the next: the 2-d int8 packed kernel with 32x16 threads took 128 registers in a
-    loop, and 54 without."""
+    one batch to the next, and a 2-d kernel needs fewer than half the registers (docs/benchmarks.md)."""
     if spec.ndim <= 2:
         return ""
     return "for (jm_index_t jm_batch = jm_block_z(); jm_batch < jm_batches; jm_batch += jm_grid_z())"

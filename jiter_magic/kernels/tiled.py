@@ -6,7 +6,7 @@ padded shared tile and read back transposed, so every global access is coalesced
 With `PREFETCH`, the other inputs are loaded into registers before the block waits on its
 tile, so that all of a thread's loads are in flight at once. Where the tiled inputs and the
 outputs share a 1- or 2-byte dtype and pointers and strides allow it, the kernel is the packed
-one of `packed_tiles.py` (`spec.pack`: elements moved as one 4-byte access).
+one of `packed_tiles.py` (`TiledParams.pack`: elements moved as one 4-byte access).
 """
 from __future__ import annotations
 
@@ -15,49 +15,68 @@ from jiter_magic.codegen.element import ARGS, element_body
 from jiter_magic.codegen.offsets import MODULO, operand_offsets
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.args import FieldSpec
-from jiter_magic.kernels.base import CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry
+from jiter_magic.kernels.base import (
+    CallShape,
+    CudaPath,
+    Grid,
+    PathChoice,
+    ceil_div,
+    loop_fields,
+    loop_geometry,
+    params_of,
+)
 from jiter_magic.kernels.packed_tiles import PACKED_BATCHES_A_BLOCK, packed_body, packed_edges, packed_rows, packing
-from jiter_magic.kernels.tile_code import SHARED_LIMIT, TILE, WARP, batch_loop, operand_offset, tile_origin
+from jiter_magic.kernels.tile_code import (
+    SHARED_LIMIT,
+    TILE,
+    WARP,
+    TiledParams,
+    batch_loop,
+    operand_offset,
+    tile_origin,
+)
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.layout import ArrayDesc, Layout
 from jiter_magic.planning.spec import TILED, KernelSpec
 
 # Tiles of edge0 x edge1 elements (`tile_edges`), 32 x `thread_rows(spec)` threads: a thread moves
-# edge0/32 columns of edge1/rows rows. On the H200 (bench/sweep_gpu.py; bench/results/2026-12-01-h200-speed
-# sweeps 1-3, 2026-12-01-h200-speed-2 sweep 5, and 2026-12-02-h200-layouts sweep 12), with PREFETCH:
-# - two loop dimensions: 32x32 tiles, 32x16 threads for 4-byte elements (transposed 16384^2 3317-3442 GB/s
-#   against 3108-3304 with 32x4 or 32x8; a 3-d rotation 3400-3565 against 3090-3381) and 32x8 for 2-byte
-#   ones (2024-2130 against 1554-1733). Wider tiles lose there: 64x64 1.5-3x slower, 32x64 6-20%.
-# - batches on grid.z (NCHW read as NHWC): with 256 channels, 32x64 tiles (64 along the tiled input's
-#   rows: spec.vec 2) and 32x8 threads, 3391-3768 GB/s for float32 against 3071-3413 with 32x32 tiles
-#   and 32x4 threads, 2034-2307 against 1673-1794 for float16; with 32 channels, 2577-2658 against
-#   3280-3433, and 1282-1373 against 1730-1821 (sweep 13 of 2026-12-02-h200-layouts). So the wide
-#   tiles only where the tiled input's rows fill two of them. A block walking 2 or 4 batches gained nothing.
+# edge0/32 columns of edge1/rows rows. The shapes are the fastest of those measured, with PREFETCH
+# (the measurements: docs/benchmarks.md):
+# - two loop dimensions: 32x32 tiles; 32x16 threads for 4-byte elements, 32x8 for 2-byte ones.
+#   Larger tiles (64x64, 32x64) were slower.
+# - batches on grid.z (NCHW read as NHWC): 32x64 tiles (64 along the tiled input's rows: `runs` 2)
+#   and 32x8 threads where the tiled input's rows fill two such tiles, else 32x32 tiles and 32x4
+#   threads: over short rows (32 channels) the wide tiles were slower. A block walking 2 or 4
+#   batches instead of one gained nothing.
 PREFETCH = True
-BATCHED_ROWS, WIDE_BATCHED_ROWS, WIDE_ROWS, NARROW_ROWS = 4, 8, 16, 8
+# Rows of threads: "wide" and "narrow" name the elements (4 bytes or more; 1 or 2) in 2-d loops,
+# the tiles (32x64 or 32x32) in batched ones.
+ROWS_WIDE_ELEMENTS, ROWS_NARROW_ELEMENTS, ROWS_BATCHED, ROWS_BATCHED_WIDE_TILES = 16, 8, 4, 8
 WIDE_TILE_ROWS = 4 * TILE  # batched loops whose second dimension has at least this many elements: 32x64 tiles
 BATCHES_A_BLOCK = 1  # batches (loop dimensions past the second) a block walks: grid.z is batches / this
 MAX_GRID_Y = MAX_GRID_Z = 65535
 
 
 def thread_rows(spec: KernelSpec) -> int:
-    """Rows of threads in a block: its y extent, from the sweeps above."""
-    if spec.pack > 1:
+    """Rows of threads in a block: its y extent, as chosen above."""
+    params = params_of(spec, TiledParams)
+    if params.pack > 1:
         return packed_rows(spec)
     if spec.ndim > 2:
-        return WIDE_BATCHED_ROWS if spec.vec > 1 else BATCHED_ROWS
-    widest = max(DTYPES[name].itemsize for name in (*spec.outputs, *(spec.inputs[i] for i in spec.tiled_inputs)))
-    return NARROW_ROWS if widest <= 2 else WIDE_ROWS
+        return ROWS_BATCHED_WIDE_TILES if params.runs > 1 else ROWS_BATCHED
+    widest = max(DTYPES[name].itemsize for name in (*spec.outputs, *(spec.inputs[i] for i in params.tiled_inputs)))
+    return ROWS_NARROW_ELEMENTS if widest <= 2 else ROWS_WIDE_ELEMENTS
 
 
 def tile_edges(spec: KernelSpec) -> tuple[int, int]:
     """A tile's edge along the first loop dimension (the outputs' rows) and along the second (the
-    tiled inputs' rows), in elements: multiples of 32 and of the block's rows. `spec.vec` counts the
-    warp-wide runs of a tiled input's row that a tile holds; a packed tile's rows are a warp's
-    packed accesses wide (`packed_edges`)."""
-    if spec.pack > 1:
-        return packed_edges(spec.pack, spec.vec)
-    return TILE, TILE * spec.vec
+    tiled inputs' rows), in elements: multiples of 32 and of the block's rows. A tile holds `runs`
+    warp-wide runs of a tiled input's row; a packed tile's rows are a warp's packed accesses wide
+    (`packed_edges`)."""
+    params = params_of(spec, TiledParams)
+    if params.pack > 1:
+        return packed_edges(params.pack, params.runs)
+    return TILE, TILE * params.runs
 
 
 def tile_padding(dtype: str) -> int:
@@ -105,10 +124,10 @@ class Tiled(CudaPath):
         staged = [index for index, _ in chosen]
         pack, runs = packing(call, chosen)
         if pack > 1:
-            return PathChoice(TILED, layout.ndim, runs, tiled_inputs=tuple(staged), pack=pack)
+            return PathChoice(TILED, layout.ndim, TiledParams(runs=runs, tiled_inputs=tuple(staged), pack=pack))
         wide = layout.ndim > 2 and layout.sizes[1] >= WIDE_TILE_ROWS and \
             sum(tile_bytes(call.arrays[i].dtype, 2 * TILE) for i in staged) <= SHARED_LIMIT
-        return PathChoice(TILED, layout.ndim, 2 if wide else 1, tiled_inputs=tuple(staged))
+        return PathChoice(TILED, layout.ndim, TiledParams(runs=2 if wide else 1, tiled_inputs=tuple(staged)))
 
     def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
         return loop_fields(spec)
@@ -121,28 +140,29 @@ class Tiled(CudaPath):
         s0, s1 = layout.sizes[0], layout.sizes[1]
         edge0, edge1 = tile_edges(spec)
         batches = layout.numel // (s0 * s1)
-        walked = PACKED_BATCHES_A_BLOCK if spec.pack > 1 else BATCHES_A_BLOCK
+        walked = PACKED_BATCHES_A_BLOCK if params_of(spec, TiledParams).pack > 1 else BATCHES_A_BLOCK
         return ceil_div(s0, edge0), ceil_div(s1, edge1), min(ceil_div(batches, walked), MAX_GRID_Z)
 
     def shape_text(self, spec: KernelSpec) -> str:
-        edge0, edge1 = tile_edges(spec)
-        packed = f", {spec.pack} elements an access" if spec.pack > 1 else ""
-        return f"{spec.ndim}-d, inputs {list(spec.tiled_inputs)} through {edge0}x{edge1} shared-memory tiles{packed}"
+        params, (edge0, edge1) = params_of(spec, TiledParams), tile_edges(spec)
+        packed = f", {params.pack} elements an access" if params.pack > 1 else ""
+        return f"{spec.ndim}-d, inputs {list(params.tiled_inputs)} through {edge0}x{edge1} shared-memory tiles{packed}"
 
     def body(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
-        if spec.pack > 1:
+        params = params_of(spec, TiledParams)
+        if params.pack > 1:
             return packed_body(binding, spec)
-        nout, ins = len(spec.outputs), spec.array_inputs
+        nout, ins, tiled = len(spec.outputs), spec.array_inputs, params.tiled_inputs
         threads_y = thread_rows(spec)
         edge0, edge1 = tile_edges(spec)
         # A thread's share: staged reads cover edge0 rows (dimension 0) of edge1 columns (dimension 1);
         # the outputs' pass covers edge1 rows of edge0 columns.
         staged_rows, staged_cols = edge0 // threads_y, edge1 // WARP
         rows, cols = edge1 // threads_y, edge0 // WARP
-        direct = [i for i in ins if i not in spec.tiled_inputs]  # read in the outputs' order
-        prefetch = PREFETCH and bool(spec.tiled_inputs) and bool(direct)
+        direct = [i for i in ins if i not in tiled]  # read in the outputs' order
+        prefetch = PREFETCH and bool(tiled) and bool(direct)
         code = CodeBlock()
-        for i in spec.tiled_inputs:
+        for i in tiled:
             padded = edge1 + tile_padding(spec.inputs[i])
             code.line(f"__shared__ {ctype(spec.inputs[i])} jm_tile{i}[{edge0}][{padded}];")
         code.extend(tile_origin(spec, edge0, edge1))
@@ -157,12 +177,12 @@ class Tiled(CudaPath):
                   f"jm_i1 = jm_i1_base + jm_thread_y() + jm_r * {threads_y};")
         with code.block(batch_loop(spec)):
             code.extend(operand_offsets(spec, "jm_batch", MODULO, first_dim=2))
-            if spec.tiled_inputs:
+            if tiled:
                 code.line("#pragma unroll")
                 with code.block(each_staged):
                     code.line(f"const jm_index_t jm_i0 = jm_i0_base + {staged[0]}, jm_i1 = jm_i1_base + {staged[1]};")
                     with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
-                        for i in spec.tiled_inputs:
+                        for i in tiled:
                             code.line(f"jm_tile{i}[{staged[0]}][{staged[1]}] = "
                                       f"{ARGS}.jm_in{i}[{operand_offset(nout + ins.index(i))}];")
             if prefetch:
@@ -174,7 +194,7 @@ class Tiled(CudaPath):
                     with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
                         for i in direct:
                             code.line(f"jm_p{i}[jm_c][jm_r] = {ARGS}.jm_in{i}[{operand_offset(nout + ins.index(i))}];")
-            if spec.tiled_inputs:
+            if tiled:
                 code.line("__syncthreads();")
             code.line("#pragma unroll")
             with code.block(each):
@@ -182,7 +202,7 @@ class Tiled(CudaPath):
                 with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
                     loaded = {}
                     for pos, i in enumerate(ins):
-                        if i in spec.tiled_inputs:
+                        if i in tiled:
                             loaded[i] = f"jm_tile{i}[{staged[1]}][{staged[0]}]"
                         elif prefetch:
                             loaded[i] = f"jm_p{i}[jm_c][jm_r]"
@@ -190,6 +210,6 @@ class Tiled(CudaPath):
                             loaded[i] = f"{ARGS}.jm_in{i}[{operand_offset(nout + pos)}]"
                     code.extend(element_body(binding, spec, loaded,
                                              [f"{ARGS}.jm_out{j}[{operand_offset(j)}]" for j in range(nout)]))
-            if spec.tiled_inputs:
+            if tiled:
                 code.line("__syncthreads();")
         return code

@@ -1,15 +1,24 @@
 """`KernelSpec`: everything one generated kernel depends on, so also the compiled-kernel caches' key.
 
 Resolving a call produces a spec (dtypes, argument kinds, the kernel path and its loop
-shape); rendering, the `Args` struct and launching read it, and never the arrays.
+shape); rendering, the `Args` struct and launching read it, and never the arrays. What only
+one kernel path needs (a vector width, the inputs read through tiles) sits in that path's own
+record, `params`, a `PathParams` subclass defined next to the path in kernels/: a new path adds
+its record there, not fields here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from jiter_magic.planning.dtypes import DTYPES
 
 CONTIGUOUS, ROWS, TILED, STRIDED = "contiguous", "rows", "tiled", "strided"
+
+
+@dataclass(frozen=True, slots=True)
+class PathParams:
+    """A kernel path's own parameters. Each path that has some subclasses this, frozen so that a
+    spec stays hashable and equal by value; a path with none (strided) uses this empty record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,13 +30,11 @@ class KernelSpec:
     outputs: tuple[str, ...]  # storage dtype of each output
     compute: str  # the functor's T
     extras: tuple[str, ...]  # dtype of each extra argument, in the entry function's order
-    path: str = CONTIGUOUS  # the kernel path (kernels/): contiguous, rows, tiled or strided
-    ndim: int = 1
-    vec: int = 1  # contiguous and rows: elements a vector; tiled: 32-element runs of a tiled row a tile holds
-    index64: bool = False
-    tiled_inputs: tuple[int, ...] = ()  # the tiled path: inputs read transposed through shared memory
-    row_broadcast: tuple[int, ...] = ()  # the rows path: inputs constant along a row (inner stride 0)
-    pack: int = 1  # the tiled path: elements a thread moves as one 4-byte access along a row (1, 2 or 4)
+    _: KW_ONLY  # the loop's fields by name only, so that no caller's positions drift when they change
+    path: str  # the kernel path (kernels/): contiguous, rows, tiled or strided
+    ndim: int = 1  # loop dimensions
+    index64: bool = False  # 64-bit indices: always on the host, on CUDA where 32 bits do not reach
+    params: PathParams  # the path's own parameters (kernels/: ContiguousParams, RowsParams, TiledParams)
 
     @property
     def array_inputs(self) -> tuple[int, ...]:

@@ -8,10 +8,11 @@ from __future__ import annotations
 from jiter_magic.arrays.base import Delegated
 from jiter_magic.errors import BindError, InvalidArgumentError
 from jiter_magic.kernels.base import widest_vector
+from jiter_magic.kernels.contiguous import ContiguousParams
 from jiter_magic.kernels.render import render
 from jiter_magic.kernels.specialize import resolve_call
 from jiter_magic.planning import dtypes as dt
-from jiter_magic.planning.spec import CONTIGUOUS, STRIDED, KernelSpec
+from jiter_magic.planning.spec import CONTIGUOUS, STRIDED, KernelSpec, PathParams
 from jiter_magic.runtime.dispatch import Dispatcher
 from jiter_magic.runtime.planner import normalized
 
@@ -47,8 +48,9 @@ def spec_for_dtypes(names: list[str], extras: tuple[str, ...], num_outputs: int,
     common = dt.torch_result_type(tuple((n, dt.DIMENSIONED) for n in names))
     cuda = backend == "cuda"
     vec = widest_vector([common, *names]) if cuda and path == CONTIGUOUS else 1
+    params = ContiguousParams(vec) if path == CONTIGUOUS else PathParams()
     return KernelSpec(tuple(names), (False,) * len(names), (common,) * num_outputs, dt.compute_dtype(common),
-                      extras, path, ndim if path == STRIDED else 1, vec, not cuda)
+                      extras, path=path, ndim=ndim if path == STRIDED else 1, index64=not cuda, params=params)
 
 
 def named_spec(dispatcher: Dispatcher, dtypes: tuple, backend: str, path: str, ndim: int) -> KernelSpec:

@@ -26,8 +26,10 @@ import jiter_magic.cache.disk as cache_module
 from jiter_magic import CacheWarning, create_jit_fn
 from jiter_magic.cache import entry as cache_entry
 from jiter_magic.cache.entry import cache_key
+from jiter_magic.kernels.contiguous import ContiguousParams
 from jiter_magic.kernels.render import render
-from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.kernels.rows import RowsParams
+from jiter_magic.planning.spec import CONTIGUOUS, ROWS, KernelSpec
 from jiter_magic.runtime.build import build
 
 from helpers import (  # tests/helpers.py
@@ -456,8 +458,15 @@ def test_build_key_changes_with_compiler_identity_and_options(fresh_cache):
 
 def test_a_spec_keys_by_value_and_is_frozen():
     """Specs key the loaded kernels and the memoized layouts: equal fields, equal hash."""
-    same = KernelSpec(("float32", "float32"), (False, False), ("float32",), "float32", ())
+    same = KernelSpec(("float32", "float32"), (False, False), ("float32",), "float32", (), path=CONTIGUOUS,
+                      params=ContiguousParams())
     assert same == SPEC and hash(same) == hash(SPEC) and {SPEC: 1}[same] == 1 and same != SPEC64
+    # The path's parameters key it by value too, and a record of another path never equals one.
+    vec4 = dataclasses.replace(SPEC, params=ContiguousParams(vec=4))
+    assert vec4 != SPEC and vec4 == dataclasses.replace(SPEC, params=ContiguousParams(vec=4))
+    assert hash(vec4) == hash(dataclasses.replace(SPEC, params=ContiguousParams(vec=4)))
+    rows = dataclasses.replace(SPEC, path=ROWS)
+    assert dataclasses.replace(rows, params=RowsParams(vec=1)) != rows  # same numbers, another record
     wider = dataclasses.replace(SPEC, ndim=2)
     assert wider is not SPEC and wider.ndim == 2 and SPEC.ndim == 1 and wider != SPEC
     with pytest.raises(dataclasses.FrozenInstanceError):

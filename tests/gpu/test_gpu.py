@@ -94,7 +94,7 @@ def test_tiled_path_transposed_and_channels_last(dtype):
     _close(_ours_fused(many, dense_many), ref(many, dense_many))
     batched = [s.spec for s in _ours_fused.specializations if s.spec.path == "tiled" and s.spec.ndim > 2]
     assert batched, "the batched tiled path was not used"
-    assert {s.vec for s in batched} == {1, 2}, "32x32 and 32x64 tiles (130 channels) both ran"
+    assert {s.params.runs for s in batched} == {1, 2}, "32x32 and 32x64 tiles (130 channels) both ran"
     spec = [s.spec for s in _ours_fused.specializations if s.spec.path == "tiled"]
     assert spec, "the tiled path was not used"
 
@@ -103,13 +103,13 @@ PACKED_DTYPES = [torch.float16, torch.bfloat16, torch.int16, torch.int8, torch.u
 
 
 def _packs(function) -> set[tuple[int, int]]:
-    """(pack, vec) of the tiled kernels the function has run."""
-    return {(s.spec.pack, s.spec.vec) for s in function.specializations if s.spec.path == "tiled"}
+    """(pack, runs) of the tiled kernels the function has run."""
+    return {(s.spec.params.pack, s.spec.params.runs) for s in function.specializations if s.spec.path == "tiled"}
 
 
 @pytest.mark.parametrize("dtype", PACKED_DTYPES)
 def test_packed_tiles_at_every_alignment_residue_and_tail(dtype):
-    """1- and 2-byte transposes move 2 or 4 elements an access (`spec.pack`) where pointers and
+    """1- and 2-byte transposes move 2 or 4 elements an access (`spec.params.pack`) where pointers and
     strides allow it, and an element at a time where they do not: views starting at every element
     of a 4-byte word, odd row strides, tails on both loop dimensions, misaligned out=, batches of
     NCHW read as NHWC, half-width tiles (rows shorter than a square tile, or a whole number of half
@@ -145,7 +145,7 @@ def test_packed_tiles_at_every_alignment_residue_and_tail(dtype):
         dense = _rand((batches, 3, width, channels), dtype)
         view = nchw.permute(0, 2, 3, 1)
         _close(_ours_fused(view, dense), ref(view, dense))
-    batched = {(s.spec.pack, s.spec.vec) for s in _ours_fused.specializations
+    batched = {(s.spec.params.pack, s.spec.params.runs) for s in _ours_fused.specializations
                if s.spec.path == "tiled" and s.spec.ndim > 2}
     assert {(pack, pack), (pack, pack // 2)} <= batched, "the batched packed kernels did not run"
 
@@ -157,7 +157,7 @@ def test_packed_tiles_over_more_than_2_31_elements():
     t = torch.rand(s, s, device="cuda", dtype=torch.float16).T
     u = torch.rand(s, s, device="cuda", dtype=torch.float16)
     r = f(t, u)
-    assert f.specializations[-1].spec.path == "tiled" and f.specializations[-1].spec.pack == 2
+    assert f.specializations[-1].spec.path == "tiled" and f.specializations[-1].spec.params.pack == 2
     assert f.specializations[-1].spec.index64
     assert r.dtype == torch.float16 and r.shape == (s, s)
     assert torch.equal(r, torch.add(t, u))
@@ -181,7 +181,7 @@ def test_contiguous_path_at_every_alignment_residue(dtype):
         out = out_store[x_offset:x_offset + sizes[-1]]
         _close(_ours_fused(x_store[:sizes[-1]], y_store[1:sizes[-1] + 1], out=out),
                ref(x_store[:sizes[-1]], y_store[1:sizes[-1] + 1]))
-    vectors = {s.spec.vec for s in _ours_fused.specializations if s.spec.path == "contiguous"
+    vectors = {s.spec.params.vec for s in _ours_fused.specializations if s.spec.path == "contiguous"
                and s.spec.inputs == (str(dtype)[6:],) * 2}
     assert 1 in vectors and per_line in vectors  # both the narrowest and the full-width vector ran
 

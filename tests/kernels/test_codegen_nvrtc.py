@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import re
 import struct
-import subprocess
-import sys
 
 import pytest
 
@@ -22,16 +20,17 @@ from jiter_magic.compilers.nvrtc import NvrtcCompiler  # noqa: E402
 from jiter_magic.errors import CompileError, JiterError
 from jiter_magic.frontend.bind import Binding, bind
 from jiter_magic.frontend.parse import parse_functor
-from jiter_magic.kernels import describe, path_of
+from jiter_magic.kernels import CUDA_PATHS, describe, path_of
 from jiter_magic.kernels.args import args_layout
 from jiter_magic.kernels.base import BLOCK
+from jiter_magic.kernels.contiguous import ContiguousParams
 from jiter_magic.kernels.packed_tiles import PACKED_ROWS, packed_tile_elements, packed_tile_index
 from jiter_magic.kernels.render import render_source
 from jiter_magic.kernels.specialize import resolve_call
-from jiter_magic.kernels.tiled import PREFETCH, TILE, WARP, thread_rows, tile_edges, tile_padding
+from jiter_magic.kernels.tiled import PREFETCH, TILE, WARP, TiledParams, thread_rows, tile_edges, tile_padding
 from jiter_magic.planning.dtypes import DTYPES, TORCH_DTYPES, UNSIGNED_WIDE, compute_dtype, promote_types
 from jiter_magic.planning.layout import ArrayDesc, Layout
-from jiter_magic.planning.spec import CONTIGUOUS, STRIDED, TILED, KernelSpec
+from jiter_magic.planning.spec import CONTIGUOUS, ROWS, STRIDED, TILED, KernelSpec, PathParams
 
 try:
     from cupy.cuda import nvrtc as _cupy_nvrtc  # noqa: F401 - NVRTC through CuPy; works with no GPU
@@ -79,7 +78,7 @@ def check_source(b: Binding, spec: KernelSpec, source: str, user_start: int) -> 
         assert f" {name};" in source
     if spec.path == CONTIGUOUS and spec.array_inputs:
         i = spec.array_inputs[0]
-        assert f"jm_vec<{DTYPES[spec.inputs[i]].ctype}, {spec.vec}>" in source
+        assert f"jm_vec<{DTYPES[spec.inputs[i]].ctype}, {spec.params.vec}>" in source
     if spec.path == STRIDED and not spec.index64 and spec.ndim > 1:
         assert "__umulhi" in source
     assert ("struct alignas(2 * sizeof(T)) complex" in source) == (spec.needs_complex or "complex" in b.functor.code)
@@ -99,8 +98,10 @@ def compile_spec(b: Binding, spec: KernelSpec, arch: str) -> tuple[str, CompileR
 
 
 def axpy_spec(dtype: str, path: str, ndim: int = 1, vec: int = 1, index64: bool = False) -> KernelSpec:
+    """An axpy spec on the contiguous path (vectors of `vec`) or the strided one."""
+    params = ContiguousParams(vec=vec) if path == CONTIGUOUS else PathParams()
     return KernelSpec((dtype, dtype), (False, False), (dtype,), compute_dtype(dtype), ("float64",),
-                      path, ndim, vec, index64)
+                      path=path, ndim=ndim, index64=index64, params=params)
 
 
 def sensible_vecs(dtype: str) -> list[int]:
@@ -171,7 +172,7 @@ TILED_CASES = [
                          ids=[f"{d}-{n}d-tiles{''.join(map(str, t))}-{'i64' if i else 'i32'}" for d, n, t, i in TILED_CASES])
 def test_tiled_path(dtype, ndim, tiled, index64, arch):
     spec = KernelSpec((dtype, dtype), (False, False), (dtype,), compute_dtype(dtype), ("float64",),
-                      TILED, ndim, 1, index64, tiled)
+                      path=TILED, ndim=ndim, index64=index64, params=TiledParams(tiled_inputs=tiled))
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
     edge0, edge1 = tile_edges(spec)
     assert (edge0, edge1) == (32, 32)
@@ -186,22 +187,23 @@ def test_tiled_path(dtype, ndim, tiled, index64, arch):
     assert f"int64_t jm_sizes[{ndim}];" in source
 
 
-@pytest.mark.parametrize("dtypes, ndim, vec, rows", [
+@pytest.mark.parametrize("dtypes, ndim, runs, rows", [
     (("float32", "float32"), 2, 1, 16), (("float16", "float16"), 2, 1, 8), (("int8", "int8"), 2, 1, 8),
     (("float16", "float32"), 2, 1, 16), (("float64", "float64"), 2, 1, 16), (("float32", "float32"), 3, 1, 4),
     (("float16", "float16"), 4, 1, 4), (("float32", "float32"), 3, 2, 8), (("float16", "float16"), 4, 2, 8),
 ])
-def test_tiled_block_rows_follow_the_loop_dims_and_element_size(dtypes, ndim, vec, rows):
+def test_tiled_block_rows_follow_the_loop_dims_and_element_size(dtypes, ndim, runs, rows):
     """Two loop dimensions: 32x16 threads for 4-byte elements and wider, 32x8 for 2-byte and narrower
     (the widest of the outputs and the tiled inputs); batches on grid.z: 32x4, and 32x8 with 32x64
     tiles. The launch bounds and the launcher's block follow (bench/sweep_gpu.py)."""
-    spec = KernelSpec(dtypes, (False, False), (dtypes[1],), "float32", ("float64",), TILED, ndim, vec, False, (0,))
+    spec = KernelSpec(dtypes, (False, False), (dtypes[1],), "float32", ("float64",), path=TILED, ndim=ndim,
+                      params=TiledParams(runs=runs, tiled_inputs=(0,)))
     assert thread_rows(spec) == rows
     assert path_of(spec, "cuda").block_of(spec) == (WARP, rows, 1)
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, ARCHES[0])
     assert f"void __launch_bounds__({WARP * rows}) {KERNEL_NAME}(const jm_Args jm_a)" in source
     assert f"jm_thread_y() + jm_r * {rows}" in source
-    assert f"jm_tile0[32][{32 * vec + tile_padding(dtypes[0])}];" in source
+    assert f"jm_tile0[32][{32 * runs + tile_padding(dtypes[0])}];" in source
 
 
 @pytest.mark.parametrize("channels, wide", [(16, False), (32, False), (127, False), (128, True), (256, True)])
@@ -280,7 +282,7 @@ def test_narrow_transposes_move_a_4_byte_word_an_access(dtype):
 def _pack(arrays: list, outs: list | None = None) -> int:
     """The pack of the tiled kernel a CUDA call on these arrays (ArrayDesc) runs; 0 off the tiled path."""
     spec, _layout = resolve_call(arrays, "torch", "cuda", outs, ("float64",), 1)
-    return spec.pack if spec.path == TILED else 0
+    return spec.params.pack if spec.path == TILED else 0
 
 
 def test_packed_tiles_only_where_every_access_can_be_a_word():
@@ -308,22 +310,22 @@ def test_packed_tiles_only_where_every_access_can_be_a_word():
     dense_byte = half((260, 300), (300, 1), 1 << 24, "int8")
     # three 128x128 byte tiles take 53,808 bytes, past the 48 KiB of static shared memory; two fit
     spec, _layout = resolve_call([dense_byte, *byte], "torch", "cuda", None, (), 1)
-    assert spec.path == TILED and spec.pack == 1
+    assert spec.path == TILED and spec.params.pack == 1
     spec, _layout = resolve_call([dense_byte, *byte[:2], dense_byte], "torch", "cuda", None, (), 1)
-    assert spec.path == TILED and spec.pack == 4
+    assert spec.path == TILED and spec.params.pack == 4
 
 
-@pytest.mark.parametrize("pack, vec", [(2, 2), (4, 4), (2, 1), (4, 2)], ids=["2", "4", "2-half", "4-half"])
-def test_packed_tile_accesses_hit_every_bank(pack, vec):
+@pytest.mark.parametrize("pack, runs", [(2, 2), (4, 4), (2, 1), (4, 2)], ids=["2", "4", "2-half", "4-half"])
+def test_packed_tile_accesses_hit_every_bank(pack, runs):
     """The whole-tile branch: a warp staging one tile row writes 32 consecutive words (a half tile:
     two rows of 16, on at least 31 banks), and a warp reading its lanes' squares (lane l reads rows
     pack*l .. pack*l + pack - 1, a word of `pack` columns a step) reads 4-byte-aligned words in 32
     different banks: rows are an odd number of words, with one word more after every 32 rows. The
     element branch's reads down a column, one element a lane, hit 32 banks too."""
     size = 4 // pack
-    edge0, edge1 = TILE * pack, TILE * vec
+    edge0, edge1 = TILE * pack, TILE * runs
     row_words = edge1 // pack
-    index = eval("lambda row, column: " + packed_tile_index(pack, vec, "row", "column"))
+    index = eval("lambda row, column: " + packed_tile_index(pack, runs, "row", "column"))
     for row in range(0, edge0, WARP // row_words):
         words = [index(row + lane // row_words, lane % row_words * pack) * size // 4 for lane in range(WARP)]
         if row_words == WARP:
@@ -337,14 +339,14 @@ def test_packed_tile_accesses_hit_every_bank(pack, vec):
             assert len({(byte // 4) % 32 for byte in at}) == WARP, (column, k)
             if column % pack == 0:
                 assert all(byte % 4 == 0 for byte in at), (column, k)
-    assert index(edge0 - 1, edge1 - 1) < packed_tile_elements(pack, vec)
+    assert index(edge0 - 1, edge1 - 1) < packed_tile_elements(pack, runs)
 
 
 def _tile(arrays: list) -> tuple[int, int]:
-    """(pack, vec) of the tiled kernel a CUDA call on these arrays (ArrayDesc) runs."""
+    """(pack, runs) of the tiled kernel a CUDA call on these arrays (ArrayDesc) runs."""
     spec, _layout = resolve_call(arrays, "torch", "cuda", None, ("float64",), 1)
     assert spec.path == TILED
-    return spec.pack, spec.vec
+    return spec.params.pack, spec.params.runs
 
 
 @pytest.mark.parametrize("dtype, channels, tile", [
@@ -354,7 +356,7 @@ def _tile(arrays: list) -> tuple[int, int]:
     ("float16", 28, (1, 1)),
 ])
 def test_packed_tiles_are_half_as_wide_where_the_tiled_rows_are_short(dtype, channels, tile):
-    """NCHW read as NHWC: 32*pack x 32*vec tiles. Square (vec = pack) where the channels fill one,
+    """NCHW read as NHWC: 32*pack x 32*runs tiles. Square (runs = pack) where the channels fill one,
     half as wide where they are shorter (64 int8 channels: 33% of a copy's bandwidth unpacked on the
     H200) or a whole number of half tiles and not of square ones; unpacked below half a tile."""
     nhwc = ArrayDesc(dtype, (2, 40, 40, channels), (1600 * channels, 40, 1, 1600), 1 << 20)
@@ -443,7 +445,8 @@ def test_packed_kernels_leave_room_for_two_blocks_an_sm(dtype, batched):
 def test_packed_batched_blocks_walk_two_batches(batches, pack, grid_z):
     """A packed kernel's block walks two batches (NCHW int8 read as NHWC 7-10% faster on the H200,
     sweep 22); unpacked tiles keep one a block. grid.z stays within 65535; blocks loop over the rest."""
-    spec = KernelSpec(("int8", "int8"), (False, False), ("int8",), "int32", (), TILED, 3, pack, False, (0,), pack=pack)
+    spec = KernelSpec(("int8", "int8"), (False, False), ("int8",), "int32", (), path=TILED, ndim=3,
+                      params=TiledParams(runs=pack, tiled_inputs=(0,), pack=pack))
     layout = Layout((batches, 256, 256), (1, 256, 65536), (256, 256, batches),
                     ((1, 256, 65536), (256, 1, 65536), (1, 256, 65536)), batches * 65536)
     edge = 32 * pack
@@ -452,7 +455,7 @@ def test_packed_batched_blocks_walk_two_batches(batches, pack, grid_z):
 
 def test_tiled_path_mixed_dtypes_scalar_and_two_outputs():
     spec = KernelSpec(("float16", "float32", "int32"), (False, True, False), ("float32", "float16"), "float32", (),
-                      TILED, 3, 1, False, (0,))
+                      path=TILED, ndim=3, params=TiledParams(tiled_inputs=(0,)))
     source, _ = compile_spec(binding(MULTI3, [], 2), spec, "sm_90")
     assert "__shared__ jm_half jm_tile0" in source and "jm_tile2" not in source
 
@@ -465,11 +468,11 @@ MIXED = [("float16", "float32"), ("int8", "float64"), ("bool", "complex64"), ("b
 
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHES)
-@pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 4), (STRIDED, 2, 1)], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("path, ndim, params", [(CONTIGUOUS, 1, ContiguousParams(vec=4)), (STRIDED, 2, PathParams())], ids=["contiguous", "strided"])
 @pytest.mark.parametrize("a, b", MIXED, ids=[f"{a}+{b}" for a, b in MIXED])
-def test_mixed_input_dtypes(a, b, path, ndim, vec, arch):
+def test_mixed_input_dtypes(a, b, path, ndim, params, arch):
     common = promote_types(a, b)
-    spec = KernelSpec((a, b), (False, False), (common,), compute_dtype(common), ("float64",), path, ndim, vec, False)
+    spec = KernelSpec((a, b), (False, False), (common,), compute_dtype(common), ("float64",), path=path, ndim=ndim, params=params)
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
     assert f"const {DTYPES[a].ctype}* jm_in0;" in source and f"const {DTYPES[b].ctype}* jm_in1;" in source
 
@@ -484,12 +487,12 @@ SCALAR_CASES = [
 ]
 
 
-@pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 2), (STRIDED, 3, 1)], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("path, ndim, params", [(CONTIGUOUS, 1, ContiguousParams(vec=2)), (STRIDED, 3, PathParams())], ids=["contiguous", "strided"])
 @pytest.mark.parametrize("a, b, scalars, compute", SCALAR_CASES,
                          ids=[f"{a}{'*' if s[0] else ''}+{b}{'*' if s[1] else ''}" for a, b, s, _ in SCALAR_CASES])
-def test_scalar_input_by_value(a, b, scalars, compute, path, ndim, vec):
+def test_scalar_input_by_value(a, b, scalars, compute, path, ndim, params):
     spec = KernelSpec((a, b), scalars, (compute if a != "float16" else "float16",), compute, ("float64",),
-                      path, ndim, vec, False)
+                      path=path, ndim=ndim, params=params)
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, "sm_90")
     scalar_index = scalars.index(True)
     array_index = scalars.index(False)
@@ -500,7 +503,8 @@ def test_scalar_input_by_value(a, b, scalars, compute, path, ndim, vec):
 
 
 def test_all_inputs_scalar():
-    spec = KernelSpec(("float32", "float32"), (True, True), ("float32",), "float32", ("float64",), CONTIGUOUS, 1, 1, False)
+    spec = KernelSpec(("float32", "float32"), (True, True), ("float32",), "float32", ("float64",), path=CONTIGUOUS,
+                      params=ContiguousParams(vec=1))
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, "sm_80")
     assert "in0" not in source and "in1" not in source
 
@@ -513,11 +517,11 @@ OUTPUT_CASTS = [("float32", "float16"), ("float32", "bfloat16"), ("float32", "in
 
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHES)
-@pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 4), (STRIDED, 2, 1)], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("path, ndim, params", [(CONTIGUOUS, 1, ContiguousParams(vec=4)), (STRIDED, 2, PathParams())], ids=["contiguous", "strided"])
 @pytest.mark.parametrize("compute, out", OUTPUT_CASTS, ids=[f"{c}->{o}" for c, o in OUTPUT_CASTS])
-def test_output_dtype_differs_from_compute(compute, out, path, ndim, vec, arch):
+def test_output_dtype_differs_from_compute(compute, out, path, ndim, params, arch):
     extra = "complex128" if DTYPES[compute].kind == "c" else "float64"
-    spec = KernelSpec((compute, compute), (False, False), (out,), compute, (extra,), path, ndim, vec, False)
+    spec = KernelSpec((compute, compute), (False, False), (out,), compute, (extra,), path=path, ndim=ndim, params=params)
     source, _ = compile_spec(binding(AXPY, ["alpha"]), spec, arch)
     assert f"{DTYPES[out].ctype}* jm_out0;" in source
     if DTYPES[compute].kind == "c" and DTYPES[out].kind != "c":
@@ -529,15 +533,15 @@ def test_output_dtype_differs_from_compute(compute, out, path, ndim, vec, arch):
 
 
 @pytest.mark.parametrize("arch", ARCHES)
-@pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 4), (STRIDED, 3, 1)], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("path, ndim, params", [(CONTIGUOUS, 1, ContiguousParams(vec=4)), (STRIDED, 3, PathParams())], ids=["contiguous", "strided"])
 @pytest.mark.parametrize("ins, outs, compute", [
     (("float32", "float32"), ("float32", "float32"), "float32"),
     (("float32", "float16"), ("float32", "float16"), "float32"),
     (("complex64", "complex64"), ("complex64", "complex128"), "complex64"),
     (("int8", "int32"), ("int32", "int64"), "int32"),
 ], ids=["float32", "float32+float16", "complex", "ints"])
-def test_multi_output(ins, outs, compute, path, ndim, vec, arch):
-    spec = KernelSpec(ins, (False, False), outs, compute, (), path, ndim, vec, False)
+def test_multi_output(ins, outs, compute, path, ndim, params, arch):
+    spec = KernelSpec(ins, (False, False), outs, compute, (), path=path, ndim=ndim, params=params)
     source, _ = compile_spec(binding(MULTI, [], 2), spec, arch)
     assert "f<jm_compute_t>(jm_v0, jm_v1, jm_r0, jm_r1);" in source
     assert "jm_compute_t jm_r0, jm_r1;" in source
@@ -546,7 +550,8 @@ def test_multi_output(ins, outs, compute, path, ndim, vec, arch):
 
 def test_multi_output_single_form_void_function():
     b = binding("template <typename T> void f(T x, T& o) { o = x * x; }", [], None)
-    spec = KernelSpec(("float64",), (False,), ("float64",), "float64", (), STRIDED, 2, 1, True)
+    spec = KernelSpec(("float64",), (False,), ("float64",), "float64", (), path=STRIDED, ndim=2, index64=True,
+                      params=PathParams())
     source, _ = compile_spec(b, spec, "sm_80")
     assert "f<jm_compute_t>(jm_v0, jm_r0);" in source
 
@@ -557,11 +562,11 @@ def n_input_code(n: int) -> str:
 
 
 @pytest.mark.parametrize("arch", ARCHES)
-@pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 4), (STRIDED, 3, 1)], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("path, ndim, params", [(CONTIGUOUS, 1, ContiguousParams(vec=4)), (STRIDED, 3, PathParams())], ids=["contiguous", "strided"])
 @pytest.mark.parametrize("n", [8, 16])
-def test_many_inputs(n, path, ndim, vec, arch):
+def test_many_inputs(n, path, ndim, params, arch):
     dtypes = tuple(("float32", "float16", "int32", "bfloat16")[i % 4] for i in range(n))
-    spec = KernelSpec(dtypes, (False,) * n, ("float32",), "float32", (), path, ndim, vec, n == 16)
+    spec = KernelSpec(dtypes, (False,) * n, ("float32",), "float32", (), path=path, ndim=ndim, index64=n == 16, params=params)
     source, _ = compile_spec(binding(n_input_code(n)), spec, arch)
     assert f"in{n - 1};" in source
     assert spec.num_operands == n + 1
@@ -573,14 +578,14 @@ EXTRAS = "template <typename T> T f(T x, bool flag, long long k, double s, T c) 
 
 
 @pytest.mark.parametrize("arch", ARCHES)
-@pytest.mark.parametrize("path, ndim, vec", [(CONTIGUOUS, 1, 2), (STRIDED, 2, 1)], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("path, ndim, params", [(CONTIGUOUS, 1, ContiguousParams(vec=2)), (STRIDED, 2, PathParams())], ids=["contiguous", "strided"])
 @pytest.mark.parametrize("compute, c_dtype", [("float32", "float64"), ("complex64", "complex128"),
                                               ("complex128", "complex128"), ("int64", "int64")])
-def test_extra_args_of_each_kind(compute, c_dtype, path, ndim, vec, arch):
+def test_extra_args_of_each_kind(compute, c_dtype, path, ndim, params, arch):
     b = binding(EXTRAS, ["s", "flag", "c", "k"])
     assert b.extra_names == ("flag", "k", "s", "c")
     spec = KernelSpec((compute,), (False,), (compute,), compute, ("bool", "int64", "float64", c_dtype),
-                      path, ndim, vec, False)
+                      path=path, ndim=ndim, params=params)
     source, _ = compile_spec(b, spec, arch)
     assert "f<jm_compute_t>(jm_v0, jm_a.jm_extra0, jm_a.jm_extra1, jm_a.jm_extra2, jm_a.jm_extra3);" in source
     assert "bool jm_extra0;" in source and "int64_t jm_extra1;" in source and "double jm_extra2;" in source
@@ -591,13 +596,15 @@ def test_extra_args_of_each_kind(compute, c_dtype, path, ndim, vec, arch):
 @pytest.mark.parametrize("extra", ["bool", "int64", "float64", "uint8", "float32"])
 @pytest.mark.parametrize("compute", ["float32", "int32", "bool"])
 def test_extra_arg_converted_to_compute_parameter(compute, extra):
-    spec = KernelSpec((compute, compute), (False, False), (compute,), compute, (extra,), CONTIGUOUS, 1, 1, False)
+    spec = KernelSpec((compute, compute), (False, False), (compute,), compute, (extra,), path=CONTIGUOUS,
+                      params=ContiguousParams(vec=1))
     compile_spec(binding(AXPY, ["alpha"]), spec, "sm_90")
 
 
 def test_non_template_functor_has_no_template_argument():
     b = binding("__device__ float scale(float x, double s) { return x * (float)s; }", ["s"])
-    spec = KernelSpec(("float32",), (False,), ("float32",), "float32", ("float64",), CONTIGUOUS, 1, 4, False)
+    spec = KernelSpec(("float32",), (False,), ("float32",), "float32", ("float64",), path=CONTIGUOUS,
+                      params=ContiguousParams(vec=4))
     source, _ = compile_spec(b, spec, "sm_80")
     assert "jm_r0 = scale(jm_v0, jm_a.jm_extra0);" in source
 
@@ -618,7 +625,8 @@ def test_user_include_of_cuda_fp16_does_not_clash_with_the_prelude():
     if nvrtc_module.cuda_include_dir() is None:
         pytest.skip("no CUDA headers found")
     b = binding("#include <cuda_fp16.h>\ntemplate <typename T> T f(T x) { return x + T(__half2float(__float2half(1.0f))); }")
-    compile_spec(b, KernelSpec(("float32",), (False,), ("float32",), "float32", (), CONTIGUOUS, 1, 4, False), "sm_80")
+    compile_spec(b, KernelSpec(("float32",), (False,), ("float32",), "float32", (), path=CONTIGUOUS,
+                               params=ContiguousParams(vec=4)), "sm_80")
 
 
 # --------------------------------------------------------------------------- Args struct == the Python packer
@@ -629,10 +637,12 @@ LAYOUT_SPECS = [
     axpy_spec("int8", STRIDED, 5, 1, True),
     axpy_spec("float64", STRIDED, 1, 1, False),
     axpy_spec("uint16", STRIDED, 3, 1, False),  # odd ndim: uint32 divisor arrays padded to 8 bytes
-    KernelSpec(("float32", "float32"), (False, False), ("float32",), "float32", ("float64",), TILED, 3, 1, False, (1,)),
+    KernelSpec(("float32", "float32"), (False, False), ("float32",), "float32", ("float64",), path=TILED, ndim=3,
+               params=TiledParams(tiled_inputs=(1,))),
     KernelSpec(("float16", "complex128", "bool"), (False, True, False), ("complex128", "uint8"), "complex128",
-               ("bool", "complex128", "int64"), STRIDED, 3, 1, False),
-    KernelSpec(("bool", "int8"), (True, False), ("int16",), "int16", ("bool", "bool", "float32"), CONTIGUOUS, 1, 8, False),
+               ("bool", "complex128", "int64"), path=STRIDED, ndim=3, params=PathParams()),
+    KernelSpec(("bool", "int8"), (True, False), ("int16",), "int16", ("bool", "bool", "float32"), path=CONTIGUOUS,
+               params=ContiguousParams(vec=8)),
 ]
 
 
@@ -682,7 +692,8 @@ def test_args_struct_layout_mismatch_is_detected():
 
 def test_compile_error_points_at_the_users_line():
     b = binding("template <typename T> T my_kernel(T x, T y) { return undefined_fn(x) + y; }")
-    spec = KernelSpec(("float32", "float32"), (False, False), ("float32",), "float32", (), CONTIGUOUS, 1, 4, False)
+    spec = KernelSpec(("float32", "float32"), (False, False), ("float32",), "float32", (), path=CONTIGUOUS,
+                      params=ContiguousParams(vec=4))
     source, _ = render_source(b, spec, "cuda")
     with pytest.raises(CompileError) as info:
         compiler("sm_90").compile(source, "jm_bad")
@@ -701,7 +712,8 @@ def test_compile_error_points_at_the_users_line():
 
 def test_compile_error_on_a_later_line_of_a_multi_line_functor():
     code = "template <typename T>\nT my_kernel(T x, T y) {\n  T z = x;\n  return also_undefined(z) + y;\n}"
-    spec = KernelSpec(("float64", "float64"), (False, False), ("float64",), "float64", (), STRIDED, 2, 1, True)
+    spec = KernelSpec(("float64", "float64"), (False, False), ("float64",), "float64", (), path=STRIDED, ndim=2,
+                      index64=True, params=PathParams())
     source, _ = render_source(binding(code), spec, "cuda")
     with pytest.raises(CompileError) as info:
         compiler("sm_80").compile(source, "jm_bad")
@@ -712,7 +724,8 @@ def test_compile_error_on_a_later_line_of_a_multi_line_functor():
 
 def test_syntax_error_in_non_template_functor():
     b = binding("__device__ float my_kernel(float x) {\n  return x + ;\n}")
-    spec = KernelSpec(("float32",), (False,), ("float32",), "float32", (), CONTIGUOUS, 1, 1, False)
+    spec = KernelSpec(("float32",), (False,), ("float32",), "float32", (), path=CONTIGUOUS,
+                      params=ContiguousParams(vec=1))
     source, _ = render_source(b, spec, "cuda")
     with pytest.raises(CompileError) as info:
         compiler("sm_80").compile(source, "jm_bad")
@@ -731,25 +744,20 @@ def test_compiler_identity_and_options():
     assert compiler("sm_90").identity != identity
 
 
-def test_a_kernel_path_module_is_imported_when_a_call_gets_as_far_as_it():
-    """`import jiter_magic` and a contiguous call's plan load the contiguous path alone: a new
-    process's first result waits on no other path's module. Every path is there when asked for."""
-    code = ("import sys, jiter_magic\n"
-            "from jiter_magic.planning.layout import ArrayDesc\n"
-            "from jiter_magic.kernels.specialize import resolve_call\n"
-            "paths = lambda: sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('jiter_magic.kernels.')\n"
-            "                       and m.rsplit('.', 1)[1] not in ('args', 'base', 'render', 'specialize'))\n"
-            "print(paths())\n"
-            "resolve_call([ArrayDesc('float32', (8,), (1,), 1 << 20)], 'torch', 'cuda', None, (), 1)\n"
-            "print(paths())\n"
-            "from jiter_magic.kernels import cuda_paths\n"
-            "print([p.name for p in cuda_paths()], paths())\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    lines = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env=env).stdout.splitlines()
-    assert lines == ["[]", "['contiguous']", "['contiguous', 'tiled', 'rows', 'strided'] "
-                     "['contiguous', 'packed_tiles', 'rows', 'strided', 'tile_code', 'tiled']"]
-    spec = KernelSpec(("float32",), (False,), ("float32",), "float32", (), path="diagonal")
+def test_the_registry_holds_the_cuda_paths_in_order_and_a_spec_finds_its_own():
+    """`CUDA_PATHS` is the order a call tries them in; a spec finds its path by name (an unknown name
+    is a KeyError) on CUDA and the host's one path on the CPU. The loop's fields are keywords, and a
+    path handed another path's record says so instead of misreading it."""
+    assert [p.name for p in CUDA_PATHS] == [CONTIGUOUS, TILED, ROWS, STRIDED]
+    dtypes = (("float32",), (False,), ("float32",), "float32", ())
+    for path in CUDA_PATHS:
+        assert path_of(KernelSpec(*dtypes, path=path.name, params=PathParams()), "cuda") is path
+    spec = KernelSpec(*dtypes, path="diagonal", params=PathParams())
     with pytest.raises(KeyError, match="no CUDA kernel path named 'diagonal'"):
         path_of(spec, "cuda")
     assert path_of(spec, "cpu").name == "host"
+    with pytest.raises(TypeError):
+        KernelSpec(*dtypes, CONTIGUOUS, 1, params=ContiguousParams())
+    wrong = KernelSpec(*dtypes, path=ROWS, ndim=2, params=ContiguousParams(vec=4))
+    with pytest.raises(TypeError, match="a rows spec carries ContiguousParams, not RowsParams"):
+        describe(wrong)

@@ -17,8 +17,11 @@ import pytest
 from jiter_magic.codegen.names import KERNEL_FILE
 from jiter_magic.frontend.bind import bind
 from jiter_magic.frontend.parse import parse_functor
+from jiter_magic.kernels.contiguous import ContiguousParams
 from jiter_magic.kernels.render import render
-from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.kernels.rows import RowsParams
+from jiter_magic.kernels.tiled import TiledParams
+from jiter_magic.planning.spec import KernelSpec, PathParams
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 REGENERATE = os.environ.get("JITER_MAGIC_REGEN_GOLDEN") == "1"
@@ -29,32 +32,35 @@ MULTI = "template <typename T> void sum_diff(T x, T y, T& sum, T& diff) { sum = 
 # name: (code, kwargs, num_outputs, target, spec)
 CASES = {
     "cuda_contiguous": (AXPY, ["alpha"], None, "cuda", KernelSpec(
-        ("float32", "float32"), (False, False), ("float32",), "float32", ("float64",), "contiguous", 1, 4)),
+        inputs=("float32", "float32"), scalar_inputs=(False, False), outputs=("float32",), compute="float32",
+        extras=("float64",), path="contiguous", ndim=1, params=ContiguousParams(vec=4))),
     "cuda_rows": (AXPY, ["alpha"], None, "cuda", KernelSpec(
-        ("float32", "float32"), (False, False), ("float32",), "float32", ("float64",), "rows", 2, 4,
-        row_broadcast=(1,))),
+        inputs=("float32", "float32"), scalar_inputs=(False, False), outputs=("float32",), compute="float32",
+        extras=("float64",), path="rows", ndim=2, params=RowsParams(vec=4, row_broadcast=(1,)))),
     "cuda_tiled": (AXPY, ["alpha"], None, "cuda", KernelSpec(
-        ("float32", "float16"), (False, False), ("float32",), "float32", ("float64",), "tiled", 3, 1,
-        tiled_inputs=(0,))),
+        inputs=("float32", "float16"), scalar_inputs=(False, False), outputs=("float32",), compute="float32",
+        extras=("float64",), path="tiled", ndim=3, params=TiledParams(runs=1, tiled_inputs=(0,)))),
     "cuda_tiled_packed": (AXPY, ["alpha"], None, "cuda", KernelSpec(
-        ("float16", "float16"), (False, False), ("float16",), "float32", ("float64",), "tiled", 3, 2,
-        tiled_inputs=(1,), pack=2)),
+        inputs=("float16", "float16"), scalar_inputs=(False, False), outputs=("float16",), compute="float32",
+        extras=("float64",), path="tiled", ndim=3, params=TiledParams(runs=2, tiled_inputs=(1,), pack=2))),
     "cuda_tiled_packed_half": (AXPY, ["alpha"], None, "cuda", KernelSpec(
-        ("int8", "int8"), (False, False), ("int8",), "int8", ("int64",), "tiled", 3, 2,
-        tiled_inputs=(1,), pack=4)),
+        inputs=("int8", "int8"), scalar_inputs=(False, False), outputs=("int8",), compute="int8",
+        extras=("int64",), path="tiled", ndim=3, params=TiledParams(runs=2, tiled_inputs=(1,), pack=4))),
     "cuda_strided_int32": (AXPY, ["alpha"], None, "cuda", KernelSpec(
-        ("float16", "float32"), (False, False), ("float32",), "float32", ("float64",), "strided", 3, 1)),
+        inputs=("float16", "float32"), scalar_inputs=(False, False), outputs=("float32",), compute="float32",
+        extras=("float64",), path="strided", ndim=3, params=PathParams())),
     "cuda_strided_int64": (AXPY, ["alpha"], None, "cuda", KernelSpec(
-        ("float64", "float64"), (False, True), ("float64",), "float64", ("complex128",), "strided", 2, 1,
-        index64=True)),
+        inputs=("float64", "float64"), scalar_inputs=(False, True), outputs=("float64",), compute="float64",
+        extras=("complex128",), path="strided", ndim=2, index64=True, params=PathParams())),
     "cuda_multi_output": (MULTI, [], 2, "cuda", KernelSpec(
-        ("int32", "int32"), (False, False), ("int32", "int64"), "int32", (), "contiguous", 1, 4)),
+        inputs=("int32", "int32"), scalar_inputs=(False, False), outputs=("int32", "int64"), compute="int32",
+        extras=(), path="contiguous", ndim=1, params=ContiguousParams(vec=4))),
     "host_contiguous": (AXPY, ["alpha"], None, "cpu", KernelSpec(
-        ("bfloat16", "float32"), (False, False), ("float32",), "float32", ("float64",), "contiguous", 1, 1,
-        index64=True)),
+        inputs=("bfloat16", "float32"), scalar_inputs=(False, False), outputs=("float32",), compute="float32",
+        extras=("float64",), path="contiguous", ndim=1, index64=True, params=ContiguousParams(vec=1))),
     "host_strided": (MULTI, [], 2, "cpu", KernelSpec(
-        ("float32", "float32"), (True, False), ("float32", "float32"), "float32", (), "strided", 2, 1,
-        index64=True)),
+        inputs=("float32", "float32"), scalar_inputs=(True, False), outputs=("float32", "float32"),
+        compute="float32", extras=(), path="strided", ndim=2, index64=True, params=PathParams())),
 }
 
 

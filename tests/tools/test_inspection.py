@@ -51,7 +51,7 @@ def test_rows_path_for_dense_or_broadcast_rows(make, broadcast):
     fn = jiter_magic.create_jit_fn(CODE, alpha=1.0)
     args = make()
     spec = example_spec(fn._dispatch, args, "cuda", {})
-    assert spec.path == "rows" and list(spec.row_broadcast) == broadcast
+    assert spec.path == "rows" and list(spec.params.row_broadcast) == broadcast
     source = fn.source(*args)
     assert "jm_inner" in source and "jm_vec<" in source
     assert NvrtcCompiler("sm_80").compile(source, "k").binary.startswith(b"\x7fELF")
