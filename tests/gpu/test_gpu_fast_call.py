@@ -183,9 +183,9 @@ def test_a_cuda_storage_shrunk_under_a_planned_view_is_refused_on_the_hot_path(p
     if path == "Python":
         for _ in range(3):
             f(view, other)
-        # A key read in Python checks no storage room, so its plan never gets a C hot plan, which
-        # would skip the room check: the plan route checks it on every call.
-        assert f._dispatch.plans.get(_fast_key_of(2)((view, other))[0]).hot is None
+        # A key read in Python checks no storage, so its plan never runs in C (a C hot plan would
+        # skip the storage check): the Python hot path checks it on every call.
+        assert f._dispatch.plans.get(_fast_key_of(2)((view, other))[0]).native_calls is None
     else:
         _hot(f, view, other)
     base.untyped_storage().resize_(1024)  # 256 floats left under a view that reads 32,760
