@@ -5,32 +5,39 @@ A call whose tensors require grad computes its results as usual, then hands them
 - `_WithBackward` (after `fn.def_backward(code)`): its backward calls the jitted backward on the
   call's inputs, extras and the outputs' gradients, then reduces each input's gradient over the
   dimensions the call broadcast it along (`sum_to_size`) and casts it to the input's dtype;
-  inputs that do not require grad get None. It is differentiable once (`once_differentiable`:
-  a second-order gradient raises instead of coming back silently wrong).
-- `_WithoutGradient`: a backward that raises, as torch does for an operator without a formula.
+  inputs that do not require grad get None. It is differentiable once: under
+  `create_graph=True` the gradients it returns carry a grad_fn whose backward raises
+  `GradientError`, so a second-order gradient is refused wherever it would be needed, never a
+  gradient that autograd silently treats as a constant.
+- `_Refusing`: a backward that raises, as torch does for an operator without a formula.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from jiter_magic.errors import GradientError
 
 
-class _WithoutGradient(torch.autograd.Function):
-    """Gives results a grad_fn whose backward raises: a gradient is never silently missing."""
+class _Refusing(torch.autograd.Function):
+    """Gives results a grad_fn whose backward raises `error`: a gradient is never silently missing.
+    The tensors before the last `count` are what the results depend on."""
 
     @staticmethod
-    def forward(ctx: Any, name: str, count: int, *tensors: torch.Tensor) -> Any:
-        ctx.name = name
+    def forward(ctx: Any, error: GradientError, count: int, *tensors: torch.Tensor) -> Any:
+        ctx.error = error
         results = tensors[len(tensors) - count:]
         return results[0] if count == 1 else results
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
-        raise no_backward(ctx.name)
+        raise ctx.error
+
+
+def no_second_order(name: str) -> GradientError:
+    return GradientError(f"{name}'s backward (def_backward) is differentiable once: a second-order gradient "
+                         "through it (create_graph=True, then a gradient of that gradient) is not supported")
 
 
 def no_backward(name: str) -> GradientError:
@@ -44,10 +51,10 @@ class _WithBackward(torch.autograd.Function):
     """Results whose backward is the jitted gradient (see the module's docstring)."""
 
     @staticmethod
-    def forward(ctx: Any, backward: Any, args: tuple, kwargs: dict, positions: tuple[int, ...], count: int,
-                *tensors: torch.Tensor) -> Any:
+    def forward(ctx: Any, name: str, backward: Any, args: tuple, kwargs: dict, positions: tuple[int, ...],
+                count: int, *tensors: torch.Tensor) -> Any:
         results = tensors[len(tensors) - count:]
-        ctx.backward, ctx.kwargs, ctx.positions, ctx.count = backward, kwargs, positions, count
+        ctx.name, ctx.backward, ctx.kwargs, ctx.positions, ctx.count = name, backward, kwargs, positions, count
         # Tensors through save_for_backward (autograd refuses a backward through values changed in
         # place since), Python numbers as they are.
         ctx.tensor_slots = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
@@ -57,10 +64,10 @@ class _WithBackward(torch.autograd.Function):
         return results[0] if count == 1 else results
 
     @staticmethod
-    @once_differentiable
     def backward(ctx: Any, *grads: Any) -> Any:
         args = list(ctx.others)
-        for slot, tensor in zip(ctx.tensor_slots, ctx.saved_tensors):
+        saved = ctx.saved_tensors
+        for slot, tensor in zip(ctx.tensor_slots, saved):
             args[slot] = tensor.detach()
         grads = tuple(torch.zeros(shape, dtype=dtype, device=device) if g is None else g
                       for g, (shape, dtype, device) in zip(grads, ctx.result_shapes))
@@ -68,8 +75,14 @@ class _WithBackward(torch.autograd.Function):
             computed = ctx.backward(*args, *grads, **ctx.kwargs)
         if not isinstance(computed, tuple):
             computed = (computed,)
-        reduced = [input_gradient(args[position], computed[position]) for position in ctx.positions]
-        return (None, None, None, None, None, *reduced, *([None] * ctx.count))
+        with torch.no_grad():
+            reduced = [input_gradient(args[position], computed[position]) for position in ctx.positions]
+        if torch.is_grad_enabled():  # create_graph=True: these gradients may be differentiated again
+            tracked = [t for t in (*saved, *grads) if isinstance(t, torch.Tensor) and t.requires_grad]
+            if tracked and reduced:
+                refused = _Refusing.apply(no_second_order(ctx.name), len(reduced), *tracked, *reduced)
+                reduced = [refused] if len(reduced) == 1 else list(refused)
+        return (None, None, None, None, None, None, *reduced, *([None] * ctx.count))
 
 
 def input_gradient(given: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
@@ -83,10 +96,10 @@ def input_gradient(given: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
 def with_gradient(name: str, needing: list, results: list, backward: Any, args: tuple, kwargs: dict) -> list:
     """`results` tracked by autograd: through `backward` when given, else with a backward that raises."""
     if backward is None:
-        wrapped = _WithoutGradient.apply(name, len(results), *needing, *results)
+        wrapped = _Refusing.apply(no_backward(name), len(results), *needing, *results)
     else:
         wanted = {id(t) for t in needing}
         positions = tuple(i for i, a in enumerate(args) if id(a) in wanted)
-        wrapped = _WithBackward.apply(backward, args, kwargs, positions, len(results),
+        wrapped = _WithBackward.apply(name, backward, args, kwargs, positions, len(results),
                                       *(args[i] for i in positions), *results)
     return [wrapped] if len(results) == 1 else list(wrapped)

@@ -247,6 +247,11 @@ class DiskCaches:
             cache = self.by_root.setdefault(root, DiskCache(root))
         return cache
 
+    def after_fork_in_child(self) -> None:
+        """A parent's thread may have held a cache's lock at the fork: each gets a fresh one."""
+        for cache in list(self.by_root.values()):
+            cache._lock = threading.Lock()
+
 
 def disk_cache(root: str | None = None) -> DiskCache | NullDiskCache:
     """The disk layer for the current environment, or at another `root`."""

@@ -68,6 +68,19 @@ class KernelPool:
         self._lock = threading.Lock()
 
 
+class KernelLoaders:
+    """Every kernel loader of this process, held weakly: a part of `RUNTIME`, so that a forked
+    child gives each a fresh lock (a parent's thread may have been compiling under one at the fork,
+    and that thread does not exist in the child)."""
+
+    def __init__(self) -> None:
+        self.loaders: weakref.WeakSet[KernelLoader] = weakref.WeakSet()
+
+    def after_fork_in_child(self) -> None:
+        for loader in list(self.loaders):
+            loader._lock = threading.RLock()
+
+
 class KernelLoader:
     def __init__(self, binding: Binding) -> None:
         self.binding = binding
@@ -77,6 +90,7 @@ class KernelLoader:
         self.listeners: list[Callable[[Specialization], None]] = []
         self.start_listeners: list[Callable[[KernelSpec, int], None]] = []  # a build of (spec, device) begins
         self._lock = threading.RLock()
+        RUNTIME.part(KernelLoaders).loaders.add(self)
 
     def launcher(self, spec: KernelSpec, device: int) -> Launcher:
         """The loaded kernel of `spec` on `device` (-1: the host), built on first use."""

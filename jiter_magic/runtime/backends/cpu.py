@@ -16,7 +16,7 @@ from jiter_magic.errors import LaunchError
 from jiter_magic.kernels.args import args_layout
 from jiter_magic.native import call_path as fast_call
 from jiter_magic.planning.spec import KernelSpec
-from jiter_magic.runtime.backends import fault_guard, heap, load_check
+from jiter_magic.runtime.backends import fault_guard, heap, host_threads, load_check
 from jiter_magic.state import RUNTIME
 
 _dlclose = getattr(_ctypes, "dlclose", None)  # POSIX only; elsewhere libraries stay loaded
@@ -74,6 +74,7 @@ class CpuLauncher:
             os.unlink(path)
         self.function.argtypes = (ctypes.c_char_p,)
         self.function.restype = ctypes.c_int
+        host_threads.kernel_loaded()  # a forked child then runs its loops on one thread (host_threads.py)
         self.pack = args_layout(spec, "cpu").packer.pack
         # The C launcher where the C call path is loaded (it runs the kernel with the GIL released,
         # as ctypes does), else None: decided once, here.

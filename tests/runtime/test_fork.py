@@ -1,0 +1,120 @@
+"""A forked child's calls finish and are right: after a multi-threaded host call (OpenMP's pool
+had started), while another thread compiles, and while the C call path's builder runs.
+
+Each case runs in a process of its own (forking the test process, with its threads, would test
+pytest as much as jiter_magic). The child arms an alarm: a child that hangs ends with SIGALRM,
+and its exit status fails the test.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jiter_magic.native import call_path as fast_call
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+pytestmark = [pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"), pytest.mark.slow]
+
+# The child prints one JSON line and exits 0; the parent prints the child's exit status.
+FORK_AND_REPORT = """
+def fork_and_report(in_child):
+    child = os.fork()
+    if child == 0:
+        signal.alarm(60)
+        try:
+            print("child " + json.dumps(in_child()), flush=True)
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(child, 0)
+    print("parent " + json.dumps({"status": status}), flush=True)
+"""
+
+AFTER_A_BIG_CALL = """
+import json, os, signal, numpy as np, jiter_magic
+""" + FORK_AND_REPORT + """
+f = jiter_magic.create_jit_fn("template <typename T> T fk_big(T x) { return x * 2 + 1; }")
+x = np.arange(1 << 22, dtype=np.float32)
+assert (f(x) == x * 2 + 1).all()  # many threads: the OpenMP pool has started in the parent
+def in_child():
+    out = f(x)
+    return {"right": bool((out == x * 2 + 1).all()), "again": bool((f(x[:1000]) == x[:1000] * 2 + 1).all())}
+fork_and_report(in_child)
+assert (f(x) == x * 2 + 1).all()  # the parent's pool still works
+print("parent-after " + json.dumps({"right": True}))
+"""
+
+DURING_A_COMPILE = """
+import json, os, signal, threading, numpy as np, jiter_magic
+""" + FORK_AND_REPORT + """
+f = jiter_magic.create_jit_fn("template <typename T> T fk_compiling(T x) { return x * 3 - 1; }")
+building, release = threading.Event(), threading.Event()
+def hold(spec, device):  # runs under the loader's lock, before the compile
+    if threading.current_thread() is not threading.main_thread():
+        building.set()
+        release.wait()
+f.add_start_listener(hold)
+x = np.arange(10, dtype=np.float64)
+worker = threading.Thread(target=lambda: f(x))
+worker.start()
+building.wait()
+def in_child():  # the compiling thread is not in the child: the child builds on its own
+    return {"values": f(x).tolist()}
+fork_and_report(in_child)
+release.set()
+worker.join()
+print("parent-after " + json.dumps({"values": f(x).tolist()}))
+"""
+
+DURING_THE_C_PATH_BUILD = """
+import json, os, signal, numpy as np, jiter_magic
+from jiter_magic.native import call_path as fast_call
+""" + FORK_AND_REPORT + """
+f = jiter_magic.create_jit_fn("template <typename T> T fk_building(T x, T y) { return x * y; }")
+x = np.arange(6, dtype=np.float64)
+f(x, x)  # the first call starts the builder process of the C call path
+building = fast_call.status()
+def in_child():  # the builder is the parent's: the child keeps the Python path and computes
+    return {"building": building, "values": f(x, x).tolist(), "status": fast_call.status()}
+fork_and_report(in_child)
+fast_call.wait(240)
+print("parent-after " + json.dumps({"status": fast_call.status(), "values": f(x, x).tolist()}))
+"""
+
+
+def _run(script: str, env: dict) -> dict[str, dict]:
+    environment = {**os.environ, "PYTHONPATH": ROOT, **env}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=400,
+                            env=environment)
+    assert result.returncode == 0, result.stderr
+    lines = [line.split(" ", 1) for line in result.stdout.strip().splitlines() if " " in line]
+    return {who: json.loads(text) for who, text in lines}
+
+
+def test_a_child_forked_after_a_multi_threaded_call_computes(tmp_path):
+    found = _run(AFTER_A_BIG_CALL, {"JITER_MAGIC_CACHE_DIR": str(tmp_path)})
+    assert found["parent"] == {"status": 0}  # not killed by the alarm: it did not hang
+    assert found["child"] == {"right": True, "again": True}
+    assert found["parent-after"] == {"right": True}
+
+
+def test_a_child_forked_while_another_thread_compiles_builds_on_its_own(tmp_path):
+    found = _run(DURING_A_COMPILE, {"JITER_MAGIC_CACHE_DIR": str(tmp_path)})
+    expected = [v * 3.0 - 1.0 for v in range(10)]
+    assert found["parent"] == {"status": 0}
+    assert found["child"] == {"values": expected}
+    assert found["parent-after"] == {"values": expected}
+
+
+def test_a_child_forked_while_the_c_path_builds_computes_on_the_python_path(tmp_path):
+    modules = tmp_path / "modules"  # empty: the C call path has to be built
+    found = _run(DURING_THE_C_PATH_BUILD, {"JITER_MAGIC_CACHE_DIR": str(tmp_path),
+                                           fast_call.DIR_VARIABLE: str(modules)})
+    expected = [float(v * v) for v in range(6)]
+    assert found["parent"] == {"status": 0}
+    assert found["child"] == {"building": "building", "values": expected, "status": "building"}
+    assert found["parent-after"] == {"status": "loaded", "values": expected}
