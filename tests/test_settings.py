@@ -58,6 +58,9 @@ def test_valid_values(monkeypatch, setting, text, expected):
     (settings.NOTICE_AFTER, "xyz", "seconds (a number >= 0) or off"),
     (settings.NOTICE_AFTER, "-3", "seconds (a number >= 0) or off"),
     (settings.NOTICE_AFTER, "nan", "seconds (a number >= 0) or off"),
+    (settings.NOTICE_AFTER, "inf", "seconds (a number >= 0) or off"),  # never is spelled off
+    (settings.NOTICE_AFTER, "1e400", "seconds (a number >= 0) or off"),
+    (settings.NOTICE_AFTER, "0.5s", "seconds (a number >= 0) or off"),
     (settings.PANEL, "fancy", "auto, static or widget"),
 ])
 def test_a_value_that_is_not_valid_warns_once_naming_the_variable_and_gives_the_default(monkeypatch, setting, text,
@@ -70,6 +73,20 @@ def test_a_value_that_is_not_valid_warns_once_naming_the_variable_and_gives_the_
     assert message.startswith(f"jiter_magic: {setting.name}={text!r} is not valid: expected {expects}")
     assert message.endswith(f"using the default, {setting.default!r}")
     assert _quietly(setting) == setting.default  # once: asked again, it says nothing more
+
+
+@pytest.mark.parametrize("text", ["xyz", "nan", "-3", "inf"])
+def test_a_bad_notice_threshold_warns_and_the_notice_keeps_its_default_delay(monkeypatch, text):
+    """Issue 29: these once turned the compile notice off (or to 0 s) without a word."""
+    from jiter_magic.runtime import notice
+
+    monkeypatch.setenv("JITER_MAGIC_NOTICE_AFTER", text)
+    with pytest.warns(SettingWarning) as record:
+        after = notice.threshold()
+    assert after == 0.5 and type(after) is float
+    assert [str(r.message).split(" is not valid")[0] for r in record] == [f"jiter_magic: JITER_MAGIC_NOTICE_AFTER={text!r}"]
+    monkeypatch.setenv("JITER_MAGIC_NOTICE_AFTER", "off")
+    assert _quietly(settings.NOTICE_AFTER) == math.inf and notice.threshold() is None
 
 
 def test_the_default_architecture_follows_the_setting(monkeypatch):
