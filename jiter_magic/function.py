@@ -188,7 +188,7 @@ class JitFunction:
         """The compiled code of one specialization as text (no GPU needed): kind='ptx' or 'sass'
         for CUDA, 'asm' for the CPU; arguments as `source` takes them. Lines of the code string
         the compiler's line tables point at are shown as comments before their instructions."""
-        from jiter_magic.compilers.nvrtc import default_arch
+        from jiter_magic.compilers.nvrtc_archs import default_arch
         from jiter_magic.runtime import inspection
         from jiter_magic.runtime.compiled_code import compiled_text
 
