@@ -7,7 +7,6 @@ call lives in runtime/inspection.py.
 from __future__ import annotations
 
 import pickle
-import threading
 import weakref
 from collections.abc import Callable, Container
 from dataclasses import replace
@@ -23,6 +22,7 @@ from jiter_magic.planning.values import scalar_value
 from jiter_magic.runtime.build import Specialization
 from jiter_magic.runtime.dispatch import CallCounts, Dispatcher
 from jiter_magic.runtime.loader import KernelLoader
+from jiter_magic.runtime.unpickled import UnpickledFunctions
 from jiter_magic.state import RUNTIME
 
 if TYPE_CHECKING:
@@ -63,9 +63,18 @@ class JitFunction:
         """Pickle by what made it (code string, outputs, kwargs, backward) and its backend, never
         by loaded kernels: another process rebuilds it, and its first call finds the kernel in the
         disk cache (or compiles it). So jitted functions travel to worker processes."""
+        return _unpickle, self._pickled_state()
+
+    def _pickled_state(self) -> tuple[str, int | None, dict[str, object], str, str | None]:
         code_string, num_outputs, kwargs = self._made_from
         backward = None if self.backward is None else self.backward._made_from[0]
-        return _unpickle, (code_string, num_outputs, kwargs, self.backend, backward)
+        return code_string, num_outputs, kwargs, self.backend, backward
+
+    def _now(self) -> bytes:
+        """What this function is now, as bytes: its pickled state, and what a change after it was
+        made could alter beyond that state (the kwargs its calls use, its backward's own state)."""
+        backward = None if self.backward is None else self.backward._now()
+        return pickle.dumps((self._pickled_state(), self.kwargs, backward))
 
     @property
     def backward(self) -> JitFunction | None:
@@ -179,7 +188,7 @@ class JitFunction:
         """The compiled code of one specialization as text (no GPU needed): kind='ptx' or 'sass'
         for CUDA, 'asm' for the CPU; arguments as `source` takes them. Lines of the code string
         the compiler's line tables point at are shown as comments before their instructions."""
-        from jiter_magic.compilers.nvrtc import default_arch
+        from jiter_magic.compilers.nvrtc_archs import default_arch
         from jiter_magic.runtime import inspection
         from jiter_magic.runtime.compiled_code import compiled_text
 
@@ -229,7 +238,9 @@ class JitFunction:
 
 def _rebuild(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str,
              backward: str | None = None) -> JitFunction:
-    """Unpickling: the same function, created again (see `JitFunction.__reduce__`)."""
+    """The same function, created again from its pickled state. Pickles made before `_unpickle`
+    name this function, with four arguments (before backwards were pickled) or five: the state has
+    no version, so these names and their arguments stay as they are."""
     fn = JitFunction(code_string, num_outputs, kwargs)
     fn.backend = backend
     if backward is not None:
@@ -237,34 +248,13 @@ def _rebuild(code_string: str, num_outputs: int | None, kwargs: dict[str, object
     return fn
 
 
-REBUILT_LIMIT = 64  # functions kept for unpickling
-
-
-class UnpickledFunctions:
-    """The functions unpickling made in this process, the REBUILT_LIMIT most recent: a part of `RUNTIME`."""
-
-    def __init__(self) -> None:
-        self.by_recipe: dict[bytes, JitFunction] = {}
-        self.lock = threading.Lock()
-
-    def after_fork_in_child(self) -> None:
-        self.lock = threading.Lock()
-
-
 def _unpickle(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str,
               backward: str | None = None) -> JitFunction:
-    """Unpickling, which a Dask worker does for every task: a function equal to one unpickled before
-    in this process is that one again (parsing, binding and planning once, not once a task). Its
-    backend and backward are the pickled ones, so a copy whose backend was changed since is not reused."""
-    key = pickle.dumps((code_string, num_outputs, kwargs, backward))
-    made = RUNTIME.part(UnpickledFunctions)
-    with made.lock:
-        fn = made.by_recipe.get(key)
-    if fn is not None and fn.backend == backend and (fn.backward is None) == (backward is None):
-        return fn
-    fn = _rebuild(code_string, num_outputs, kwargs, backend, backward)
-    with made.lock:
-        if len(made.by_recipe) >= REBUILT_LIMIT:
-            made.by_recipe.pop(next(iter(made.by_recipe)))
-        made.by_recipe[key] = fn
-    return fn
+    """Unpickling, which a Dask worker does for every task: a function unpickled before from an
+    equal state (code string, outputs, kwargs, backend and backward, compared as pickled bytes) is
+    that one again, parsing, binding and planning once, not once a task; unless it was changed
+    since (`def_backward`, its backend, its kwargs), when a new one is made from the state. So an
+    unpickled function always is the pickled one."""
+    state = pickle.dumps((code_string, num_outputs, kwargs, backend, backward))
+    return RUNTIME.part(UnpickledFunctions).reuse_or_make(
+        state, lambda: _rebuild(code_string, num_outputs, kwargs, backend, backward), JitFunction._now)

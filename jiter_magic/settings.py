@@ -20,9 +20,6 @@ from .errors import SettingWarning
 Value = TypeVar("Value")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 _SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
-# Architectures NVRTC 12 and 13 compile for: sm_XY with an optional feature suffix (sm_90a, sm_100f).
-_ARCH = re.compile(r"sm_(\d{2,3})[af]?")
-_ARCH_EXAMPLES = "sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120"
 
 
 class Setting(Generic[Value]):
@@ -76,9 +73,10 @@ def _seconds_or_off(text: str) -> float | None:
     return math.inf if text.lower() in ("off", "no", "false", "none") else _seconds(text)
 
 
-def _arch(text: str) -> str | None:
-    match = _ARCH.fullmatch(text.lower())
-    return match[0] if match is not None and int(match[1]) >= 50 else None
+def _arch(text: str) -> str:
+    """Read as written (lower case); whether NVRTC compiles for it is checked where NVRTC is
+    known, compilers/nvrtc_archs.py, which warns and uses the default the same way."""
+    return text.lower()
 
 
 def _text(text: str) -> str:
@@ -96,7 +94,7 @@ DISK_CACHE = Setting("JITER_MAGIC_DISK_CACHE", True, _switch, _SWITCH)
 CACHE_MAX_BYTES = Setting("JITER_MAGIC_CACHE_MAX_BYTES", 1 << 30, _size,
                           "a positive size in bytes, such as 1073741824, 500M or 2G")
 CACHE_LOCK_TIMEOUT = Setting("JITER_MAGIC_CACHE_LOCK_TIMEOUT", 60.0, _seconds, "seconds, a number >= 0")
-CUDA_ARCH = Setting("JITER_MAGIC_CUDA_ARCH", "sm_90", _arch, f"a CUDA architecture such as {_ARCH_EXAMPLES}")
+CUDA_ARCH = Setting("JITER_MAGIC_CUDA_ARCH", "sm_90", _arch, "a CUDA architecture NVRTC compiles for")
 DEBUG = Setting("JITER_MAGIC_DEBUG", False, _switch, _SWITCH)
 FAST_CALL = Setting("JITER_MAGIC_FAST_CALL", True, _switch, _SWITCH)
 FAST_CALL_DIR = Setting[str]("JITER_MAGIC_FAST_CALL_DIR", "", _text, "a directory")

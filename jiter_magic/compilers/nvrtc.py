@@ -11,7 +11,6 @@ import ctypes
 import functools
 import os
 
-from jiter_magic import settings
 from jiter_magic.compilers import toolchain_memo
 from jiter_magic.compilers.base import CompileResult, map_log
 from jiter_magic.errors import CompileError, ToolchainError
@@ -101,6 +100,28 @@ def _version_of(library: str) -> tuple[int, int] | None:
     return major.value, minor.value
 
 
+@functools.lru_cache(maxsize=1)
+def supported_archs() -> tuple[int, ...] | None:
+    """The architectures NVRTC compiles for, as it lists them (`nvrtcGetSupportedArchs`: 75, 80,
+    ..., 120 for NVRTC 13), asked through ctypes like its version, else through CuPy's binding;
+    None when neither can ask (no NVRTC here). Asked only to check a chosen architecture."""
+    library = _nvrtc_library()
+    if library is not None:
+        try:
+            handle = ctypes.CDLL(library)
+            count = ctypes.c_int()
+            if handle.nvrtcGetNumSupportedArchs(ctypes.byref(count)) == 0 and count.value > 0:
+                archs = (ctypes.c_int * count.value)()
+                if handle.nvrtcGetSupportedArchs(archs) == 0:
+                    return tuple(sorted(archs))
+        except (OSError, AttributeError):  # not loadable, or too old to list them: CuPy is asked
+            pass
+    try:
+        return tuple(sorted(_nvrtc().getSupportedArchs()))
+    except Exception:  # noqa: BLE001 - no CuPy, no NVRTC for it, or a CuPy without the call: nobody to ask
+        return None
+
+
 def complete_elf(binary: bytes) -> bytes:
     """The cubin with the byte CuPy's `getCUBIN` drops (it strips a 'trailing NUL' as for PTX text).
 
@@ -114,11 +135,6 @@ def complete_elf(binary: bytes) -> bytes:
     ph_size, ph_count, sh_size, sh_count = (int.from_bytes(binary[i:i + 2], "little") for i in (0x36, 0x38, 0x3A, 0x3C))
     end = max(ph_offset + ph_size * ph_count, sh_offset + sh_size * sh_count)
     return binary + b"\x00" if end == len(binary) + 1 else binary
-
-
-def default_arch() -> str:
-    """Architecture to compile for when no GPU is present (inspection, CI): JITER_MAGIC_CUDA_ARCH or sm_90."""
-    return settings.CUDA_ARCH.get()
 
 
 class NvrtcCompiler:

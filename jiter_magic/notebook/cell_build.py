@@ -16,7 +16,7 @@ from IPython.display import display
 
 import jiter_magic
 from jiter_magic import BindError, CompileError, DTypeError, JitFunction, ParseError, ToolchainError
-from jiter_magic.compilers.nvrtc import default_arch
+from jiter_magic.compilers.nvrtc_archs import default_arch
 from jiter_magic.runtime import notice as compile_notice
 from jiter_magic.runtime.inspection import cuda_available
 

@@ -14,6 +14,7 @@ import argparse
 import ast
 import keyword
 import math
+from collections.abc import Container
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -35,6 +36,7 @@ from jiter_magic.notebook.cell_build import (
     _in_the_cell,
 )
 from jiter_magic.notebook.completion import jiterator_matcher
+from jiter_magic.notebook.names import refusal
 from jiter_magic.notebook.panel_html import human_size
 from jiter_magic.notebook.report import format_cache_stats, summary
 from jiter_magic.tools.results import BenchmarkResult
@@ -76,7 +78,7 @@ class JiteratorMagics(Magics):
     """The `%%jiterator` cell magic and the `%jiterator_cache` and `%jiterator_bench` line magics."""
 
     @magic_arguments("%jiterator")  # shown as `%%jiterator` in the usage line
-    @argument("name", help="Python name to bind the jitted callable to")
+    @argument("name", help="Python name to bind the jitted callable to (no keyword, builtin, dunder or IPython name)")
     @argument("params", nargs="*", metavar="key=value",
               help="extra scalar arguments and their defaults (Python literals: 1, 2.5, True, 1+2j)")
     @argument("--outputs", type=int, default=None, metavar="N",
@@ -105,10 +107,10 @@ class JiteratorMagics(Magics):
             %%jiterator axpby alpha=1.0 beta=0.0
             template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }
         """
-        options = parse_cell_line(line)
+        assert self.shell is not None, "a magic runs inside an IPython shell"
+        options = parse_cell_line(line, self.shell.user_ns_hidden)
         fn = _create(CELL_FIRST_LINE + cell, options)
         _compile(fn, options)
-        assert self.shell is not None, "a magic runs inside an IPython shell"
         previous = self.shell.user_ns.get(options.name)
         if isinstance(previous, JitFunction) and previous is not fn:
             from jiter_magic.notebook import widgets
@@ -213,15 +215,17 @@ _plain_help(JiteratorMagics.jiterator_cache)
 _plain_help(JiteratorMagics.jiterator_bench)
 
 
-def parse_cell_line(line: str) -> CellOptions:
-    """Parse `NAME [key=value ...] [--outputs N] [--backend B] [--dtype D] [--no-panel]`."""
+def parse_cell_line(line: str, ipython_names: Container[str] = frozenset()) -> CellOptions:
+    """Parse `NAME [key=value ...] [--outputs N] [--backend B] [--dtype D] [--no-panel]`; NAME must
+    be a name the function may be bound to (notebook/names.py), `ipython_names` the shell's own."""
     try:
         argv = arg_split(line)
     except ValueError as exc:  # an unbalanced quote
         raise UsageError(f"%%jiterator {line.strip()!r}: {exc}") from None
     args = JiteratorMagics.jiterator.parser.parse_intermixed_args(argv)
-    if not args.name.isidentifier() or keyword.iskeyword(args.name):
-        raise UsageError(f"{args.name!r} is not a valid Python name to bind the function to")
+    refused = refusal(args.name, ipython_names)
+    if refused is not None:
+        raise UsageError(refused)
     if args.outputs is not None and not 1 <= args.outputs <= 8:
         raise UsageError(f"--outputs {args.outputs}: a functor has 1 to 8 outputs")
     kwargs: dict[str, object] = {}

@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from jiter_magic.errors import ArgumentTypeError, InvalidArgumentError
+from jiter_magic.tools.checks import check_benchmark, check_sweep, checked_sizes, inputs_made
 from jiter_magic.tools.inputs import held_bytes, inputs_device_name, output_bytes, place_of
 from jiter_magic.tools.results import BenchmarkResult, SweepResult, rate
 from jiter_magic.tools.timing import device_copy, time_call
@@ -33,7 +33,7 @@ def benchmark(fn: Callable[..., Any], *inputs: Any, reference: Callable[..., Any
     """Time `fn(*inputs, out=out, **kwargs)` on the inputs' device; report its median time, its
     bandwidth and the fraction of a same-sized device copy's bandwidth, and with `reference`
     (called as `reference(*inputs)`) its median and the speedup over it."""
-    _check_counts(warmup, repeat)
+    check_benchmark(fn, reference, warmup, repeat)
     place = place_of(inputs)
     read = sum(held_bytes(x) for x in inputs)
     if out is None:
@@ -63,27 +63,19 @@ def benchmark(fn: Callable[..., Any], *inputs: Any, reference: Callable[..., Any
         reference_seconds=reference_seconds, speedup=speedup, calls_per_sample=batch, samples=tuple(samples))
 
 
-def sweep(fn: Callable[..., Any], make_inputs: Callable[[int], Sequence[Any]], sizes: Iterable[int],
+def sweep(fn: Callable[..., Any], make_inputs: Callable[[int], Sequence[Any] | Any], sizes: Iterable[int],
           reference: Callable[..., Any] | None = None, **benchmark_kwargs: Any) -> SweepResult:
-    """`benchmark(fn, *make_inputs(n), ...)` for each n in `sizes` (elements); the inputs of one size
-    are dropped before the next size's are made."""
-    sizes = tuple(sizes)
-    if not sizes:
-        raise InvalidArgumentError("sweep needs at least one size")
+    """`benchmark(fn, *make_inputs(n), ...)` for each n in `sizes` (elements); `make_inputs(n)` returns
+    the inputs as a tuple or list, or one array (the one input). The inputs of one size are dropped
+    before the next size's are made. Every argument is checked before anything is timed."""
+    check_sweep(fn, make_inputs, reference, benchmark_kwargs)
+    checked = checked_sizes(sizes)
     results = []
-    for n in sizes:
-        inputs = tuple(make_inputs(n))
+    for n in checked:
+        inputs = inputs_made(make_inputs(n), n)
         results.append(benchmark(fn, *inputs, reference=reference, **benchmark_kwargs))
         del inputs
-    return SweepResult(_name_of(fn), sizes, tuple(results))
-
-
-def _check_counts(warmup: int, repeat: int) -> None:
-    for name, value, least in (("warmup", warmup, 0), ("repeat", repeat, 1)):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ArgumentTypeError(f"benchmark: {name} must be an int, got {type(value).__name__}")
-        if value < least:
-            raise InvalidArgumentError(f"benchmark: {name} must be at least {least}, got {value}")
+    return SweepResult(_name_of(fn), checked, tuple(results))
 
 
 def _median(samples: Sequence[float]) -> float:

@@ -109,6 +109,22 @@ def test_the_backward_travels_with_pickle_and_follows_the_backend():
     assert fn.def_backward(None) is fn and fn.backward is None
 
 
+def test_a_backward_defined_on_one_unpickled_copy_never_reaches_a_later_unpickling():
+    """Issue 29: `g = loads(p); g.def_backward(B2)`, then `loads(p)` gave `g`, and B2's gradient."""
+    data = pickle.dumps(jiter_magic.create_jit_fn(SQUARE_AXPY, a=1.0).def_backward(SQUARE_AXPY_BWD))
+    changed = pickle.loads(data)
+    changed.def_backward("template <typename T> void sq_axpy_bwd2(T x, T y, T a, T g, T& gx, T& gy) "
+                         "{ gx = 100 * g; gy = 100 * g; }")
+    again = pickle.loads(data)
+    assert again is not changed
+    x = torch.tensor([2.0, 4.0], dtype=torch.float64, requires_grad=True)
+    y = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    again(x, y).sum().backward()
+    torch.testing.assert_close(x.grad, torch.tensor([4.0, 8.0], dtype=torch.float64))  # 2 * a * x
+    torch.testing.assert_close(y.grad, torch.ones(2, dtype=torch.float64))
+    assert x.grad.dtype == torch.float64
+
+
 def test_the_seeds_torch_library_override_keeps_working_under_autograd():
     relu = jiter_magic.create_jit_fn("template <typename T> T my_gelu(T a) { return a > 0 ? a : 0; }")
     library = torch.library.Library("aten", "IMPL")

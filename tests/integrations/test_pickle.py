@@ -95,3 +95,59 @@ def test_unpickling_the_same_function_again_reuses_it_unless_it_changed_since():
     assert third is not second and third.backward is None
     other = pickle.loads(pickle.dumps(jiter_magic.create_jit_fn(AXPY, alpha=5.0)))
     assert other is not third and other.kwargs == {"alpha": 5.0}
+
+
+AXPY_BWD = "template <typename T> void axpy_bwd(T x, T y, T alpha, T g, T& gx, T& gy) { gx = alpha * g; gy = g; }"
+ZERO_BWD = "template <typename T> void zero_bwd(T x, T y, T alpha, T g, T& gx, T& gy) { gx = 0; gy = 0; }"
+
+
+def test_an_unpickled_function_is_the_pickled_one_even_after_a_copy_changed():
+    data = pickle.dumps(jiter_magic.create_jit_fn(AXPY, alpha=2.0).def_backward(AXPY_BWD))
+    first = pickle.loads(data)
+    assert pickle.loads(data) is first  # equal pickles: the same function (parsed, planned once)
+    first.def_backward(ZERO_BWD)  # another backward of the same shape: not what was pickled
+    second = pickle.loads(data)
+    assert second is not first and second.backward is not None and second.backward.code == AXPY_BWD
+    assert first.backward is not None and first.backward.code == ZERO_BWD  # the changed copy keeps its own
+    assert pickle.loads(data) is second
+    second.backward.backend = "cpu"  # the backward's own backend counts too
+    third = pickle.loads(data)
+    assert third is not second and third.backward is not None and third.backward.backend == "auto"
+    third.kwargs["alpha"] = 7.0  # the kwargs its calls would use
+    fourth = pickle.loads(data)
+    assert fourth is not third and fourth.kwargs == {"alpha": 2.0}
+    out = fourth(np.ones(3), np.arange(3.0))
+    np.testing.assert_array_equal(out, [2.0, 3.0, 4.0])
+    assert out.dtype == np.float64
+
+
+def test_pickles_differing_in_any_part_of_their_state_are_different_functions():
+    base = pickle.loads(pickle.dumps(jiter_magic.create_jit_fn(AXPY, alpha=2.0)))
+    as_int = pickle.loads(pickle.dumps(jiter_magic.create_jit_fn(AXPY, alpha=2)))
+    assert as_int is not base and as_int.kwargs == {"alpha": 2} and type(as_int.kwargs["alpha"]) is int
+    with_backward = pickle.loads(pickle.dumps(jiter_magic.create_jit_fn(AXPY, alpha=2.0).def_backward(AXPY_BWD)))
+    assert with_backward is not base and with_backward.backward is not None
+    other_backward = pickle.loads(pickle.dumps(jiter_magic.create_jit_fn(AXPY, alpha=2.0).def_backward(ZERO_BWD)))
+    assert other_backward is not with_backward and other_backward.backward.code == ZERO_BWD
+    on_cpu = jiter_magic.create_jit_fn(AXPY, alpha=2.0)
+    on_cpu.backend = "cpu"
+    assert pickle.loads(pickle.dumps(on_cpu)) is not base and pickle.loads(pickle.dumps(on_cpu)).backend == "cpu"
+    assert pickle.loads(pickle.dumps(jiter_magic.create_jit_fn(AXPY, alpha=2.0))) is base  # equal: reused
+
+
+class _OldPickle:
+    """Pickles as a jitted function did before `_unpickle`: `_rebuild` with four arguments."""
+
+    def __reduce__(self):
+        from jiter_magic.function import _rebuild
+
+        return _rebuild, (AXPY, None, {"alpha": 4.0}, "cpu")
+
+
+def test_pickles_made_by_older_versions_still_load():
+    old = pickle.loads(pickle.dumps(_OldPickle()))
+    assert isinstance(old, jiter_magic.JitFunction)
+    assert (old.kwargs, old.backend, old.backward) == ({"alpha": 4.0}, "cpu", None)
+    out = old(np.ones(2, dtype=np.float32), np.ones(2, dtype=np.float32))
+    np.testing.assert_array_equal(out, [5.0, 5.0])
+    assert out.dtype == np.float32

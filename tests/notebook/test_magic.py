@@ -155,6 +155,50 @@ def test_bad_magic_arguments_are_usage_errors_naming_the_token(shell, line, name
     assert "axpby" not in shell.user_ns
 
 
+@pytest.mark.parametrize("name, why", [
+    ("__builtins__", "is a dunder name"),
+    ("__name__", "is a dunder name"),
+    ("print", "is a Python builtin; binding it would shadow print in every later cell"),
+    ("len", "is a Python builtin"),
+    ("ValueError", "is a Python builtin"),
+    ("get_ipython", "is one of IPython's own names"),
+    ("In", "is one of IPython's own names"),
+    ("Out", "is one of IPython's own names"),
+    ("exit", "is one of IPython's own names"),
+    ("quit", "is one of IPython's own names"),
+    ("display", "is one of IPython's own names"),
+    ("_", "is one of IPython's own names"),
+    ("__", "is one of IPython's own names"),
+    ("_i", "is one of IPython's own names"),
+    ("_7", "is one of IPython's own names"),
+    ("_i12", "is one of IPython's own names"),
+    ("class", "is a Python keyword"),
+    ("lambda", "is a Python keyword"),
+    ("2fast", "is not a Python identifier"),
+])
+def test_names_that_would_shadow_python_or_ipython_are_refused_and_the_shell_still_works(shell, name, why):
+    before = dict(shell.user_ns)
+    with pytest.raises(UsageError) as info:
+        shell.run_cell_magic("jiterator", f"{name} alpha=1 beta=1 --no-panel", AXPBY)
+    message = str(info.value)
+    assert message.startswith(f"%%jiterator {name}: {name!r} {why}")
+    assert "expected a Python identifier that is no keyword, builtin, dunder name or IPython name" in message
+    assert shell.user_ns.get(name) is before.get(name)  # nothing was bound
+    assert shell.user_ns.keys() == before.keys()
+    # the next cells still run: builtins, the history and the shell are what they were
+    result = shell.run_cell("after_refusal = len([1, 2]) + len(str(get_ipython() is not None))")
+    assert result.success and shell.user_ns.pop("after_refusal") == 6
+
+
+def test_names_near_the_refused_ones_are_fine():
+    from jiter_magic.notebook.names import refusal
+
+    for name in ("print_fn", "my_len", "In2", "_private", "__private", "match", "case", "type_", "i_", "_x1"):
+        assert refusal(name) is None, name
+    assert refusal("extra", {"extra"}) is not None  # a running shell's own names count too
+    assert parse_cell_line("my_len").name == "my_len"
+
+
 def test_compile_error_fails_the_cell_at_the_editors_line_numbers(shell, capsys):
     """The editor shows the magic line as line 1, so `return x +* 2;` is on line 4 there."""
     with pytest.raises(jiter_magic.CompileError) as info:

@@ -252,6 +252,73 @@ def test_sweep_needs_a_size():
         sweep(axpy, lambda n: (np.ones(n), np.ones(n)), [])
 
 
+class _Counted:
+    """axpy, counting its calls: a refused argument must be refused before the first one."""
+
+    __name__ = "counted"
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return axpy(*args, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"reference": 5}, ArgumentTypeError, "benchmark: reference must be a callable or None, got int 5"),
+    ({"reference": "np.add"}, ArgumentTypeError, "benchmark: reference must be a callable or None, got str"),
+    ({"repeat": 2.0}, ArgumentTypeError, "benchmark: repeat must be an int, got float"),
+    ({"warmup": -1}, InvalidArgumentError, "benchmark: warmup must be at least 0, got -1"),
+])
+def test_bad_benchmark_arguments_are_refused_before_any_call(kwargs, error, message):
+    fn = _Counted()
+    x = np.ones(1000, np.float32)
+    with pytest.raises(error) as info:
+        benchmark(fn, x, x, **kwargs)
+    assert message in str(info.value)
+    with pytest.raises(error) as info:
+        axpy.benchmark(x, x, **kwargs)  # the method checks the same way
+    assert message in str(info.value)
+    assert fn.calls == 0
+
+
+def test_a_function_that_is_not_callable_is_refused():
+    with pytest.raises(ArgumentTypeError, match=r"benchmark: fn \(the function timed\) must be a callable, got str"):
+        benchmark("axpy", np.ones(3), np.ones(3))
+
+
+@pytest.mark.parametrize("args, kwargs, error, message", [
+    ((lambda n: (np.ones(n),), [10]), {"reference": 5}, ArgumentTypeError,
+     "sweep: reference must be a callable or None, got int"),
+    (((np.ones(10),), [10]), {}, ArgumentTypeError, "sweep: make_inputs must be a callable, got tuple"),
+    ((lambda n: (np.ones(n),), 10), {}, ArgumentTypeError, "sweep: sizes must be an iterable of ints (elements), got int"),
+    ((lambda n: (np.ones(n),), [10, 2.5]), {}, ArgumentTypeError, "sweep: each size must be an int (elements), got float"),
+    ((lambda n: (np.ones(n),), [10, True]), {}, ArgumentTypeError, "sweep: each size must be an int (elements), got bool"),
+    ((lambda n: (np.ones(n),), [10, 0]), {}, InvalidArgumentError, "sweep: each size must be at least 1 element, got 0"),
+    ((lambda n: (np.ones(n),), [10]), {"repeat": 0}, InvalidArgumentError, "sweep: repeat must be at least 1, got 0"),
+    ((lambda n: (np.ones(n),), [10]), {"warmup": "3"}, ArgumentTypeError, "sweep: warmup must be an int, got str"),
+    ((lambda n: {"x": np.ones(n)}, [10]), {}, ArgumentTypeError,
+     "sweep: make_inputs(10) must return the call's inputs as a tuple or list (or one array, the one input), got dict"),
+    ((lambda n: None, [10]), {}, ArgumentTypeError, "sweep: make_inputs(10) must return the call's inputs"),
+])
+def test_bad_sweep_arguments_are_refused_before_any_call(args, kwargs, error, message):
+    fn = _Counted()
+    with pytest.raises(error) as info:
+        sweep(fn, *args, **kwargs)
+    assert message in str(info.value)
+    assert fn.calls == 0
+
+
+def test_sweep_takes_one_array_from_make_inputs_as_the_one_input():
+    neg = create_jit_fn("template <typename T> T bench_neg(T x) { return -x; }")
+    result = sweep(neg, lambda n: np.ones(n, np.float32), [100, np.int64(1000)], repeat=2, warmup=1)
+    assert result.sizes == (100, 1000) and all(type(n) is int for n in result.sizes)
+    assert [r.bytes for r in result.results] == [2 * 4 * 100, 2 * 4 * 1000]  # one input read, one output written
+    listed = sweep(axpy, lambda n: [np.ones(n), np.ones(n)], (64,), repeat=1)  # a list: the inputs
+    assert listed.results[0].bytes == 3 * 8 * 64
+
+
 def test_the_package_exports_the_helpers():
     assert jiter_magic.benchmark is benchmark and jiter_magic.sweep is sweep
     assert {"benchmark", "sweep", "BenchmarkResult", "SweepResult"} <= set(jiter_magic.__all__)

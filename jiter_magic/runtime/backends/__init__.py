@@ -35,7 +35,8 @@ class CompileOnlyCuda:
     name = "cuda"
 
     def compiler(self, device: int) -> Compiler:
-        from jiter_magic.compilers.nvrtc import NvrtcCompiler, default_arch
+        from jiter_magic.compilers.nvrtc import NvrtcCompiler
+        from jiter_magic.compilers.nvrtc_archs import default_arch
 
         return NvrtcCompiler(default_arch())
 
