@@ -42,7 +42,7 @@ __all__ = [
     "ToolchainError", "LaunchError", "ArgumentTypeError", "InvalidArgumentError", "UnknownKwargError",
     "ScalarOverflowError", "UnsupportedArrayError", "GradientError", "KernelFaultError",
     "IntegerDivisionError", "CacheWarning", "SettingWarning", "__version__",
-    "load_ipython_extension", "unload_ipython_extension",
+    "load_ipython_extension", "unload_ipython_extension", "register_torch_operators",
 ]
 
 
@@ -104,6 +104,16 @@ def clear_cache(memory: bool = True, disk: bool = True) -> None:
     if memory:
         clear_all()
         counters().reset()
+
+
+def register_torch_operators(*functions: JitFunction) -> list[str]:
+    """Register the torch operators of `functions` now, as torch.compile and torch.export do on
+    their first traced call; returns their names. A process that loads a saved `torch.export`
+    program calling jitted functions creates those functions again, with the same code, kwargs,
+    backward and backend, and registers them with this before `torch.export.load`."""
+    from jiter_magic.integrations.torch_ops import register_operators
+
+    return register_operators(*functions)
 
 
 def load_ipython_extension(ipython) -> None:

@@ -1,0 +1,121 @@
+"""What a jitted function's torch operator is made of: its kernel, its fake implementation and its
+autograd formula (torch_ops.py registers them).
+
+An operator takes the function's inputs in order (tensors, and Python numbers as 0-d tensors,
+torch_extras.py), then its extras as 0-d tensors, then `kinds`, a string naming each input's
+kind (`t` a tensor, `b`/`i`/`f`/`c` a Python bool, int, float, complex: promotion depends on
+it), then, for the `out=` variant, keyword-only outputs.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from jiter_magic.arrays.torch import _DTYPES, _NAMES
+from jiter_magic.errors import DeviceError, DTypeError
+from jiter_magic.integrations.torch_extras import STAND_INS, GraphNumber, as_python_number
+from jiter_magic.planning import dtypes as dt
+from jiter_magic.planning.layout import ArrayDesc, plan_layout
+from jiter_magic.planning.resolve import result_dtype
+
+
+def _extras_of(function: Any, extras: tuple) -> dict:
+    """The operator's extras by the function's names, keeping only those that differ from the
+    defaults, so that a call with none goes through the hot path."""
+    defaults = function.kwargs
+    given = {extra: as_python_number(value) for extra, value in zip(function.binding.extra_names, extras)}
+    return {n: v for n, v in given.items() if type(v) is not type(defaults[n]) or v != defaults[n]}
+
+
+def kernel(function: Any, with_out: bool) -> Callable[..., Any]:
+    """The operator's CPU and CUDA kernel: the eager call, on the inputs as the eager call takes them."""
+    count, inputs = function.num_outputs, function.num_inputs
+
+    def run(*args: Any, **keywords: Any) -> Any:
+        kinds = args[-1]
+        out = tuple(keywords[f"o{i}"] for i in range(count)) if with_out else None
+        given = tuple(a if kind == "t" else as_python_number(a) for a, kind in zip(args, kinds))
+        result = function._call(given, out, _extras_of(function, args[inputs:-1]))
+        return None if with_out else result
+
+    return run
+
+
+def fake(function: Any, with_out: bool) -> Callable[..., Any]:
+    """Outputs as the eager call makes them: dtype by promotion, the broadcast shape, strides dense
+    in the inputs' memory order (resolve.py and layout.py, as the call path plans them)."""
+    count = function.num_outputs
+
+    def outputs(*args: Any, **keywords: Any) -> Any:
+        kinds = args[-1]
+        tensors = [a for a, kind in zip(args, kinds) if kind == "t"]
+        device = tensors[0].device
+        if any(t.device != device for t in tensors):
+            raise DeviceError(f"inputs live on different devices ({', '.join(str(t.device) for t in tensors)}); "
+                              "move them to one device")
+        if function.backend not in ("auto", device.type):
+            raise DeviceError(f"{function.name} is set to backend={function.backend!r} but its inputs live on "
+                              f"{device}; move them, or set backend='auto'")
+        arrays = [_described(a) if kind == "t" else STAND_INS[kind] for a, kind in zip(args, kinds)]
+        default = _NAMES.get(torch.get_default_dtype(), "float32")
+        common = result_dtype(arrays, "torch", default)
+        dt.dtype(common)
+        dt.compute_dtype(common)
+        shapes = [a.shape for a in arrays if isinstance(a, ArrayDesc)]
+        strides = [a.strides for a in arrays if isinstance(a, ArrayDesc)]
+        if with_out:
+            outs = [keywords[f"o{i}"] for i in range(count)]
+            for o in outs:
+                target = _NAMES[o.dtype]
+                if not dt.can_cast(common, target, "torch"):
+                    raise DTypeError(f"result type {common} can't be cast to the desired output type {target} (out=)")
+            plan_layout(shapes, strides, [tuple(o.shape) for o in outs], [tuple(o.stride()) for o in outs], count)
+            return None
+        layout = plan_layout(shapes, strides, None, None, count)
+        results = [torch.empty_strided(layout.shape, layout.output_strides, dtype=_DTYPES[common], device=device)
+                   for _ in range(count)]
+        return results[0] if count == 1 else tuple(results)
+
+    return outputs
+
+
+def _described(x: torch.Tensor) -> ArrayDesc:
+    try:
+        name = _NAMES[x.dtype]
+    except KeyError:
+        raise DTypeError(f"torch dtype {x.dtype} is not supported by jiter_magic") from None
+    return ArrayDesc(name, tuple(x.shape), tuple(x.stride()), 0)
+
+
+def autograd(function: Any, call: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The operator's backward and setup_context: the jitted gradient (`fn.def_backward`) called
+    through its own operator (`call`: torch_ops.operator_call), or a backward that raises, as
+    eager calls do."""
+    from jiter_magic.arrays.torch_autograd import input_gradient, no_backward
+
+    extras = function.binding.extra_names
+    count = function.num_inputs
+
+    def remember(ctx: Any, inputs: tuple, output: Any) -> None:
+        ctx.save_for_backward(*inputs[:-1])  # all tensors: the inputs, numbers as 0-d tensors, then the extras
+        ctx.kinds = inputs[-1]
+        results = output if isinstance(output, (tuple, list)) else (output,)
+        ctx.result_meta = [(r.shape, r.dtype, r.device) for r in results]
+
+    def backward(ctx: Any, *grads: Any) -> tuple:
+        gradient = function.backward
+        if gradient is None:
+            raise no_backward(function.name)
+        saved, kinds = ctx.saved_tensors, ctx.kinds
+        args = [saved[i] if kind == "t" else GraphNumber(saved[i], kind) for i, kind in enumerate(kinds)]
+        grads = tuple(torch.zeros(shape, dtype=dtype, device=device) if g is None else g
+                      for g, (shape, dtype, device) in zip(grads, ctx.result_meta))
+        computed = call(gradient, (*args, *grads), None, dict(zip(extras, saved[count:])))
+        if not isinstance(computed, tuple):
+            computed = (computed,)
+        return (*(input_gradient(saved[i], computed[i]) if kind == "t" and ctx.needs_input_grad[i] else None
+                  for i, kind in enumerate(kinds)), *([None] * len(extras)), None)
+
+    return backward, remember
