@@ -125,6 +125,7 @@ JM_INLINE jm_bfloat16 jm_to_bfloat16(float f) {
 }
 namespace jm { typedef ::jm_half half; typedef ::jm_bfloat16 bfloat16; }  // the storage types, for users
 #include <setjmp.h>
+#include <fenv.h>
 #include <exception>
 #ifdef _OPENMP
 #include <omp.h>
@@ -136,6 +137,12 @@ extern __thread sigjmp_buf* volatile jm_fault_jump;
 void jm_fault_note(char* text, int* taken, const char* what);
 void jm_fault_report(const char* text);
 }
+// Each kernel thread's floating-point environment, kept across its share: a functor that enables
+// traps (feenableexcept) or changes the rounding mode leaves them behind neither after the call nor
+// after a fault the guard caught.
+typedef fenv_t jm_fenv_t;
+static inline void jm_fenv_save(jm_fenv_t* env) { fegetenv(env); }
+static inline void jm_fenv_restore(const jm_fenv_t* env) { fesetenv(env); }
 // This thread's share of n iterations: contiguous static chunks, as schedule(static) gives.
 static inline void jm_share(int64_t n, int64_t* begin, int64_t* end) {
 #ifdef _OPENMP
