@@ -27,7 +27,10 @@ from jiter_magic.errors import CompileError, ToolchainError
 _FEATURE_MACRO = re.compile(r"^#define (__[A-Za-z0-9_]+) 1$", re.MULTILINE)
 # -Wall: the user's code gets the usual warnings (fn.warnings, the panel's log); the generated
 # code is kept free of them (pragmas of a compiler without OpenMP are not worth a word).
-BASE_OPTIONS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno", "-ffp-contract=off", "-Wall",
+# -fwrapv: signed overflow wraps, as torch's integer arithmetic does, instead of being undefined
+# behaviour that -O3 folds away (`(x + 1) > x` true even at INT_MAX). The options are part of every
+# cache key, so binaries built without it are never reused.
+BASE_OPTIONS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-Wall",
                 "-Wno-unknown-pragmas")
 
 

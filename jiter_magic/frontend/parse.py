@@ -12,8 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jiter_magic.errors import ArgumentTypeError, ParseError
-from jiter_magic.frontend.declarations import Definition, describe, read_definition
-from jiter_magic.frontend.tokens import Token, defined_macros, join, match_bracket, split_commas, tokenize
+from jiter_magic.frontend.declarations import Definition, describe, read_definition, show
+from jiter_magic.frontend.tokens import (
+    Token,
+    defined_macros,
+    join,
+    macros_with_braces,
+    match_bracket,
+    split_commas,
+    tokenize,
+)
 
 __all__ = ["Functor", "Parameter", "Token", "parse_functor", "tokenize"]
 
@@ -90,19 +98,24 @@ def _read(head: list[Token], code: str, macros: frozenset[str]) -> Definition | 
         raise ParseError(f"{exc}{shown}") from None
 
 
-def _scan(code: str) -> tuple[list[Definition], list[tuple[list[Token], bool]]]:
-    """Every top-level function definition, in order, and the other top-level items (tokens, has a
-    body) for the error when there is none; a namespace, struct or class body holds helpers, never
-    the entry point, so it is skipped whole."""
+# A top-level item that is not a function definition: its tokens, whether it has a `{ ... }` body,
+# and how many definitions come before it.
+Other = tuple[list[Token], bool, int]
+
+
+def _scan(code: str) -> tuple[list[Definition], list[Other]]:
+    """Every top-level function definition, in order, and the other top-level items, for the error
+    when there is none; a namespace, struct or class body holds helpers, never the entry point, so
+    it is skipped whole."""
     tokens, macros = tokenize(code), defined_macros(code)
     found: list[Definition] = []
-    others: list[tuple[list[Token], bool]] = []
+    others: list[Other] = []
     start = index = 0
     while index < len(tokens):
         text = tokens[index].text
         if text == ";":
             if index > start:
-                others.append((tokens[start:index], False))
+                others.append((tokens[start:index], False, len(found)))
             start = index + 1
         elif text == "{":
             head = tokens[start:index]
@@ -110,7 +123,7 @@ def _scan(code: str) -> tuple[list[Definition], list[tuple[list[Token], bool]]]:
             if definition is not None:
                 found.append(definition)
             else:
-                others.append((head, True))
+                others.append((head, True, len(found)))
             index = match_bracket(tokens, index)
             start = index + 1
         elif text in ("(", "["):
@@ -119,14 +132,44 @@ def _scan(code: str) -> tuple[list[Definition], list[tuple[list[Token], bool]]]:
             raise ParseError(f"unbalanced '{text}' on line {tokens[index].line} of the code string")
         index += 1
     if start < len(tokens):
-        others.append((tokens[start:], False))
+        others.append((tokens[start:], False, len(found)))
     return found, others
 
 
-def _no_entry(code: str, others: list[tuple[list[Token], bool]]) -> ParseError:
+def _invokes(item: list[Token], macros: frozenset[str]) -> str | None:
+    """The macro a top-level item invokes: one the code string defines, or, for an item that is
+    just `NAME(...)` (no type: not a declaration), NAME, a macro from a header."""
+    named = [t.text for t in item if t.kind == "ident" and t.text in macros]
+    if named:
+        return named[0]
+    bare = len(item) >= 3 and item[0].kind == "ident" and item[1].text == "("
+    return item[0].text if bare and match_bracket(item, 1) == len(item) - 1 else None
+
+
+def _made_by_macro(code: str, definitions: int, others: list[Other]) -> ParseError | None:
+    """The error for an entry function a macro makes. The scan reads the code before the
+    preprocessor runs, so a macro invoked after the last written-out definition, one whose
+    replacement has a `{` (or, where there is no definition, any `NAME(...)` standing alone),
+    would otherwise give "no function definition" or the wrong entry point."""
+    macros = macros_with_braces(code)
+    for item, _has_body, before in others:
+        name = _invokes(item, macros) if before == definitions else None
+        if name is None or (definitions and name not in macros):
+            continue
+        what = ("the macro" if name in defined_macros(code) else "what looks like a macro (from a header?)")
+        return ParseError(
+            f"the entry function must be a plain function (or function template) definition written out in "
+            f"the code string, not made by a macro: `{show(item)}` (line {item[0].line}) invokes {what} "
+            f"`{name}`, and jiter_magic reads the entry's name and parameters before the preprocessor runs. "
+            f"Write the entry out, for example {EXAMPLE}; macros may still make helper functions before it"
+        )
+    return None
+
+
+def _no_entry(code: str, others: list[Other]) -> ParseError:
     """The error for a code string without a function definition: what was expected, and what the
     string holds instead, so that a declaration, lambda or struct is named as the reason."""
-    found = [describe(item, has_body) for item, has_body in others]
+    found = [describe(item, has_body) for item, has_body, _before in others]
     if not found:
         instead = "it is empty" if not code.strip() else "it holds only comments and preprocessor lines"
     else:
@@ -164,6 +207,9 @@ def parse_functor(code: str) -> Functor:
         raise ParseError(f"the code string is not valid text: {exc.reason} at position {exc.start} "
                          f"({code[exc.start:exc.end]!r}); compilers read UTF-8") from None
     definitions, others = _scan(code)
+    macro_made = _made_by_macro(code, len(definitions), others)
+    if macro_made is not None:
+        raise macro_made
     if not definitions:
         raise _no_entry(code, others)
     entry = definitions[-1]

@@ -58,6 +58,21 @@ def defined_macros(code: str) -> frozenset[str]:
     return frozenset(m.group(1) for m in found if m)
 
 
+def macros_with_braces(code: str) -> frozenset[str]:
+    """Names the code string `#define`s with a `{` in their replacement: such a macro can write a
+    function definition (or its body), which the scan, reading the code before the preprocessor
+    runs, cannot see."""
+    found = set()
+    for match in _TOKEN.finditer(code):
+        if match.lastgroup != "pp":
+            continue
+        line = re.sub(r"\\[ \t]*\r?\n", " ", match.group())  # the continued lines, spliced
+        define = re.match(_DEFINE + r"(\([^)]*\))?(.*)", line, re.DOTALL)
+        if define and any(t.text == "{" for t in tokenize(define.group(3))):
+            found.add(define.group(1))
+    return frozenset(found)
+
+
 def match_bracket(tokens: list[Token], start: int) -> int:
     """Index of the bracket closing the one at `start` (round, square or curly)."""
     stack = []

@@ -24,12 +24,15 @@ PARALLEL = "#pragma omp parallel if (jm_n > 32768)"
 def _guarded(work: CodeBlock, count: str) -> CodeBlock:
     """The parallel region: each thread takes its static share of `count` iterations (`jm_begin`
     to `jm_end`, used by `work`) under the fault guard: a signal or a C++ exception in the functor
-    ends that thread's share and sets the status the call returns, instead of ending the process."""
+    ends that thread's share and sets the status the call returns, instead of ending the process.
+    The thread's floating-point environment is saved before its share and restored after it."""
     code = CodeBlock("int jm_status = 0, jm_thrown = 0;", "char jm_what[512];", PARALLEL)
     with code.block(""):
         code.line("jm_index_t jm_begin, jm_end;")
         code.line(f"jm_share({count}, &jm_begin, &jm_end);")
         code.line("volatile int jm_failed = 0;")
+        code.line("jm_fenv_t jm_fenv;")
+        code.line("jm_fenv_save(&jm_fenv);")
         code.line("sigjmp_buf jm_jump;")
         code.line("const int jm_signal = sigsetjmp(jm_jump, 0);")
         with code.block("if (jm_signal == 0)", close="} else {"):
@@ -43,6 +46,7 @@ def _guarded(work: CodeBlock, count: str) -> CodeBlock:
         with code.block(None):
             code.line("jm_failed = jm_signal;")
         code.line("jm_fault_jump = 0;")
+        code.line("jm_fenv_restore(&jm_fenv);")
         with code.block("if (jm_failed)"):
             code.line("#pragma omp atomic write\njm_status = jm_failed;")
     code.line("if (jm_status == -1) jm_fault_report(jm_what);")

@@ -558,3 +558,59 @@ def test_no_entry_point_lists_the_last_three_items():
     assert "Found instead a variable `int b` (line 1); a variable `int c` (line 1); a variable `int d` (line 1)." in str(
         info.value)
     assert "`int a`" not in str(info.value).split("The code string")[0]
+
+
+# --------------------------------------------------------------------------- an entry function a macro makes
+
+MACRO_MADE = ("the entry function must be a plain function (or function template) definition written out in the code "
+              "string, not made by a macro: ")
+MACRO_ADVICE = (", and jiter_magic reads the entry's name and parameters before the preprocessor runs. Write the entry "
+                "out, for example `template <typename T> T my_kernel(T x, T y) { return x + y; }`; macros may still "
+                "make helper functions before it")
+
+
+@pytest.mark.parametrize(
+    "code, invocation",
+    [
+        ("#define MAKE(n) template <typename T> T n(T x) { return x; }\nMAKE(my_fn)",
+         "`MAKE(my_fn)` (line 2) invokes the macro `MAKE`"),
+        ("#define MAKE(n) template <typename T> T n(T x) { return x; }\nMAKE(my_fn);",
+         "`MAKE(my_fn)` (line 2) invokes the macro `MAKE`"),
+        ("#define ENTRY \\\n  template <typename T> T spliced(T x) { return x; }\n\nENTRY",
+         "`ENTRY` (line 4) invokes the macro `ENTRY`"),
+        ("#define BODY { return x; }\ntemplate <typename T> T f(T x) BODY",
+         "`template <typename T> T f(T x) BODY` (line 2) invokes the macro `BODY`"),
+        ('#include "my_macros.h"\nMAKE_KERNEL(my_fn)',
+         "`MAKE_KERNEL(my_fn)` (line 2) invokes what looks like a macro (from a header?) `MAKE_KERNEL`"),
+    ],
+)
+def test_an_entry_made_by_a_macro_is_refused_saying_so(code, invocation):
+    with pytest.raises(ParseError) as info:
+        parse_functor(code)
+    assert str(info.value) == f"{MACRO_MADE}{invocation}{MACRO_ADVICE}"
+    assert isinstance(info.value, ValueError) and isinstance(info.value, JiterError)
+
+
+def test_a_macro_made_function_after_a_written_helper_is_not_taken_for_the_helper():
+    """Without the check the helper, the last definition the scan sees, would become the entry."""
+    code = ("template <typename T> T helper(T x) { return x + T(1); }\n"
+            "#define MAKE(n) template <typename T> T n(T x) { return helper(x); }\n"
+            "MAKE(my_fn)")
+    with pytest.raises(ParseError, match=r"^the entry function must be a plain .* `MAKE\(my_fn\)` \(line 3\) invokes "
+                                         r"the macro `MAKE`"):
+        parse_functor(code)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # macros that make helpers before a written-out entry, and ones without braces after it
+        "#define MAKE(n) template <typename T> T n(T x) { return x; }\nMAKE(helper)\n"
+        "template <typename T> T entry(T x) { return helper(x); }",
+        "#define SCALE 3\ntemplate <typename T> T entry(T x) { return x * SCALE; }\nstatic const int unused = SCALE;",
+        "template <typename T> T entry(T x) { return x; }\nDECLARE_SOMETHING(entry)",
+    ],
+)
+def test_macros_that_do_not_make_the_entry_are_accepted(code):
+    functor = parse_functor(code)
+    assert functor.name == "entry" and params(functor) == [("x", "T", False)]

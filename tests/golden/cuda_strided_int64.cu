@@ -50,6 +50,10 @@ template <typename T> struct alignas(2 * sizeof(T)) complex {
   JM_INLINE complex& operator-=(const complex& o) { re -= o.re; im -= o.im; return *this; }
   JM_INLINE complex& operator*=(const complex& o) { *this = *this * o; return *this; }
   JM_INLINE complex& operator/=(const complex& o) { *this = *this / o; return *this; }
+  JM_INLINE complex& operator+=(T r) { re += r; return *this; }
+  JM_INLINE complex& operator-=(T r) { re -= r; return *this; }
+  JM_INLINE complex& operator*=(T r) { re *= r; im *= r; return *this; }
+  JM_INLINE complex& operator/=(T r) { re /= r; im /= r; return *this; }
   JM_INLINE explicit operator bool() const { return re != T(0) || im != T(0); }
   friend JM_INLINE complex operator+(const complex& a) { return a; }
   friend JM_INLINE complex operator-(const complex& a) { return complex(-a.re, -a.im); }
@@ -58,12 +62,30 @@ template <typename T> struct alignas(2 * sizeof(T)) complex {
   friend JM_INLINE complex operator*(const complex& a, const complex& b) {
     return complex(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re);
   }
+  // Smith's algorithm, as c10::complex (and NumPy) divide, so results match torch's: the divisor's
+  // larger part scales the other, so large and small magnitudes neither overflow nor underflow in
+  // c*c + d*d, and a zero divisor gives each part divided by zero (inf, or nan for a zero part).
+  // fabs, not a comparison with 0: a divisor of -0 divides by +0 there, as in c10. The sums of
+  // products are fused (fma) where torch's CPU build contracts them, so results agree bit for bit.
   friend JM_INLINE complex operator/(const complex& a, const complex& b) {
-    T scale = (b.re < T(0) ? -b.re : b.re) + (b.im < T(0) ? -b.im : b.im);
-    T ar = a.re / scale, ai = a.im / scale, br = b.re / scale, bi = b.im / scale;
-    T d = br * br + bi * bi;
-    return complex((ar * br + ai * bi) / d, (ai * br - ar * bi) / d);
+    const T c = b.re, d = b.im, abs_c = ::fabs(c), abs_d = ::fabs(d);
+    if (abs_c >= abs_d) {
+      if (abs_c == T(0) && abs_d == T(0)) return complex(a.re / abs_c, a.im / abs_d);
+      const T rat = d / c, scl = T(1) / ::fma(d, rat, c);
+      return complex(::fma(a.im, rat, a.re) * scl, ::fma(-a.re, rat, a.im) * scl);
+    }
+    const T rat = c / d, scl = T(1) / ::fma(c, rat, d);
+    return complex(::fma(a.re, rat, a.im) * scl, ::fma(a.im, rat, -a.re) * scl);
   }
+  // With a real operand c10 acts on each part (an inf part times 0 would otherwise make a nan).
+  friend JM_INLINE complex operator+(const complex& a, T r) { return complex(a.re + r, a.im); }
+  friend JM_INLINE complex operator+(T r, const complex& a) { return complex(r + a.re, a.im); }
+  friend JM_INLINE complex operator-(const complex& a, T r) { return complex(a.re - r, a.im); }
+  friend JM_INLINE complex operator-(T r, const complex& a) { return complex(r - a.re, -a.im); }
+  friend JM_INLINE complex operator*(const complex& a, T r) { return complex(a.re * r, a.im * r); }
+  friend JM_INLINE complex operator*(T r, const complex& a) { return complex(r * a.re, r * a.im); }
+  friend JM_INLINE complex operator/(const complex& a, T r) { return complex(a.re / r, a.im / r); }
+  friend JM_INLINE complex operator/(T r, const complex& a) { return complex(r) / a; }
   friend JM_INLINE bool operator==(const complex& a, const complex& b) { return a.re == b.re && a.im == b.im; }
   friend JM_INLINE bool operator!=(const complex& a, const complex& b) { return !(a == b); }
 };
@@ -92,7 +114,7 @@ using jm::real; using jm::imag; using jm::conj; using jm::norm; using jm::arg;
 typedef double jm_compute_t;
 #line 1 "jiterator"
 template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }
-#line 96 "jiter_magic_kernel"
+#line 118 "jiter_magic_kernel"
 struct jm_Args {
   alignas(8) double* jm_out0;
   alignas(8) const double* jm_in0;

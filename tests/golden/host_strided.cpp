@@ -71,6 +71,7 @@ JM_INLINE jm_bfloat16 jm_to_bfloat16(float f) {
 }
 namespace jm { typedef ::jm_half half; typedef ::jm_bfloat16 bfloat16; }  // the storage types, for users
 #include <setjmp.h>
+#include <fenv.h>
 #include <exception>
 #ifdef _OPENMP
 #include <omp.h>
@@ -82,6 +83,12 @@ extern __thread sigjmp_buf* volatile jm_fault_jump;
 void jm_fault_note(char* text, int* taken, const char* what);
 void jm_fault_report(const char* text);
 }
+// Each kernel thread's floating-point environment, kept across its share: a functor that enables
+// traps (feenableexcept) or changes the rounding mode leaves them behind neither after the call nor
+// after a fault the guard caught.
+typedef fenv_t jm_fenv_t;
+static inline void jm_fenv_save(jm_fenv_t* env) { fegetenv(env); }
+static inline void jm_fenv_restore(const jm_fenv_t* env) { fesetenv(env); }
 // This thread's share of n iterations: contiguous static chunks, as schedule(static) gives.
 static inline void jm_share(int64_t n, int64_t* begin, int64_t* end) {
 #ifdef _OPENMP
@@ -97,7 +104,7 @@ static inline void jm_share(int64_t n, int64_t* begin, int64_t* end) {
 typedef float jm_compute_t;
 #line 1 "jiterator"
 template <typename T> void sum_diff(T x, T y, T& sum, T& diff) { sum = x + y; diff = x - y; }
-#line 101 "jiter_magic_kernel"
+#line 108 "jiter_magic_kernel"
 struct jm_Args {
   alignas(8) float* jm_out0;
   alignas(8) float* jm_out1;
@@ -132,6 +139,8 @@ extern "C" int jm_kernel(const jm_Args* jm_args) {
     jm_index_t jm_begin, jm_end;
     jm_share(jm_rows, &jm_begin, &jm_end);
     volatile int jm_failed = 0;
+    jm_fenv_t jm_fenv;
+    jm_fenv_save(&jm_fenv);
     sigjmp_buf jm_jump;
     const int jm_signal = sigsetjmp(jm_jump, 0);
     if (jm_signal == 0) {
@@ -173,6 +182,7 @@ extern "C" int jm_kernel(const jm_Args* jm_args) {
       jm_failed = jm_signal;
     }
     jm_fault_jump = 0;
+    jm_fenv_restore(&jm_fenv);
     if (jm_failed) {
       #pragma omp atomic write
       jm_status = jm_failed;

@@ -744,6 +744,18 @@ def test_compiler_identity_and_options():
     assert compiler("sm_90").identity != identity
 
 
+def test_nvrtc_still_refuses_fwrapv():
+    """The host compiler runs with -fwrapv (signed overflow wraps, as in torch); NVRTC has no such
+    option, and docs/api.md says so (on CUDA, signed overflow follows NVRTC's rules). Should an NVRTC
+    accept it, this fails, so that the CUDA options (and the docs) take it up."""
+    c90 = compiler("sm_90")
+    assert "-fwrapv" not in c90.options()
+    source = 'extern "C" __global__ void jm_probe(int* p) { p[0] = (p[0] + 1) > p[0]; }'
+    with pytest.raises(CompileError, match="-fwrapv"):
+        c90.compile(source, "jm_probe", c90.options() + ("-fwrapv",))
+    assert c90.compile(source, "jm_probe").binary.startswith(b"\x7fELF")  # the probe itself compiles
+
+
 def test_the_registry_holds_the_cuda_paths_in_order_and_a_spec_finds_its_own():
     """`CUDA_PATHS` is the order a call tries them in; a spec finds its path by name (an unknown name
     is a KeyError) on CUDA and the host's one path on the CPU. The loop's fields are keywords, and a

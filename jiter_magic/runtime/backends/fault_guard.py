@@ -2,11 +2,12 @@
 
 A small runtime library, compiled once (and kept in the disk cache like a kernel), is loaded
 into the process with RTLD_GLOBAL before any host kernel, and installs handlers for SIGFPE,
-SIGSEGV, SIGBUS and SIGILL that chain to whatever was installed before. Each kernel thread
-registers a jump buffer in the runtime's thread-local `jm_fault_jump` while it computes (see
-kernels/host.py); a fault there jumps back into the kernel, which returns the signal number
-(or -1 for a C++ exception, whose text is kept in the call's own buffer and handed to the calling
-thread) instead of ending the process. A fault anywhere else goes to the previous handler, exactly
+SIGSEGV, SIGBUS, SIGILL and SIGTRAP that chain to whatever was installed before. Each kernel
+thread registers a jump buffer in the runtime's thread-local `jm_fault_jump` while it computes
+(see kernels/host.py); a fault there jumps back into the kernel, which returns the signal number
+(for a SIGFPE, with its kind above it: an integer division, or which floating-point trap), or -1
+for a C++ exception, whose text is kept in the call's own buffer and handed to the calling
+thread, instead of ending the process. A fault anywhere else goes to the previous handler, exactly
 as before. Code that runs when a kernel library is loaded is checked apart (load_check.py).
 """
 from __future__ import annotations
@@ -32,26 +33,50 @@ static int jm_installed = 0;
    threads are done (jm_fault_report), read by that same thread through ctypes (jm_fault_message). */
 static __thread char jm_message[512];
 
+/* What a SIGFPE was, above the signal number of the status: 0 for an integer division (x86 raises
+   FPE_INTDIV for a zero divisor and for INT_MIN / -1), else the floating-point trap a functor enabled
+   (feenableexcept), numbered here because each platform numbers its si_codes its own way. */
+static int jm_fpe_kind(int code) {
+  switch (code) {
+    case FPE_INTDIV: case FPE_INTOVF: return 0;
+    case FPE_FLTDIV: return 1;
+    case FPE_FLTOVF: return 2;
+    case FPE_FLTUND: return 3;
+    case FPE_FLTRES: return 4;
+    case FPE_FLTINV: return 5;
+    case FPE_FLTSUB: return 6;
+    default: return 7;
+  }
+}
+
 static void jm_on_fault(int sig, siginfo_t* info, void* context) {
   sigjmp_buf* jump = jm_fault_jump;
-  if (jump) { jm_fault_jump = 0; siglongjmp(*jump, sig); }
+  if (jump) {
+    jm_fault_jump = 0;
+    siglongjmp(*jump, sig == SIGFPE && info ? sig | (jm_fpe_kind(info->si_code) << 8) : sig);
+  }
   struct sigaction* old = &jm_previous[sig];
   if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) { old->sa_sigaction(sig, info, context); return; }
   if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
     old->sa_handler(sig); return;
   }
-  sigaction(sig, old, 0);  /* the default action: the faulting instruction runs again and ends the process */
+  /* A faulting instruction runs again once this returns; a trap (int3, past which the thread already
+     is) or a signal someone sent (kill) does not happen again, so it is raised anew. */
+  const int again = sig == SIGTRAP || !info || info->si_code <= 0;
+  if (old->sa_handler == SIG_IGN && again) return;  /* ignored before: still ignored, the guard stays */
+  sigaction(sig, old, 0);  /* the previous action (the default: the end of the process, with its report) */
+  if (again) raise(sig);
 }
 
 int jm_install_fault_guard(void) {
   if (jm_installed) return 0;
-  const int signals[4] = {SIGFPE, SIGSEGV, SIGBUS, SIGILL};
+  const int signals[5] = {SIGFPE, SIGSEGV, SIGBUS, SIGILL, SIGTRAP};
   struct sigaction action;
   memset(&action, 0, sizeof action);
   action.sa_sigaction = jm_on_fault;
   action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;  /* NODEFER: nothing stays blocked after the jump */
   sigemptyset(&action.sa_mask);
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 5; ++i)
     if (sigaction(signals[i], &action, &jm_previous[signals[i]]) != 0) return -1;
   jm_installed = 1;
   return 0;
@@ -125,15 +150,31 @@ def ensure_runtime(compiler) -> bytes:
     return RUNTIME.part(FaultGuard).ensure(compiler)
 
 
+# The floating-point traps a SIGFPE status names above its signal number (jm_fpe_kind).
+FP_TRAPS = {1: "floating-point division by zero", 2: "floating-point overflow", 3: "floating-point underflow",
+            4: "inexact floating-point result", 5: "invalid floating-point operation",
+            6: "floating-point subscript out of range", 7: "floating-point exception of an unknown kind"}
+
+
 def raise_fault(status: int, name: str) -> None:
-    """The exception for a kernel's non-zero status: a signal number, or -1 for a C++ exception."""
+    """The exception for a kernel's non-zero status: a signal number (a SIGFPE's kind above it: see
+    jm_fpe_kind), or -1 for a C++ exception."""
     runtime = RUNTIME.part(FaultGuard).library
     if status == -1:
         message = runtime.jm_fault_message().decode(errors="replace") if runtime else ""
         raise KernelFaultError(f"{name}: the functor threw a C++ exception: {message or '(no message)'}")
-    if status == signal.SIGFPE:
+    number, kind = status & 0xFF, status >> 8
+    if number == signal.SIGFPE and kind == 0:
         raise IntegerDivisionError(f"{name}: integer division or remainder by zero in the functor "
                                    "(or the most negative integer divided by -1)")
-    what = signal.Signals(status).name if status in signal.Signals._value2member_map_ else f"signal {status}"
+    if number == signal.SIGFPE:
+        trap = FP_TRAPS.get(kind, FP_TRAPS[7])
+        raise KernelFaultError(f"{name}: the functor raised SIGFPE ({trap}) with that trap enabled "
+                               "(feenableexcept); the call was abandoned and the thread's floating-point "
+                               "environment restored")
+    if number == signal.SIGTRAP:
+        raise KernelFaultError(f"{name}: the functor raised SIGTRAP (a breakpoint trap such as int3); "
+                               "the call was abandoned")
+    what = signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
     raise KernelFaultError(f"{name}: the functor raised {what} (an invalid memory access or instruction); "
                            "the call was abandoned, and memory the functor wrote through bad pointers may be corrupt")
