@@ -74,8 +74,9 @@ class CompileError(JiterError, RuntimeError):
 
 
 class KernelFaultError(JiterError, RuntimeError):
-    """A functor running on the CPU raised a signal (a bad memory access, an illegal instruction)
-    or threw a C++ exception; the call is abandoned and the process goes on."""
+    """A functor running on the CPU raised a signal (a bad memory access, an illegal instruction, a
+    breakpoint trap, a floating-point trap it enabled) or threw a C++ exception; the call is
+    abandoned and the process goes on."""
 
 
 class IntegerDivisionError(JiterError, ZeroDivisionError, RuntimeError):
