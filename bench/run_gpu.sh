@@ -26,9 +26,14 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   carried "dask, distributed" "dask[array]" distributed  # tests/integrations/test_dask.py's CuPy chunks
   JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_gpu.py \
     tests/gpu/test_gpu_fast_call.py tests/integrations/test_torch_compile.py tests/integrations/test_dask.py \
-    tests/integrations/test_dtensor.py \
+    tests/integrations/test_dtensor.py tests/gpu/test_gpu_trust.py \
     --junitxml="$OUT/gpu-junit.xml" 2>&1 | tee "$OUT/gpu-tests.log" | tail -n 60
   status=${PIPESTATUS[0]}
+  # Numbers under torch.compile with this machine's torch (another version than CI's).
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest -q -p no:cacheprovider \
+    tests/integrations/test_torch_compile_values.py --junitxml="$OUT/compile-values-junit.xml" 2>&1 \
+    | tee "$OUT/compile-values.log" | tail -n 15
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
   # The same parity tests on the Python call path (the C one turned off), which runs wherever the C
   # call path cannot be built.
   JITER_MAGIC_FAST_CALL=0 JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest -m gpu -q -p no:cacheprovider \

@@ -67,8 +67,9 @@ def operator_call(function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
         raise GradientError("functions with out=... arguments don't support automatic differentiation, "
                             "but one of the arguments requires grad; call it under torch.no_grad()")
     backward = function.backward
+    numbers = bool(function.binding.extra_names) or kinds.count("t") != len(kinds)
     name = operator_name(function._recipe, None if backward is None else backward._recipe, function.backend,
-                         outs is not None)
+                         outs is not None, numbers)
     operator = getattr(getattr(torch.ops, NAMESPACE), name)
     given = [a.tensor if isinstance(a, GraphNumber) else a for a in inputs]
     extras = [extra_as_graph_input(values[extra], extra, anchor) for extra in function.binding.extra_names]
@@ -82,11 +83,12 @@ def operator_call(function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
 
 
 @assume_constant_result
-def operator_name(recipe: bytes, backward: bytes | None, backend: str, with_out: bool) -> str:
+def operator_name(recipe: bytes, backward: bytes | None, backend: str, with_out: bool, numbers: bool) -> str:
     """The operator of one function (`JitFunction._recipe`: code string, outputs, kwargs), registered
-    on first use. Dynamo runs this while tracing and records its result as a constant (registering
-    is no graph operation)."""
-    made_of = (SCHEMA_VERSION, recipe, backward, backend, with_out)
+    on first use; `numbers`: the variant for calls that take numbers (extras, number inputs). Dynamo
+    runs this while tracing and records its result as a constant (registering is no graph
+    operation)."""
+    made_of = (SCHEMA_VERSION, recipe, backward, backend, with_out, numbers)
     digest = hashlib.sha256(repr(made_of).encode()).hexdigest()[:16]
     registered = RUNTIME.part(TorchOperators)
     with registered.lock:
@@ -99,13 +101,13 @@ def operator_name(recipe: bytes, backward: bytes | None, backend: str, with_out:
                             None if backward is None else pickle.loads(backward)[0])  # noqa: S301
         prefix = re.sub(r"[^A-Za-z0-9_]", "", function.name)
         name = f"{prefix if prefix[:1].isalpha() else 'functor'}_{digest}"
-        _register(name, function, with_out)
+        _register(name, function, with_out, numbers)
         registered.names_by_digest[digest] = name
     if backward is not None and not with_out:
         # The backward's operator too, now: a compiled backward that Inductor or AOTAutograd load
         # from their caches names it without tracing the call that would register it. It takes the
         # inputs, then one gradient tensor an output.
-        operator_name(backward, None, backend, False)
+        operator_name(backward, None, backend, False, numbers)
     return name
 
 
@@ -120,7 +122,9 @@ def register_operators(*functions: Any) -> list[str]:
             raise InvalidArgumentError("register_torch_operators takes jitted functions (from create_jit_fn), "
                                        f"got {type(function).__name__}")
         backward = None if function.backward is None else function.backward._recipe
-        names += [operator_name(function._recipe, backward, function.backend, with_out) for with_out in (False, True)]
+        variants = (True,) if function.binding.extra_names else (False, True)
+        names += [operator_name(function._recipe, backward, function.backend, with_out, numbers)
+                  for with_out in (False, True) for numbers in variants]
     return names
 
 
@@ -149,10 +153,15 @@ def schema(name: str, num_inputs: int, num_extras: int, num_outputs: int, with_o
     return f"{name}({', '.join(params)}) -> {returns}"
 
 
-def _register(name: str, function: Any, with_out: bool) -> None:
+def _register(name: str, function: Any, with_out: bool, numbers: bool) -> None:
     library = _library()
     extras = function.binding.extra_names
-    library.define(schema(name, function.num_inputs, len(extras), function.num_outputs, with_out))
+    # A call that takes numbers reads them on the host (0-d CPU tensors) when it runs: captured in
+    # a CUDA graph, it would launch with the values of the capture on every replay. So that
+    # variant is cudagraph_unsafe, and Inductor's CUDA graphs (mode="reduce-overhead") run it
+    # between their graphs; a call of tensors alone only reads device memory and is captured.
+    tags = (torch.Tag.cudagraph_unsafe,) if numbers else ()
+    library.define(schema(name, function.num_inputs, len(extras), function.num_outputs, with_out), tags=tags)
     kernel = parts.kernel(function, with_out)
     library.impl(name, kernel, "CPU")
     library.impl(name, kernel, "CUDA")

@@ -113,7 +113,7 @@ if sys.argv[1] == "save":
 else:
     if sys.argv[1] == "register":
         names = jiter_magic.register_torch_operators(scale, times)
-        assert len(names) == 4 and all(isinstance(n, str) for n in names), names
+        assert len(names) == 6 and all(isinstance(n, str) for n in names), names  # see register_operators
     program = torch.export.load(sys.argv[2])
     print(program.module()(x, y).tolist())
 """
