@@ -5,6 +5,9 @@ so `except ValueError` keeps working for code written against torch's jiterator.
 """
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 def device_name(device: int) -> str:
     """'the CPU' or 'cuda:N', as error messages and the notebook's lines name a device."""
@@ -34,6 +37,18 @@ class InvalidArgumentError(JiterError, ValueError):
 
 class UnknownKwargError(JiterError, KeyError):
     """A call names a keyword argument the function did not declare (a KeyError, as torch raises)."""
+
+    @classmethod
+    def naming(cls, name: str, declared: Iterable[str]) -> UnknownKwargError:
+        """The error for keyword `name`, listing the declared ones and suggesting the closest."""
+        names = list(declared)
+        message = f"{name} is not declared in function definition (declared: {names})"
+        close = difflib.get_close_matches(name, names, n=1)
+        return cls(f"{message}; did you mean {close[0]!r}?" if close else message)
+
+    def __str__(self) -> str:
+        # KeyError's __str__ is repr(key), which would print the message in quotes; it is a message.
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
 
 
 class ScalarOverflowError(JiterError, OverflowError):

@@ -74,7 +74,7 @@ def check_kwarg_names(given: dict, declared: dict) -> None:
     """Refuse a keyword that names no extra argument, as torch's jiterator does (a KeyError)."""
     for name in given:
         if name not in declared:
-            raise UnknownKwargError(f"{name} is not declared in function definition (declared: {list(declared)})")
+            raise UnknownKwargError.naming(name, declared)
 
 
 def bits_of_floats(value: object) -> object:

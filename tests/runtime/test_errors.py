@@ -231,6 +231,20 @@ def test_bad_kwarg_values_are_type_errors():
     _works_after()
 
 
+def test_unknown_kwarg_prints_plainly_and_suggests_a_close_name():
+    fn = create_jit_fn("template <typename T> T suggest_fn(T x, T alpha) { return x * alpha; }", alpha=1.0)
+    with pytest.raises(jiter_magic.UnknownKwargError) as info:
+        fn(np.ones(2), alpah=2.0)
+    message = str(info.value)
+    assert isinstance(info.value, KeyError)
+    assert message == "alpah is not declared in function definition (declared: ['alpha']); did you mean 'alpha'?"
+    with pytest.raises(jiter_magic.UnknownKwargError) as info:
+        fn(np.ones(2), zzz=2.0)
+    assert str(info.value) == "zzz is not declared in function definition (declared: ['alpha'])"
+    assert not str(info.value).startswith(("'", '"'))
+    assert fn(np.ones(2), alpha=3.0).tolist() == [3.0, 3.0]
+
+
 def test_errors_leave_user_arrays_and_plans_intact():
     x = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     out = torch.full((2, 2), 5, dtype=torch.int32)
