@@ -14,6 +14,7 @@ import argparse
 import ast
 import keyword
 import math
+import textwrap
 from collections.abc import Container
 
 from IPython.core.error import UsageError
@@ -40,6 +41,11 @@ from jiter_magic.notebook.names import refusal
 from jiter_magic.notebook.panel_html import human_size
 from jiter_magic.notebook.report import format_cache_stats, summary
 from jiter_magic.tools.results import BenchmarkResult
+
+CELL_USAGE = "NAME [key=value ...] [--outputs N] [--backend auto|cuda|cpu] [--dtype DTYPE] [--no-panel] [--quiet]"
+NEEDS_A_NAME = ("%%jiterator needs the name of the function to make, then optional key=value defaults of "
+                f"its extra arguments and flags: %%jiterator {CELL_USAGE}; for example: "
+                "%%jiterator my_kernel alpha=1.0 (see %%jiterator? for more)")
 
 # Names a value may use besides Python literals: floats that have no literal spelling.
 _SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "+inf": math.inf, "nan": math.nan}
@@ -78,7 +84,9 @@ class JiteratorMagics(Magics):
     """The `%%jiterator` cell magic and the `%jiterator_cache` and `%jiterator_bench` line magics."""
 
     @magic_arguments("%jiterator")  # shown as `%%jiterator` in the usage line
-    @argument("name", help="Python name to bind the jitted callable to (no keyword, builtin, dunder or IPython name)")
+    @kwds(usage=f"%(prog)s {CELL_USAGE}")  # argparse would put NAME last, after every option
+    @argument("name", metavar="NAME",
+              help="Python name to bind the jitted callable to (no keyword, builtin, dunder or IPython name)")
     @argument("params", nargs="*", metavar="key=value",
               help="extra scalar arguments and their defaults (Python literals: 1, 2.5, True, 1+2j)")
     @argument("--outputs", type=int, default=None, metavar="N",
@@ -205,12 +213,20 @@ class JiteratorMagics(Magics):
 
 
 def _plain_help(function) -> None:
-    """IPython appends the usage after an reST '::'; `%%jiterator?` reads better without it."""
-    if function.__doc__:
-        function.__doc__ = function.__doc__.replace("::\n", ":\n")
+    """IPython puts the usage behind an reST '::' and indents it; `%%jiterator?` shows the docstring
+    as plain text, so it should open with the usage line itself, flush left."""
+    doc = function.__doc__
+    if not doc:
+        return
+    if doc.startswith(_USAGE_PREFIX):
+        usage, sep, rest = doc[len(_USAGE_PREFIX) - 2:].partition("\n\n")
+        doc = textwrap.dedent(usage) + sep + rest
+    function.__doc__ = doc.replace("::\n", ":\n")
 
 
+_USAGE_PREFIX = "::\n\n  %"  # what IPython's MagicHelpFormatter writes in place of 'usage: '
 _plain_help(JiteratorMagics.jiterator)
+_plain_help(JiteratorMagics.jiterator_backward)
 _plain_help(JiteratorMagics.jiterator_cache)
 _plain_help(JiteratorMagics.jiterator_bench)
 
@@ -222,7 +238,13 @@ def parse_cell_line(line: str, ipython_names: Container[str] = frozenset()) -> C
         argv = arg_split(line)
     except ValueError as exc:  # an unbalanced quote
         raise UsageError(f"%%jiterator {line.strip()!r}: {exc}") from None
-    args = JiteratorMagics.jiterator.parser.parse_intermixed_args(argv)
+    try:
+        args = JiteratorMagics.jiterator.parser.parse_intermixed_args(argv)
+    except UsageError as exc:
+        # argparse's own words name NAME and, wrongly, the optional key=value as required
+        if "arguments are required" in str(exc):
+            raise UsageError(NEEDS_A_NAME) from None
+        raise
     refused = refusal(args.name, ipython_names)
     if refused is not None:
         raise UsageError(refused)

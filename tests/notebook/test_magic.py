@@ -296,6 +296,32 @@ def test_the_magic_help_is_plain_text(shell):
     assert "Example:\n" in doc and "%%jiterator axpby alpha=1.0 beta=0.0" in doc
 
 
+@pytest.mark.parametrize("line", ["", "   ", "--quiet", "--backend cpu --no-panel"])
+def test_a_line_without_a_name_says_what_the_magic_needs(shell, line):
+    with pytest.raises(UsageError) as info:
+        shell.run_cell_magic("jiterator", line, AXPBY)
+    message = str(info.value)
+    assert message.startswith("%%jiterator needs the name of the function to make, then optional key=value")
+    assert "%%jiterator NAME [key=value ...]" in message
+    assert "for example: %%jiterator my_kernel alpha=1.0" in message
+    assert "required" not in message  # not argparse's "required: name, key=value"
+
+
+def test_the_help_opens_with_the_usage_line(shell, capsys):
+    usage = "%%jiterator NAME [key=value ...] [--outputs N] [--backend auto|cuda|cpu] [--dtype DTYPE] [--no-panel] [--quiet]"
+    assert shell.find_cell_magic("jiterator").__doc__.splitlines()[:3] == [
+        usage, "", "Jit the cell's C++ functor and bind it to NAME in the notebook."]
+    for kind, name, first in [("cell", "jiterator_backward", "%%jiterator_backward name"),
+                              ("line", "jiterator_cache", "%jiterator_cache [--clear]"),
+                              ("line", "jiterator_bench", "%jiterator_bench [-n REPEAT] [-w WARMUP] [--against EXPR] CALL")]:
+        assert shell.magics_manager.magics[kind][name].__doc__.splitlines()[0] == first
+    capsys.readouterr()
+    shell.run_line_magic("pinfo", "%%jiterator")  # what `%%jiterator?` shows
+    shown = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in capsys.readouterr().out.splitlines()]
+    assert shown[0].strip() == "Docstring:"  # IPython's own heading
+    assert shown[1] == usage
+
+
 def test_cache_magic_reports_and_clears(shell, fresh_cache, capsys):
     # a code string no other test uses: its kernel is not already loaded in this process
     shell.run_cell_magic("jiterator", "axpby alpha=1.0 beta=0.5 --no-panel", AXPBY + "\n// cache magic test")
