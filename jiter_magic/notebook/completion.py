@@ -1,21 +1,24 @@
 """Tab completion on a `%%jiterator` line: its options and their values, and the names of the
 jitted functions already in the notebook (to define one again); and the options of a
-`%jiterator_bench` line (its CALL is Python, which IPython's own matchers complete).
+`%jiterator_bench` line and the jitted function its CALL starts with (the rest of CALL is Python,
+which IPython's own matchers complete).
 
 An IPython matcher (API v2, IPython >= 8.6) that answers only on the first line of a
 `%%jiterator` cell and then suppresses the others, which would offer Python builtins there.
 """
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Callable
 from typing import Any, cast
 
 from IPython.core.completer import CompletionContext, SimpleCompletion, SimpleMatcherResult, context_matcher
 
 MAGIC = "%%jiterator"
-BENCH = "%jiterator_bench"
 BENCH_OPTIONS = ("--against", "-n", "-w")
 BENCH_VALUED = ("--against", "-n", "-w")  # options followed by a value
+BENCH_LINE = re.compile(r"\s*(?:[A-Za-z_]\w*\s*=\s*)?%jiterator_bench\s")  # also `r = %jiterator_bench ...`
 OPTIONS = ("--outputs", "--backend", "--dtype", "--no-panel", "--quiet", "--help")
 VALUES = {
     "--backend": ("auto", "cuda", "cpu"),
@@ -38,8 +41,9 @@ def jiterator_matcher(namespace: Callable[[], dict[str, Any]]) -> Callable[[Comp
 
 def _complete(context: CompletionContext, namespace: Callable[[], dict[str, Any]]) -> list[SimpleCompletion]:
     lines = context.full_text.splitlines()
-    if context.cursor_line < len(lines) and lines[context.cursor_line].lstrip().startswith(BENCH + " "):
-        return _complete_bench(lines[context.cursor_line], context)
+    bench = BENCH_LINE.match(lines[context.cursor_line]) if context.cursor_line < len(lines) else None
+    if bench is not None:
+        return _complete_bench(lines[context.cursor_line][bench.end() - 1:context.cursor_position], context, namespace)
     if context.cursor_line != 0 or not context.full_text.startswith(MAGIC + " "):
         return []
     before = context.full_text.splitlines()[0][:context.cursor_position] if context.full_text else ""
@@ -51,22 +55,30 @@ def _complete(context: CompletionContext, namespace: Callable[[], dict[str, Any]
     if token.startswith("-"):
         return [SimpleCompletion(option, type="option") for option in OPTIONS if option.startswith(token)]
     naming = len(words) == (1 if token else 0)  # the NAME position, right after the magic
-    if naming:
-        from jiter_magic.function import JitFunction
-
-        names = sorted(name for name, value in namespace().items()
-                       if isinstance(value, JitFunction) and name.startswith(token) and not name.startswith("_"))
-        return [SimpleCompletion(name, type="function") for name in names]
-    return []
+    return _jitted_names(namespace, token) if naming else []
 
 
-def _complete_bench(line: str, context: CompletionContext) -> list[SimpleCompletion]:
-    """Options of a `%jiterator_bench` line, while the cursor is still before its CALL."""
+def _jitted_names(namespace: Callable[[], dict[str, Any]], token: str) -> list[SimpleCompletion]:
+    """The notebook's names bound to jitted functions that start with `token` (not IPython's `_1`)."""
+    from jiter_magic.function import JitFunction
+
+    names = sorted(name for name, value in namespace().items()
+                   if isinstance(value, JitFunction) and name.startswith(token) and not name.startswith("_"))
+    return [SimpleCompletion(name, type="function") for name in names]
+
+
+def _complete_bench(before: str, context: CompletionContext,
+                    namespace: Callable[[], dict[str, Any]]) -> list[SimpleCompletion]:
+    """Options of a `%jiterator_bench` line while the cursor is still before its CALL, and the jitted
+    functions while it is on CALL's first word; `before` is the line after the magic's name, up to
+    the cursor."""
     token = context.token
-    if not token.startswith("-"):
+    try:
+        tokens = shlex.split(before)  # a quoted --against "lambda x, y: ..." is one word
+    except ValueError:  # the cursor is inside an open quote: an --against expression, Python's own
         return []
-    before = line[:context.cursor_position].lstrip()[len(BENCH):]
-    words = before.split()[:-1] if token else before.split()
+    typing = tokens[-1] if tokens and not before[-1].isspace() else ""  # the whole word at the cursor
+    words = tokens[:-1] if typing else tokens
     expects_value = False
     for word in words:  # every earlier word must be an option or an option's value, else CALL has begun
         if expects_value:
@@ -77,4 +89,8 @@ def _complete_bench(line: str, context: CompletionContext) -> list[SimpleComplet
             return []
     if expects_value:
         return []
-    return [SimpleCompletion(option, type="option") for option in BENCH_OPTIONS if option.startswith(token)]
+    if token.startswith("-"):
+        return [SimpleCompletion(option, type="option") for option in BENCH_OPTIONS if option.startswith(token)]
+    if typing != token or not (token == "" or token.isidentifier()):  # `axpy(x`, `mod.fn`: Python's own
+        return []
+    return _jitted_names(namespace, token)

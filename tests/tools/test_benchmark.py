@@ -30,6 +30,7 @@ from jiter_magic import (  # noqa: E402
     DeviceError,
     DTypeError,
     InvalidArgumentError,
+    JitFunction,
     SweepResult,
     create_jit_fn,
     create_multi_output_jit_fn,
@@ -445,3 +446,25 @@ def test_the_bench_line_completes_its_options_before_the_call(shell, text, expec
     with provisionalcompleter():  # the CALL is Python: IPython's own completions, no options
         offered = [c.text for c in shell.Completer.completions("%jiterator_bench baxpy(b", 24)]
     assert "bx" in offered and "-n" not in offered
+
+
+@pytest.mark.parametrize("text", ["%jiterator_bench b", "%jiterator_bench ba", "%jiterator_bench -n 5 -w 0 b",
+                                  "r = %jiterator_bench b", '%jiterator_bench --against "lambda x, y: x" b'])
+def test_the_bench_line_completes_the_jitted_functions_its_call_starts_with(shell, text):
+    shell.user_ns["_b_hidden"] = axpy  # IPython's own `_`-names are not offered
+    try:
+        with provisionalcompleter():
+            offered = [c.text for c in shell.Completer.completions(text, len(text))]
+    finally:
+        shell.user_ns.pop("_b_hidden")
+    assert offered == ["baxpy"]  # not the arrays bx, by, nor bnot (len), nor Python's builtins
+
+
+def test_the_bench_line_offers_every_jitted_function_after_the_magic_and_python_inside_the_call(shell):
+    with provisionalcompleter():
+        offered = [c.text for c in shell.Completer.completions("%jiterator_bench ", 17)]
+    assert "baxpy" in offered
+    assert all(isinstance(shell.user_ns[name], JitFunction) for name in offered)
+    with provisionalcompleter():  # inside the call, the arguments are any Python names
+        offered = [c.text for c in shell.Completer.completions("%jiterator_bench baxpy(bx, b", 28)]
+    assert {"bx", "by", "bnot"} <= set(offered)
