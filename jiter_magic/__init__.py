@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from jiter_magic import settings
 from jiter_magic._version import __version__
 from jiter_magic.cache.disk import CacheWarning
 from jiter_magic.cache.disk import stats as cache_stats
@@ -53,14 +54,24 @@ def create_jit_fn(code_string: str, **kwargs: object) -> JitFunction:
     parameters that are extra scalar arguments, with their defaults; every other value
     parameter is an array input, in declaration order.
     """
-    return JitFunction(code_string, None, kwargs)
+    try:
+        return JitFunction(code_string, None, kwargs)
+    except JiterError as error:  # a mistake in the code string or kwargs: the caller's line, no internals
+        if settings.DEBUG.get():
+            raise
+        raise error.with_traceback(None) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
 
 
 def create_multi_output_jit_fn(code_string: str, num_outputs: int, **kwargs: object) -> JitFunction:
     """Jit a functor that writes `num_outputs` outputs through non-const reference parameters."""
     if not isinstance(num_outputs, int) or isinstance(num_outputs, bool) or num_outputs < 1:
         raise BindError(f"num_outputs must be a positive int, got {num_outputs!r}")
-    return JitFunction(code_string, num_outputs, kwargs)
+    try:
+        return JitFunction(code_string, num_outputs, kwargs)
+    except JiterError as error:  # as in create_jit_fn
+        if settings.DEBUG.get():
+            raise
+        raise error.with_traceback(None) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
 
 
 if TYPE_CHECKING:

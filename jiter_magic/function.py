@@ -12,8 +12,9 @@ from collections.abc import Callable, Container
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from jiter_magic import settings
 from jiter_magic.arrays import tracing
-from jiter_magic.errors import BindError, InvalidArgumentError
+from jiter_magic.errors import BindError, InvalidArgumentError, JiterError
 from jiter_magic.frontend.bind import bind
 from jiter_magic.frontend.parse import parse_functor
 from jiter_magic.frontend.signature import LazySignature, docstring_of
@@ -56,8 +57,18 @@ class JitFunction:
 
     def __call__(self, *args: object, out: object = None, **kwargs: object) -> Any:
         if tracing.compiling():  # torch.compile / torch.export: the call becomes one torch operator
-            return tracing.traced_call(self, args, out, kwargs)
-        return self._call(args, out, kwargs)
+            return tracing.traced_call(self, args, out, kwargs)  # (outside the try: Dynamo traces no handler)
+        # A try costs nothing until something raises (Python 3.11+): the hot path stays as it was.
+        try:
+            return self._call(args, out, kwargs)
+        except JiterError as error:
+            # A mistake in the call's arguments: what was wrong is all in the message, so the
+            # traceback drops the frames that found it and starts here, under the caller's lines.
+            # `from` its own cause: a deliberate cause stays, an implicit context is not shown.
+            # Other exceptions, a bug of jiter_magic's own among them, keep every frame.
+            if settings.DEBUG.get():
+                raise
+            raise error.with_traceback(None) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
 
     def __reduce__(self) -> tuple:
         """Pickle by what made it (code string, outputs, kwargs, backward) and its backend, never
