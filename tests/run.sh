@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up a virtual environment and run the whole test suite: lint (ruff), type checks (mypy), the
-# import layers (import-linter), NVRTC 12 compile checks in a second venv with the cuda12 extra,
-# then unit, CPU backend, NVRTC 13 compile checks, magics, widgets, browser, notebooks through
-# nbval (GPU tests skip without a GPU).
+# import layers (import-linter), the documentation site (mkdocs build --strict), NVRTC 12 compile
+# checks in a second venv with the cuda12 extra, then unit, CPU backend, NVRTC 13 compile checks,
+# magics, widgets, browser, the documentation's doctests, notebooks through nbval (GPU tests skip
+# without a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -12,6 +13,9 @@ python3 -m venv .venv
 .venv/bin/python -m ruff check jiter_magic tests
 .venv/bin/python -m mypy
 .venv/bin/lint-imports  # the layers of docs/architecture.md (pyproject.toml [tool.importlinter])
+# The documentation site, warnings (a broken link or anchor, a docstring mkdocstrings cannot read) as
+# errors; built into a temporary folder, never into the repository.
+site_dir="$(mktemp -d)" && .venv/bin/python -m mkdocs build --strict --quiet --site-dir "$site_dir" && rm -rf "$site_dir"
 # The cuda12 extra in a venv of its own (CuPy's CUDA 12 and 13 wheels cannot share one): NVRTC 12
 # compiles every generated kernel for sm_80 and sm_90 there (compile only, no GPU needed).
 python3 -m venv .venv-cuda12
