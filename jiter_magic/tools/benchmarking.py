@@ -10,8 +10,10 @@ around each call on the library's current stream (so the figure is device time, 
 included); host arrays (NumPy, CPU tensors) with `time.perf_counter_ns`, where a sample times a
 batch of calls when one call is short (under 0.2 ms) so that the clock's resolution and the
 cost of reading it do not dominate. `warmup` calls come first (compiles, allocations, caches),
-then `repeat` samples; the median is reported, and the minimum. Each contender (the function,
-the copy, the reference) runs its samples back to back.
+then `repeat` samples; the median is reported, with the minimum, the maximum and the quartiles,
+and notes when the samples disagree or a figure cannot mean what it says (see
+jiter_magic.tools.results). Each contender (the function, the copy, the reference) runs its
+samples back to back.
 
 Importing this module imports no array library. `jiter_magic` imports it the first time one of its
 names is asked for: a new process's first call does not pay for it.
@@ -52,15 +54,18 @@ def benchmark(fn: Callable[..., Any], *inputs: Any, reference: Callable[..., Any
     median = _median(samples)
     gbps = rate(moved, median)
     reference_seconds = speedup = None
+    reference_samples: list[float] = []
     if reference is not None:
         compared = reference
-        reference_seconds = _median(time_call(place, lambda: compared(*inputs), warmup, repeat)[0])
+        reference_samples = time_call(place, lambda: compared(*inputs), warmup, repeat)[0]
+        reference_seconds = _median(reference_samples)
         speedup = reference_seconds / median if median > 0 else math.nan
     return BenchmarkResult(
         name=_name_of(fn), device=inputs_device_name(place), median_seconds=median, min_seconds=min(samples),
         repeat=repeat, bytes=moved, gbps=gbps, copy_gbps=copy_gbps,
         fraction=gbps / copy_gbps if copy_gbps > 0 else math.nan,
-        reference_seconds=reference_seconds, speedup=speedup, calls_per_sample=batch, samples=tuple(samples))
+        reference_seconds=reference_seconds, speedup=speedup, calls_per_sample=batch, samples=tuple(samples),
+        reference_samples=tuple(reference_samples))
 
 
 def sweep(fn: Callable[..., Any], make_inputs: Callable[[int], Sequence[Any] | Any], sizes: Iterable[int],

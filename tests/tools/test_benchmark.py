@@ -178,9 +178,12 @@ def test_str_is_one_readable_line_in_sensible_units():
 def test_a_measured_result_prints_and_renders():
     x = np.ones(30_000, np.float32)
     r = axpy.benchmark(x, x, reference=lambda a, b: a + 2 * b, repeat=3)
-    line = str(r)
-    assert re.fullmatch(r"bench_axpy: [\d.]+ (µs|ms|s) median \(3 runs\) · 360 kB moved · [\d.]+ GB/s = \d+% of copy "
-                        r"\([\d.]+ GB/s\) · [\d.]+x reference", line), line
+    line = str(r).splitlines()[0]
+    time = r"[\d.]+ (µs|ms|s)"
+    assert re.fullmatch(rf"bench_axpy: {time} median \(3 runs, IQR {time}–{time} = \d+%, range {time}–{time}\) · "
+                        r"360 kB moved · [\d.]+ GB/s( = \d+% of copy|, above the copy ceiling) "
+                        r"\([\d.]+ GB/s\) · [\d.]+x reference( \(not significant\))?", line), line
+    assert "the working set (0.343 MiB) fits in the CPU's caches" in str(r)  # 360 kB: a note, above the ceiling or not
     page = r._repr_html_()
     assert page.startswith("<table><caption><b>bench_axpy</b></caption>")
     for text in ("device</th><td style='text-align:left'>CPU", "of copy", "copy", "360 kB", "reference", "speedup"):
@@ -191,6 +194,79 @@ def test_a_measured_result_prints_and_renders():
     assert values["bytes"] == 360_000 and values["repeat"] == 3 and values["samples"] == list(r.samples)
     assert set(values) >= {"device", "median_seconds", "min_seconds", "gbps", "copy_gbps", "fraction",
                            "reference_seconds", "speedup"}
+
+
+def _timed(samples, reference_samples=(), fraction=0.5, device="CPU", nbytes=100 * 2**20):
+    """A result built from given timings, as `benchmark` builds one."""
+    median = statistics.median(samples)
+    reference = statistics.median(reference_samples) if reference_samples else None
+    return BenchmarkResult(name="f", device=device, median_seconds=median, min_seconds=min(samples),
+                           repeat=len(samples), bytes=nbytes, gbps=nbytes / median / 1e9, copy_gbps=1.0,
+                           fraction=fraction, reference_seconds=reference,
+                           speedup=None if reference is None else reference / median,
+                           samples=tuple(samples), reference_samples=tuple(reference_samples))
+
+
+def test_a_result_reports_the_spread_of_its_samples():
+    r = _timed([1.0e-3, 1.01e-3, 1.02e-3, 1.03e-3, 1.5e-3])  # quartiles 1.01 and 1.03 ms
+    assert r.max_seconds == 1.5e-3 and r.quartiles == pytest.approx((1.01e-3, 1.03e-3))
+    assert r.spread == pytest.approx(0.02e-3 / 1.02e-3) and not r.noisy and r.notes == ()
+    assert str(r) == ("f: 1.02 ms median (5 runs, IQR 1.01 ms–1.03 ms = 2%, range 1 ms–1.5 ms) · 105 MB moved · "
+                      "103 GB/s = 50% of copy (1 GB/s)")
+    assert r.quartiles == pytest.approx(tuple(statistics.quantiles(r.samples, n=4, method="inclusive")[::2]))
+    page = r._repr_html_()
+    assert "<th style='text-align:left'>max</th><td style='text-align:left'>1.5 ms</td>" in page
+    assert "IQR</th><td style='text-align:left'>1.01 ms–1.03 ms (2% of the median)" in page
+    assert "note" not in page
+    bare = dataclasses.replace(r, samples=())  # a result built without samples claims no spread
+    assert math.isnan(bare.max_seconds) and math.isnan(bare.spread) and not bare.noisy
+    assert str(bare).startswith("f: 1.02 ms median (5 runs) · ")
+
+
+def test_a_noisy_result_says_so_and_an_overlapping_reference_is_not_significant():
+    r = _timed([1.0e-3, 1.2e-3, 1.5e-3, 1.9e-3, 2.0e-3], reference_samples=[0.8e-3, 0.9e-3, 1.3e-3, 1.4e-3, 1.6e-3])
+    assert r.noisy and r.spread == pytest.approx(0.7 / 1.5) and r.significant is False
+    assert r.speedup == pytest.approx(1.3 / 1.5)
+    lines = str(r).splitlines()
+    assert lines[0].endswith("· 0.87x reference (not significant)")
+    assert lines[1:] == ["  note: timings vary by 47% between repeats (interquartile range over the median): "
+                         "the machine is busy; compare with care",
+                         "  note: 0.87x reference is not significant: the two timings' quartile ranges overlap"]
+    page = r._repr_html_()
+    assert "0.87x (not significant)" in page and "the machine is busy; compare with care" in page
+    apart = _timed([1.0e-3, 1.0e-3, 1.01e-3], reference_samples=[2.0e-3, 2.1e-3, 2.2e-3])
+    assert apart.significant is True and apart.notes == () and str(apart).endswith("· 2.10x reference")
+    assert _timed([1e-3]).significant is None
+
+
+def test_a_bandwidth_above_the_copy_ceiling_is_explained_not_claimed():
+    cached = _timed([1e-3, 1e-3, 1e-3], fraction=3.55, nbytes=21_000_000)
+    line, *notes = str(cached).splitlines()
+    assert cached.above_ceiling and "355%" not in line and "of copy" not in line
+    assert "GB/s, above the copy ceiling (1 GB/s)" in line
+    assert notes == ["  note: above the copy ceiling (355%): the working set (20 MiB) fits in the CPU's caches, or "
+                     "the ceiling's timing was disturbed; not a fraction of the memory's bandwidth"]
+    assert "of copy</th><td style='text-align:left'>above the copy ceiling</td>" in cached._repr_html_()
+    large = _timed([1e-3], fraction=1.2, nbytes=2**30)
+    assert "the call mostly reads, or the working set (1.02e+03 MiB) partly fits" in str(large)
+    gpu = _timed([1e-3], fraction=1.2, device="cuda:0 NVIDIA H200", nbytes=2**20)
+    assert "the working set (1 MiB) may fit in the GPU's L2 cache" in str(gpu)
+    small = _timed([1e-3], fraction=0.5, nbytes=2**20)
+    assert not small.above_ceiling and small.in_cache and not gpu.in_cache
+    assert str(small).splitlines()[1] == ("  note: the working set (1 MiB) fits in the CPU's caches (under 32 MiB): "
+                                         "this times the caches, not the memory")
+    assert "50% of copy" in str(small)
+
+
+def test_a_measured_result_has_a_consistent_spread():
+    x = np.ones(1000, np.float32)
+    r = axpy.benchmark(x, x, reference=lambda a, b: a + 2 * b, repeat=5, warmup=1)
+    low, high = r.quartiles
+    assert r.min_seconds <= low <= r.median_seconds <= high <= r.max_seconds == max(r.samples)
+    assert len(r.reference_samples) == 5 and r.reference_seconds == statistics.median(r.reference_samples)
+    assert r.spread == pytest.approx((high - low) / r.median_seconds) and r.noisy == (r.spread > 0.10)
+    assert isinstance(r.significant, bool) and r.in_cache
+    assert all(note in str(r) for note in r.notes)
 
 
 def test_a_result_is_frozen():
