@@ -151,12 +151,12 @@ def _made_by_macro(code: str, definitions: int, others: list[Other]) -> ParseErr
     preprocessor runs, so a macro invoked after the last written-out definition, one whose
     replacement has a `{` (or, where there is no definition, any `NAME(...)` standing alone),
     would otherwise give "no function definition" or the wrong entry point."""
-    macros = macros_with_braces(code)
+    macros, defined = macros_with_braces(code), defined_macros(code)
     for item, _has_body, before in others:
         name = _invokes(item, macros) if before == definitions else None
         if name is None or (definitions and name not in macros):
             continue
-        what = ("the macro" if name in defined_macros(code) else "what looks like a macro (from a header?)")
+        what = ("the macro" if name in defined else "what looks like a macro (from a header?)")
         return ParseError(
             f"the entry function must be a plain function (or function template) definition written out in "
             f"the code string, not made by a macro: `{show(item)}` (line {item[0].line}) invokes {what} "

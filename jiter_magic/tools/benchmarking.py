@@ -21,6 +21,7 @@ names is asked for: a new process's first call does not pay for it.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -50,15 +51,15 @@ def benchmark(fn: Callable[..., Any], *inputs: Any, reference: Callable[..., Any
     copy_gbps = math.nan
     if moved >= 2:
         copy, copied = device_copy(place, moved // 2)
-        copy_gbps = rate(copied, _median(time_call(place, copy, warmup, repeat)[0]))
-    median = _median(samples)
+        copy_gbps = rate(copied, statistics.median(time_call(place, copy, warmup, repeat)[0]))
+    median = statistics.median(samples)
     gbps = rate(moved, median)
     reference_seconds = speedup = None
     reference_samples: list[float] = []
     if reference is not None:
         compared = reference
         reference_samples = time_call(place, lambda: compared(*inputs), warmup, repeat)[0]
-        reference_seconds = _median(reference_samples)
+        reference_seconds = statistics.median(reference_samples)
         speedup = reference_seconds / median if median > 0 else math.nan
     return BenchmarkResult(
         name=_name_of(fn), device=inputs_device_name(place), median_seconds=median, min_seconds=min(samples),
@@ -81,13 +82,6 @@ def sweep(fn: Callable[..., Any], make_inputs: Callable[[int], Sequence[Any] | A
         results.append(benchmark(fn, *inputs, reference=reference, **benchmark_kwargs))
         del inputs
     return SweepResult(_name_of(fn), checked, tuple(results))
-
-
-def _median(samples: Sequence[float]) -> float:
-    """The median (statistics.median, without importing statistics on every `import jiter_magic`)."""
-    ordered = sorted(samples)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _name_of(fn: Callable[..., Any]) -> str:

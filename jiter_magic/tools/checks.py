@@ -65,7 +65,8 @@ def check_sweep(fn: object, make_inputs: object, reference: object, benchmark_kw
     check_callable("sweep", "fn (the function timed)", fn)
     check_callable("sweep", "make_inputs", make_inputs)
     check_callable("sweep", "reference", reference, none_allowed=True)
-    check_counts("sweep", benchmark_kwargs.get("warmup", 3), benchmark_kwargs.get("repeat", 25))
+    # A count not given takes benchmark's default, which is valid: the least valid value stands in.
+    check_counts("sweep", benchmark_kwargs.get("warmup", 0), benchmark_kwargs.get("repeat", 1))
 
 
 def _is_array(value: object) -> bool:

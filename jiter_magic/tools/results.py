@@ -12,6 +12,7 @@ Importing this module imports no array library (matplotlib only when a sweep is 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -261,19 +262,11 @@ def format_fraction(fraction: float) -> str:
 
 
 def _quartiles(samples: tuple[float, ...]) -> tuple[float, float]:
-    """The first and third quartiles, interpolated between order statistics (statistics.quantiles'
-    "inclusive" method, without importing statistics on every `import jiter_magic`)."""
-    if not samples:
-        return math.nan, math.nan
-    ordered = sorted(samples)
-
-    def at(q: float) -> float:
-        position = q * (len(ordered) - 1)
-        below = math.floor(position)
-        above = min(below + 1, len(ordered) - 1)
-        return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
-
-    return at(0.25), at(0.75)
+    """The first and third quartiles, interpolated between order statistics."""
+    if len(samples) < 2:
+        return (samples[0], samples[0]) if samples else (math.nan, math.nan)
+    first, _median, third = statistics.quantiles(samples, n=4, method="inclusive")
+    return first, third
 
 
 def rate(count: int, seconds: float) -> float:
