@@ -62,7 +62,10 @@ def metrics(data: dict) -> dict[str, dict]:
         result[row["case"]] = {"unit": "GB/s", "better": "higher", "ours": row.get("jiter_magic"), "control": control}
     for key, values in (data.get("latency") or {}).items():
         unit, factor = _unit(key)
-        scale = (lambda v: None if v is None else v * factor)
+
+        def scale(v, factor=factor):
+            return None if v is None else v * factor
+
         control = values.get("torch_native", values.get("torch_jiterator"))
         result[key] = {"unit": unit, "better": "lower", "ours": scale(values.get("jiter_magic")),
                        "control": scale(control)}
@@ -181,7 +184,8 @@ def main() -> None:
     parser.add_argument("folder", nargs="?", default=os.environ.get("OUT", "."))
     parser.add_argument("--md", default=None, help="where to write the markdown (default FOLDER/compare.md)")
     args = parser.parse_args()
-    lines = [f"# jiter_magic: baseline ({os.environ.get('BASELINE_REV', '2b01290')}) against the working tree, one GPU, one device call", ""]
+    lines = [f"# jiter_magic: baseline ({os.environ.get('BASELINE_REV', '2b01290')}) against the working tree, "
+             "one GPU, one device call", ""]
     env = os.path.join(args.folder, "env.txt")
     if os.path.exists(env):
         with open(env, errors="replace") as handle:

@@ -92,9 +92,9 @@ def main() -> None:
     else:  # the launcher computes the grid itself
         def pack_and_launch():
             launcher(values, geometry, stream)
+    signature = "(values, geometry, grid, stream)" if grid is not None else "(values, geometry, stream)"
     print(f"# jiter_magic {getattr(jiter_magic, '__version__', '?')} from {os.path.dirname(jiter_magic.__file__)}; "
-          f"plans in {where}; launcher {'(values, geometry, grid, stream)' if grid is not None else '(values, geometry, stream)'}",
-          flush=True)
+          f"plans in {where}; launcher {signature}", flush=True)
     # CuPy's launchKernel (the Python path's launch until 2026-12-02, now the driver's through ctypes), for
     # the cost of a bare launch
     from cupy.cuda import driver as cupy_driver
