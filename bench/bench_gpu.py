@@ -1,8 +1,10 @@
-"""GPU benchmark: jiter_magic against torch's jiterator, torch's native ops, CuPy and the bandwidth ceiling.
+"""GPU benchmark: jiter_magic against torch's jiterator, torch's native ops, Inductor, CuPy and the bandwidth ceiling.
 
 Every case is timed in the same run with CUDA events (median of many launches, after a
-warm-up), so the figures compare like with like. Writes bench_gpu.json and bench_gpu.md
-into --out and prints the table last.
+warm-up), so the figures compare like with like. Inductor is `torch.compile` (default mode,
+`dynamic=False`, `fullgraph=True`) of the case's expression on the same tensors, compiled in the
+warm-up; `--no-inductor` leaves it out (bench/compare_gpu.sh, which compares package trees).
+Writes bench_gpu.json and bench_gpu.md into --out and prints the table last.
 """
 from __future__ import annotations
 
@@ -21,6 +23,30 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jiter_magic  # noqa: E402
 
 AXPY = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
+# Math-bound; the same code string for torch's jiterator. jiter_magic calls it with T = float for
+# half inputs (its compute type).
+MATH = ("template <typename T> T mathy(T x, T y) "
+        "{ return ::sin(x) * ::exp(-y * y) + ::erf(x * y) / (T(1) + ::tanh(x)); }")
+INDUCTOR = True  # main() turns it off for --no-inductor
+
+
+def mathy(x, y):
+    return torch.sin(x) * torch.exp(-y * y) + torch.erf(x * y) / (1 + torch.tanh(x))
+
+
+def axpy(alpha):
+    return lambda x, y: -x + alpha * y
+
+
+def compiled(expr, *tensors):
+    """Inductor's kernel of `expr` on these tensors, as a call of no arguments (compiled at its first
+    call). Made just before its case is timed: the compiled graphs of the cases before are dropped
+    here, so that no case meets dynamo's limit on recompiles of one function."""
+    if not INDUCTOR:
+        return None
+    torch._dynamo.reset()
+    fn = torch.compile(expr, dynamic=False, fullgraph=True)
+    return lambda: fn(*tensors)
 
 
 def timed(fn, reps: int = 50, warmup: int = 5) -> float:
@@ -71,9 +97,18 @@ def _event_times(fn, reps: int) -> list[float]:
     return times
 
 
-def case(name, bytes_moved, ours, torch_jit=None, native=None, cupy_fn=None, note="", rounds: int = 6, reps: int = 10):
+def case(name, bytes_moved, ours, torch_jit=None, native=None, cupy_fn=None, note="", rounds: int = 6, reps: int = 10,
+         inductor=None):
     """GB/s of each contender, timed in interleaved rounds so that clock and thermal drift hit all alike."""
-    contenders = {"jiter_magic": ours, "torch_jiterator": torch_jit, "torch_native": native, "cupy": cupy_fn}
+    contenders = {"jiter_magic": ours, "torch_jiterator": torch_jit, "torch_native": native, "cupy": cupy_fn,
+                  "inductor": inductor}
+    if inductor is not None:
+        try:
+            inductor()
+        except Exception as exc:  # noqa: BLE001 - one case Inductor cannot compile must not end the run
+            print(f"Inductor failed on {name!r}: {exc!r}", file=sys.stderr, flush=True)
+            contenders["inductor"] = None
+            note = (note + "; " if note else "") + f"Inductor failed: {type(exc).__name__}"
     live = {label: fn for label, fn in contenders.items() if fn is not None}
     for fn in live.values():  # warm up: compile, load, allocate
         for _ in range(3):
@@ -108,13 +143,13 @@ def bandwidth_cases() -> list[dict]:
         cupy_args = lambda: ck(cx, cy, cupy.float32(2.0), cz)  # noqa: E731
     rows.append(case("-x + alpha*y, 2^28 float32, contiguous (12 B/elem)", 12 * n,
                      lambda: ours(x, y, alpha=2.0), lambda: ref(x, y, alpha=2.0),
-                     lambda: torch.add(y, x, alpha=2.0), cupy_args))
+                     lambda: torch.add(y, x, alpha=2.0), cupy_args, inductor=compiled(axpy(2.0), x, y)))
     rows.append(case("same, out= preallocated", 12 * n, lambda: ours(x, y, alpha=2.0, out=out), None,
                      lambda: torch.add(y, x, alpha=2.0, out=out)))
     xv, yv = x[1:], y[1:]  # views 4 bytes past 16-byte alignment: no 16-byte vector access fits them
     rows.append(case("misaligned views x[1:], y[1:], 2^28 float32", 12 * (n - 1),
                      lambda: ours(xv, yv, alpha=2.0), lambda: ref(xv, yv, alpha=2.0),
-                     lambda: torch.add(yv, xv, alpha=2.0)))
+                     lambda: torch.add(yv, xv, alpha=2.0), inductor=compiled(axpy(2.0), xv, yv)))
     del x, y, out, xv, yv
     for dtype in (torch.int8, torch.uint8, torch.float16, torch.bfloat16, torch.float64, torch.int64,
                   torch.complex64):
@@ -125,57 +160,58 @@ def bandwidth_cases() -> list[dict]:
         alpha = 2 if not dtype.is_floating_point and not dtype.is_complex else 2.0
         rows.append(case(f"contiguous {str(dtype)[6:]}, 1 GiB an input", 3 * size * m,
                          lambda: ours(a, b, alpha=alpha), lambda: ref(a, b, alpha=alpha),
-                         lambda: torch.add(b, a, alpha=alpha)))
+                         lambda: torch.add(b, a, alpha=alpha), inductor=compiled(axpy(alpha), a, b)))
         del a, b
     s = 16384
     col = torch.rand(s, 1, device="cuda")
     row = torch.rand(1, s, device="cuda")
     rows.append(case("broadcast (16384,1) with (1,16384), GB/s of output", 4 * s * s,
                      lambda: ours(col, row, alpha=2.0), lambda: ref(col, row, alpha=2.0),
-                     lambda: torch.add(row, col, alpha=2.0)))
+                     lambda: torch.add(row, col, alpha=2.0), inductor=compiled(axpy(2.0), col, row)))
     del col, row
     t = torch.rand(s, s, device="cuda").T
     u = torch.rand(s, s, device="cuda")
     rows.append(case("first input transposed, 16384^2 float32", 12 * s * s,
                      lambda: ours(t, u, alpha=2.0), lambda: ref(t, u, alpha=2.0),
-                     lambda: torch.add(u, t, alpha=2.0)))
+                     lambda: torch.add(u, t, alpha=2.0), inductor=compiled(axpy(2.0), t, u)))
     th, uh = t.half(), u.half()  # .half() keeps the transposed strides
     del t, u
     rows.append(case("first input transposed, 16384^2 float16", 6 * s * s,
                      lambda: ours(th, uh, alpha=2.0), lambda: ref(th, uh, alpha=2.0),
-                     lambda: torch.add(uh, th, alpha=2.0)))
+                     lambda: torch.add(uh, th, alpha=2.0), inductor=compiled(axpy(2.0), th, uh)))
     del th, uh
     t8 = (torch.rand(s, s, device="cuda") * 100).to(torch.int8).T
     u8 = (torch.rand(s, s, device="cuda") * 100).to(torch.int8)
     rows.append(case("first input transposed, 16384^2 int8", 3 * s * s,
                      lambda: ours(t8, u8, alpha=2), lambda: ref(t8, u8, alpha=2),
-                     lambda: torch.add(u8, t8, alpha=2)))
+                     lambda: torch.add(u8, t8, alpha=2), inductor=compiled(axpy(2), t8, u8)))
     del t8, u8
     n = 1 << 28
     h = torch.rand(n, device="cuda").half()
     f = torch.rand(n, device="cuda")
     rows.append(case("half + float inputs (cast path), 2^28", 10 * n,
                      lambda: ours(h, f, alpha=2.0), lambda: ref(h, f, alpha=2.0),
-                     lambda: torch.add(f, h, alpha=2.0)))
+                     lambda: torch.add(f, h, alpha=2.0), inductor=compiled(axpy(2.0), h, f)))
     del h, f
     m_, n_ = 16384, 8192
     mat = torch.rand(m_, n_, device="cuda")
     bias = torch.rand(n_, device="cuda")
     rows.append(case("bias (N,) over (M,N) float32", 8 * m_ * n_ + 4 * n_,
                      lambda: ours(mat, bias, alpha=2.0), lambda: ref(mat, bias, alpha=2.0),
-                     lambda: torch.add(bias, mat, alpha=2.0)))
+                     lambda: torch.add(bias, mat, alpha=2.0), inductor=compiled(axpy(2.0), mat, bias)))
     del mat, bias
     nchw = torch.rand(64, 256, 64, 64, device="cuda")
     nhwc = nchw.permute(0, 2, 3, 1)
     dense = torch.rand(64, 64, 64, 256, device="cuda")
     rows.append(case("NCHW tensor read as NHWC + dense NHWC", 12 * nchw.numel(),
                      lambda: ours(nhwc, dense, alpha=2.0), lambda: ref(nhwc, dense, alpha=2.0),
-                     lambda: torch.add(dense, nhwc, alpha=2.0)))
+                     lambda: torch.add(dense, nhwc, alpha=2.0), inductor=compiled(axpy(2.0), nhwc, dense)))
     nhwc_h, dense_h = nhwc.half(), dense.half()
     del nchw, nhwc, dense
     rows.append(case("NCHW tensor read as NHWC + dense NHWC, float16", 6 * nhwc_h.numel(),
                      lambda: ours(nhwc_h, dense_h, alpha=2.0), lambda: ref(nhwc_h, dense_h, alpha=2.0),
-                     lambda: torch.add(dense_h, nhwc_h, alpha=2.0)))
+                     lambda: torch.add(dense_h, nhwc_h, alpha=2.0),
+                     inductor=compiled(axpy(2.0), nhwc_h, dense_h)))
     del nhwc_h, dense_h
     # int8 at 128 images (the float16 row's 400 MB): at 64 images a copy of the case's 200 MB itself
     # reaches only 84% of the 1 GiB ceiling (bench/results/2026-12-02-h200-batched, sweep 22).
@@ -184,25 +220,55 @@ def bandwidth_cases() -> list[dict]:
         dense_8 = (torch.rand(images, 64, 64, channels, device="cuda") * 100).to(torch.int8)
         rows.append(case(f"NCHW tensor read as NHWC + dense NHWC, int8, {channels} channels", 3 * nhwc_8.numel(),
                          lambda: ours(nhwc_8, dense_8, alpha=2), lambda: ref(nhwc_8, dense_8, alpha=2),
-                         lambda: torch.add(dense_8, nhwc_8, alpha=2)))
+                         lambda: torch.add(dense_8, nhwc_8, alpha=2),
+                         inductor=compiled(axpy(2), nhwc_8, dense_8)))
         del nhwc_8, dense_8
     cube = torch.rand(1024, 512, 512, device="cuda")
     rotated = cube.permute(2, 0, 1)  # a 3-d rotation read against a dense tensor of its shape
     dense = torch.rand(512, 1024, 512, device="cuda")
     rows.append(case("3-d permute (2,0,1) + dense, float32", 12 * cube.numel(),
                      lambda: ours(rotated, dense, alpha=2.0), lambda: ref(rotated, dense, alpha=2.0),
-                     lambda: torch.add(dense, rotated, alpha=2.0)))
+                     lambda: torch.add(dense, rotated, alpha=2.0), inductor=compiled(axpy(2.0), rotated, dense)))
     del cube, rotated, dense
     k = 1 << 26
     xs = [torch.rand(k, device="cuda") for _ in range(8)]
-    code8 = "template <typename T> T f(T a, T b, T c, T d, T e, T g, T h, T i) { return a + b + c + d + e + g + h + i; }"
+    code8 = ("template <typename T> T f(T a, T b, T c, T d, T e, T g, T h, T i) "
+             "{ return a + b + c + d + e + g + h + i; }")
     ours8, ref8 = jiter_magic.create_jit_fn(code8), torch.cuda.jiterator._create_jit_fn(code8)
-    rows.append(case("8 inputs, 2^26 float32", 36 * k, lambda: ours8(*xs), lambda: ref8(*xs)))
+    rows.append(case("8 inputs, 2^26 float32", 36 * k, lambda: ours8(*xs), lambda: ref8(*xs),
+                     inductor=compiled(lambda a, b, c, d, e, g, h, i: a + b + c + d + e + g + h + i, *xs)))
     code2 = "template <typename T> void f(T x, T y, T& s, T& d) { s = x + y; d = x - y; }"
     ours2 = jiter_magic.create_multi_output_jit_fn(code2, 2)
     ref2 = torch.cuda.jiterator._create_multi_output_jit_fn(code2, 2)
-    rows.append(case("2 outputs, 2^26 float32", 16 * k, lambda: ours2(xs[0], xs[1]), lambda: ref2(xs[0], xs[1])))
+    rows.append(case("2 outputs, 2^26 float32", 16 * k, lambda: ours2(xs[0], xs[1]), lambda: ref2(xs[0], xs[1]),
+                     inductor=compiled(lambda x, y: (x + y, x - y), xs[0], xs[1])))
     del xs
+    rows += math_cases()
+    return rows
+
+
+def math_cases() -> list[dict]:
+    """`sin(x)*exp(-y*y) + erf(x*y)/(1+tanh(x))` on 2^28 elements in [0, 1), float32 and float16:
+    every contender checked against float64 before it is timed."""
+    rows = []
+    ours, ref = jiter_magic.create_jit_fn(MATH), torch.cuda.jiterator._create_jit_fn(MATH)
+    n = 1 << 28
+    for dtype, tolerance in ((torch.float32, 1e-4), (torch.float16, 1e-2)):
+        x, y = (torch.rand(n, device="cuda").to(dtype) for _ in range(2))
+        inductor = compiled(mathy, x, y)
+        expected = mathy(x.double(), y.double())
+        for label, fn in (("jiter_magic", lambda: ours(x, y)), ("torch_jiterator", lambda: ref(x, y)),
+                          ("torch_native", lambda: mathy(x, y)), ("inductor", inductor)):
+            if fn is not None:
+                got = fn()
+                assert got.dtype == dtype, (label, got.dtype)
+                torch.testing.assert_close(got.double(), expected, rtol=tolerance, atol=tolerance,
+                                           msg=lambda m, label=label: f"math row, {dtype}, {label}: {m}")
+        del expected, got
+        size = x.element_size()
+        rows.append(case(f"sin(x)*exp(-y*y) + erf(x*y)/(1+tanh(x)), 2^28 {str(dtype)[6:]}", 3 * size * n,
+                         lambda: ours(x, y), lambda: ref(x, y), lambda: mathy(x, y), inductor=inductor))
+        del x, y, inductor
     return rows
 
 
@@ -365,24 +431,30 @@ def markdown(rows, latency, ceiling) -> str:
         + (f"; at the end: copy {ceiling['copy_GBps_end']:.0f}, write-only {ceiling['write_GBps_end']:.0f}"
            if "copy_GBps_end" in ceiling else ""),
         "",
-        "| case (GB/s) | jiter_magic | torch jiterator | torch native | CuPy | ours / torch jiterator | ours / copy |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| case (GB/s) | jiter_magic | torch jiterator | torch native | Inductor | CuPy | ours / torch jiterator "
+        "| ours / Inductor | ours / copy |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     copy = max(ceiling["copy_GBps"], ceiling.get("copy_GBps_end", 0.0))  # the higher: the stricter fraction
 
     def fmt(v):
         return "" if v is None else f"{v:.0f}"
 
+    def ratio(r, key):
+        return f"{r['jiter_magic'] / r[key]:.2f}x" if r.get(key) else ""
+
     for r in rows:
-        ratio = f"{r['jiter_magic'] / r['torch_jiterator']:.2f}x" if r.get("torch_jiterator") else ""
         lines.append(f"| {r['case']} | {fmt(r['jiter_magic'])} | {fmt(r['torch_jiterator'])} | "
-                     f"{fmt(r['torch_native'])} | {fmt(r['cupy'])} | {ratio} | {r['jiter_magic'] / copy:.0%} |")
+                     f"{fmt(r['torch_native'])} | {fmt(r.get('inductor'))} | {fmt(r['cupy'])} | "
+                     f"{ratio(r, 'torch_jiterator')} | {ratio(r, 'inductor')} | {r['jiter_magic'] / copy:.0%} |")
+    notes = [f"- {r['case']}: {r['note']}" for r in rows if r.get("note")]
+    lines += ["", "Notes:", *notes] if notes else []
     lines += ["", "| latency | jiter_magic | torch jiterator | torch native |", "| --- | ---: | ---: | ---: |"]
     for key, values in latency.items():
         cells = [values.get(k) for k in ("jiter_magic", "torch_jiterator", "torch_native")]
         unit = "us" if key.startswith("host") else "s"
-        lines.append(f"| {key} | " + " | ".join("" if c is None else str(c) if isinstance(c, bool) else f"{c:.4g} {unit}"
-                                                for c in cells) + " |")
+        lines.append(f"| {key} | " + " | ".join("" if c is None else str(c) if isinstance(c, bool)
+                                                else f"{c:.4g} {unit}" for c in cells) + " |")
     return "\n".join(lines)
 
 
@@ -390,7 +462,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=".")
     parser.add_argument("--only", choices=["bandwidth", "latency"], default=None)
+    parser.add_argument("--no-inductor", action="store_true", help="time no torch.compile column (faster)")
     args = parser.parse_args()
+    global INDUCTOR
+    INDUCTOR = not args.no_inductor
     ceiling = ceilings(1 << 30)
     print(json.dumps(ceiling), flush=True)
     latency = latency_cases() if args.only in (None, "latency") else {}

@@ -74,7 +74,7 @@ run_bench() {  # LABEL ROOT LIMIT
   if (( limit < 30 )); then step_log "$label" skip 0; return; fi
   mkdir -p "$dir"
   (cd "$root" && JITER_MAGIC_CACHE_DIR=$(mktemp -d -p "$WORK") PYTHONPATH=$root \
-     timeout -k 10 "$limit" python3 bench/bench_gpu.py --out "$dir") > "$dir/bench.log" 2>&1
+     timeout -k 10 "$limit" python3 bench/bench_gpu.py --no-inductor --out "$dir") > "$dir/bench.log" 2>&1
   rc=$?
   DUR[$label]=$((SECONDS - t0))
   step_log "$label" "$rc" "${DUR[$label]}"

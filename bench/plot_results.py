@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 CONTENDERS = (("jiter_magic", "jiter_magic"), ("torch_jiterator", "torch jiterator"), ("torch_native", "torch native"),
-              ("cupy", "CuPy ElementwiseKernel"))
+              ("inductor", "Inductor (torch.compile)"), ("cupy", "CuPy ElementwiseKernel"))
 
 
 def plot(results: dict, path: Path) -> None:
