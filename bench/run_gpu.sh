@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # One device call: GPU tests, then the benchmark. Results land in $OUT (or ./gpu-out).
-# Usage on the GPU machine: bash bench/run_gpu.sh [tests|bench|notebooks|two-gpus|all]
+# Usage on the GPU machine: bash bench/run_gpu.sh [tests|bench|notebooks|two-gpus|cpu|all]
 # `tests` runs the GPU tests on the C call path, then test_gpu.py again on the Python one.
 # `notebooks` runs every notebook through nbval, strict and --nbval-lax; the GPU machine has no
 # IPython or nbval, so it installs them from wheels carried in .whl/ (pip download --python-version 3.12 --only-binary=:all: -d .whl ...).
 # `two-gpus` (on nvidia-h200-x2) runs the DTensor tests over two GPUs with NCCL, and executes
 # notebook 05 whole, its two-GPU cells included, into $OUT/05_beyond.executed.ipynb.
+# `cpu` (not part of `all`) runs bench/bench_cpu.py on the host's CPU: 2 threads on 2 cores
+# (taskset -c 0,1), then every core, into $OUT/cpu-2-cores/ and $OUT/cpu-all-cores/; numexpr
+# comes from the carried wheels (the machine's python3 has numba, no numexpr), and a contender
+# still missing is left out of the tables with a note.
 set -u -o pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -65,6 +69,15 @@ nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=Tru
 nbformat.write(nb, f"{sys.argv[1]}/05_beyond.executed.ipynb")
 print("executed notebook 05")
 PY
+fi
+if [ "$what" = cpu ]; then
+  carried "numexpr, numba" numexpr numba
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) taskset -c 0,1 python3 bench/bench_cpu.py --threads 2 --out "$OUT/cpu-2-cores" \
+    2>&1 | tee "$OUT/bench-cpu-2-cores.log" | tail -n 70
+  status=${PIPESTATUS[0]}
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 bench/bench_cpu.py --threads all --out "$OUT/cpu-all-cores" 2>&1 \
+    | tee "$OUT/bench-cpu-all-cores.log" | tail -n 70
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   # Bytecode compiled ahead, as `pip install` does: a new process's first call is timed as a user
