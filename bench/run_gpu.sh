@@ -7,7 +7,7 @@
 # `two-gpus` (on nvidia-h200-x2) runs the DTensor tests over two GPUs with NCCL, and executes
 # notebook 05 whole, its two-GPU cells included, into $OUT/05_beyond.executed.ipynb.
 # `cpu` (not part of `all`) runs bench/bench_cpu.py on the host's CPU: 2 threads on 2 cores
-# (taskset -c 0,1), then every core, into $OUT/cpu-2-cores/ and $OUT/cpu-all-cores/; numexpr
+# (taskset -c 0,1), then every core (CPU_ROUNDS interleaved rounds, default 5), into $OUT/cpu-2-cores/ and $OUT/cpu-all-cores/; numexpr
 # comes from the carried wheels (the machine's python3 has numba, no numexpr), and a contender
 # still missing is left out of the tables with a note.
 set -u -o pipefail
@@ -72,10 +72,11 @@ PY
 fi
 if [ "$what" = cpu ]; then
   carried "numexpr, numba" numexpr numba
-  JITER_MAGIC_CACHE_DIR=$(mktemp -d) taskset -c 0,1 python3 bench/bench_cpu.py --threads 2 --out "$OUT/cpu-2-cores" \
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) taskset -c 0,1 python3 bench/bench_cpu.py --threads 2 --rounds "${CPU_ROUNDS:-5}" \
+    --out "$OUT/cpu-2-cores" \
     2>&1 | tee "$OUT/bench-cpu-2-cores.log" | tail -n 70
   status=${PIPESTATUS[0]}
-  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 bench/bench_cpu.py --threads all --out "$OUT/cpu-all-cores" 2>&1 \
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 bench/bench_cpu.py --threads all --rounds "${CPU_ROUNDS:-5}" --out "$OUT/cpu-all-cores" 2>&1 \
     | tee "$OUT/bench-cpu-all-cores.log" | tail -n 70
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi

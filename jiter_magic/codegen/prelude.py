@@ -57,6 +57,7 @@ HOST_BASE = r"""
 #include <string.h>
 #include <math.h>
 #include <cmath>
+JM_VECTOR_MATH_DECLARATIONS
 #define __device__
 #define __host__
 #define __global__
@@ -83,37 +84,34 @@ JM_INLINE float __uint_as_float(unsigned int i) { float f; memcpy(&f, &i, 4); re
 JM_INLINE unsigned int __float_as_uint(float f) { unsigned int i; memcpy(&i, &f, 4); return i; }
 struct jm_half { unsigned short x; };
 struct jm_bfloat16 { unsigned short x; };
-#if defined(__FLT16_MAX__) && !defined(JM_SOFT_HALF)
-JM_INLINE float jm_to_float(jm_half h) { _Float16 f; memcpy(&f, &h.x, 2); return (float)f; }
-JM_INLINE jm_half jm_to_half(float f) { _Float16 g = (_Float16)f; jm_half h; memcpy(&h.x, &g, 2); return h; }
-#else  // compilers without _Float16 (GCC < 12 on x86): IEEE half by bit manipulation, round to nearest even
+// IEEE half by integer and float operations with no branch, so that a loop over half elements
+// vectorizes (GCC 12 does not vectorize _Float16 conversions): exact, rounding to nearest even.
 JM_INLINE float jm_to_float(jm_half h) {
-  unsigned int sign = (h.x & 0x8000u) << 16, exp = (h.x >> 10) & 0x1fu, man = h.x & 0x3ffu, u;
-  if (exp == 0x1f) u = sign | 0x7f800000u | (man << 13);
-  else if (exp) u = sign | ((exp + 112) << 23) | (man << 13);
-  else if (!man) u = sign;
-  else { exp = 113; while (!(man & 0x400u)) { man <<= 1; --exp; } u = sign | (exp << 23) | ((man & 0x3ffu) << 13); }
-  float f; memcpy(&f, &u, 4); return f;
+  // `twice`: the half's exponent and significand at the top of a word, the sign shifted out.
+  const unsigned int w = (unsigned int)h.x << 16, sign = w & 0x80000000u, twice = w + w;
+  // A normal half (or inf/nan): the bits moved into float's places and the exponent rebiased by
+  // adding 224 to it and scaling by 2^-112, which leaves exponent 31 at 255 (inf/nan).
+  const float normal = __uint_as_float((twice >> 4) + 0x70000000u) * 0x1.0p-112f;
+  // A subnormal half (exponent 0) is m * 2^-24: m below the significand of 0.5f, then 0.5 taken off.
+  const float subnormal = __uint_as_float((twice >> 17) | 0x3f000000u) - 0.5f;
+  return __uint_as_float(sign | (twice < 0x08000000u ? __float_as_uint(subnormal) : __float_as_uint(normal)));
 }
 JM_INLINE jm_half jm_to_half(float f) {
-  unsigned int u; memcpy(&u, &f, 4);
-  unsigned int sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  const unsigned int u = __float_as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  // Normal halves: rebias the exponent (127 - 15 = 112), drop 13 bits rounding to even; a carry
+  // runs into the exponent, which is the right result up to 65504.
+  const unsigned int r = a - 0x38000000u, normal = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
+  // Below 2^-14 the half is subnormal: |f| * 2^24 (exact: a power of two) rounded to an integer, to
+  // even, by the float addition of 2^23, which leaves that integer in the sum's low bits.
+  const float scaled = __uint_as_float(a) * 0x1.0p24f;
+  const unsigned int subnormal = __float_as_uint(scaled + 0x1.0p23f) - 0x4b000000u;
+  unsigned int bits = a < 0x38800000u ? subnormal : normal;
+  bits = a >= 0x477ff000u ? 0x7c00u : bits;  // rounds to infinity
+  bits = a > 0x7f800000u ? 0x7e00u : bits;  // nan
   jm_half h;
-  if (a > 0x7f800000u) { h.x = (unsigned short)(sign | 0x7e00u); return h; }
-  if (a >= 0x477ff000u) { h.x = (unsigned short)(sign | 0x7c00u); return h; }  // rounds to infinity
-  if (a < 0x38800000u) {  // a subnormal half, or zero: significand shifted right, rounded to even
-    if (a < 0x33000000u) { h.x = (unsigned short)sign; return h; }
-    unsigned int man = (a & 0x7fffffu) | 0x800000u, shift = 126 - (a >> 23);
-    unsigned int mant = man >> shift, rem = man & ((1u << shift) - 1), halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (mant & 1u))) ++mant;
-    h.x = (unsigned short)(sign | mant); return h;
-  }
-  unsigned int r = a - 0x38000000u;  // rebias the exponent: 127 - 15 = 112
-  unsigned int mant = r >> 13, rem = r & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (mant & 1u))) ++mant;
-  h.x = (unsigned short)(sign | mant); return h;
+  h.x = (unsigned short)(sign | bits);
+  return h;
 }
-#endif
 JM_INLINE float jm_to_float(jm_bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
 JM_INLINE jm_bfloat16 jm_to_bfloat16(float f) {
   unsigned int u = __float_as_uint(f);
@@ -229,6 +227,41 @@ template <typename T> using jm_complex = jm::complex<T>;  // the names generated
 template <typename T> JM_INLINE T jm_real(const jm::complex<T>& z) { return z.re; }
 using jm::real; using jm::imag; using jm::conj; using jm::norm; using jm::arg;
 """
+
+
+# glibc's vector math library (libmvec) has SIMD versions of these <cmath> functions, each within
+# 4 ulp of the exact result (glibc's bound; the scalar ones are within 1-3), and GCC calls them from
+# a vectorized loop once a function is declared `simd`: the math-heavy loops then run 5-40 times
+# faster a core. glibc declares them so only under -ffast-math, which jiter_magic never builds with,
+# so the prelude declares them (for float and double) where the host compiler found libmvec and
+# defines JM_VECTOR_MATH (compilers/cxx.py). 2.22 brought the first six, 2.35 the rest.
+_VECTOR_MATH_GLIBC_2_22 = ("cos", "sin", "exp", "log", "pow:2")
+_VECTOR_MATH_GLIBC_2_35 = ("acos", "acosh", "asin", "asinh", "atan", "atan2:2", "atanh", "cbrt", "cosh", "erf",
+                           "erfc", "exp10", "exp2", "expm1", "hypot:2", "log10", "log1p", "log2", "sinh", "tan",
+                           "tanh")
+
+
+def _simd_declarations(names: tuple[str, ...]) -> str:
+    lines = []
+    for entry in names:
+        name, _, arity = entry.partition(":")
+        pair = [f"JM_SIMD {ctype} {name}{suffix}({', '.join([ctype] * int(arity or 1))}) noexcept;"
+                for ctype, suffix in (("double", ""), ("float", "f"))]
+        lines.append(" ".join(pair))
+    return "\n".join(lines)
+
+
+VECTOR_MATH = f"""#if defined(JM_VECTOR_MATH) && defined(__GLIBC__) && defined(__x86_64__)
+#if __GLIBC_PREREQ(2, 22)
+#define JM_SIMD extern "C" __attribute__((simd("notinbranch")))
+{_simd_declarations(_VECTOR_MATH_GLIBC_2_22)}
+#if __GLIBC_PREREQ(2, 35)
+{_simd_declarations(_VECTOR_MATH_GLIBC_2_35)}
+#endif
+#undef JM_SIMD
+#endif
+#endif"""
+HOST_BASE = HOST_BASE.replace("JM_VECTOR_MATH_DECLARATIONS", VECTOR_MATH)
 
 
 def prelude(target: str, needs_complex: bool) -> str:

@@ -103,6 +103,14 @@ def _cpu_flags() -> str:
 
 
 PROBED_FLAGS = ("-fopenmp", "-march=native")
+# The options that use glibc's vector math library (codegen/prelude.py declares its functions
+# `simd` under JM_VECTOR_MATH), where a probe found that this compiler builds and links against it.
+VECTOR_MATH_OPTIONS = ("-DJM_VECTOR_MATH", "-lmvec")
+_VECTOR_MATH_PROBE = """#include <math.h>
+extern "C" __attribute__((simd("notinbranch"))) float sinf(float) noexcept;
+float jm_in[64], jm_out[64];
+int main() { for (int i = 0; i < 64; ++i) jm_out[i] = sinf(jm_in[i]); return (int)jm_out[3]; }
+"""
 
 
 @functools.lru_cache(maxsize=8)
@@ -116,8 +124,27 @@ def toolchain_facts(cxx: str) -> dict:
 def _find_facts(cxx: str) -> tuple[dict, list[str]]:
     accepts = {flag: _accepts(cxx, flag) for flag in PROBED_FLAGS}
     native = ("-march=native",) if accepts["-march=native"] else ()
-    facts = {"version": _version(cxx), "accepts": accepts, "macros": _target_macros(cxx, native)}
+    facts = {"version": _version(cxx), "accepts": accepts, "macros": _target_macros(cxx, native),
+             "vector_math": _links_vector_math(cxx, native)}
     return facts, [os.path.realpath(cxx)]
+
+
+def _links_vector_math(cxx: str, native: tuple[str, ...]) -> bool:
+    """Whether a loop over a `simd`-declared sinf compiles to libmvec's vector sinf and links
+    against it: an executable, so that a missing library or symbol fails here, not at a kernel's load."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    with tempfile.TemporaryDirectory() as folder:
+        source = os.path.join(folder, "probe.cpp")
+        with open(source, "w") as handle:
+            handle.write(_VECTOR_MATH_PROBE)
+        try:
+            result = subprocess.run([cxx, "-O3", "-fno-math-errno", *native, source, "-o",
+                                     os.path.join(folder, "probe"), "-lmvec"],
+                                    capture_output=True, text=True, check=False, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return False
+    return result.returncode == 0 and "warning" not in result.stderr
 
 
 def feature_identity(macros: str) -> str:
@@ -148,8 +175,15 @@ class CxxCompiler:
         return host_identity(facts["version"], platform.machine(), _cpu_model(), facts["macros"])
 
     def options(self) -> tuple[str, ...]:
-        accepts = toolchain_facts(self.cxx)["accepts"]
-        return BASE_OPTIONS + tuple(flag for flag in PROBED_FLAGS if accepts[flag])
+        facts = toolchain_facts(self.cxx)
+        vector_math = VECTOR_MATH_OPTIONS if facts["vector_math"] else ()
+        return BASE_OPTIONS + tuple(flag for flag in PROBED_FLAGS if facts["accepts"][flag]) + vector_math
+
+    def command(self, source: str, output: str, options: tuple[str, ...]) -> list[str]:
+        """The compiler's command line: libraries (`-l...`) after the source, where a linker that
+        drops libraries no earlier input needs (`--as-needed`) still links them."""
+        libraries = [o for o in options if o.startswith("-l")]
+        return [self.cxx, *(o for o in options if not o.startswith("-l")), source, "-o", output, *libraries]
 
     def compile(self, source: str, name: str, options: tuple[str, ...] | None = None) -> CompileResult:
         """The library's bytes, and the compiler's messages."""
@@ -159,8 +193,7 @@ class CxxCompiler:
             lib = os.path.join(folder, f"jm_{name}.so")
             with open(src, "w") as handle:
                 handle.write(source)
-            process = subprocess.run([self.cxx, *options, src, "-o", lib], capture_output=True, text=True,
-                                     check=False)
+            process = subprocess.run(self.command(src, lib, options), capture_output=True, text=True, check=False)
             log = map_log((process.stdout + process.stderr).replace(folder + os.sep, ""))
             if process.returncode != 0:
                 raise CompileError(f"the C++ compiler could not compile {name} for the CPU:\n{log}", log, source)

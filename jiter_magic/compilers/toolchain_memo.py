@@ -23,7 +23,7 @@ from typing import Any
 from jiter_magic._version import __version__
 
 NAMESPACE = "tools"  # the cache's folder for them: not kernels, so not counted by cache_stats()
-FORMAT = "toolchain-facts-1"
+FORMAT = "toolchain-facts-2"  # 2: the host compiler's facts say whether it links libmvec
 
 Finder = Callable[[], tuple[Any, Sequence[str]]]  # () -> (JSON-able facts, witness paths)
 

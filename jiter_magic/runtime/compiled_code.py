@@ -66,7 +66,8 @@ def _host_assembly(source: str) -> str:
     from jiter_magic.runtime.backends.cpu import compiler
 
     cxx = compiler()
-    options = (*(o for o in cxx.options() if o != "-shared"), "-S", "-g1", "-fno-asynchronous-unwind-tables")
+    options = (*(o for o in cxx.options() if o != "-shared" and not o.startswith("-l")), "-S", "-g1",
+               "-fno-asynchronous-unwind-tables")
     return cxx.compile(source, "kernel_asm", options).binary.decode(errors="replace")
 
 

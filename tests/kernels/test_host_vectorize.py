@@ -18,10 +18,8 @@ def test_contiguous_host_loop_is_vectorized(tmp_path, dtype):
     fn = jiter_magic.create_jit_fn("template <typename T> T fused(T a, T x, T y, T z) { return a * x * y + z; }")
     source = tmp_path / "kernel.cpp"
     source.write_text(fn.source(dtype, dtype, dtype, dtype, backend="cpu"))
-    result = subprocess.run(
-        [compiler.cxx, *compiler.options(), "-fopt-info-vec-optimized", str(source), "-o", str(tmp_path / "k.so")],
-        capture_output=True, text=True,
-    )
+    command = compiler.command(str(source), str(tmp_path / "k.so"), (*compiler.options(), "-fopt-info-vec-optimized"))
+    result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "loop vectorized" in result.stderr, result.stderr
 
