@@ -5,7 +5,9 @@ loop dimension contiguously while the outputs walk the first (a transpose, NCHW 
 is the blocked loop: tiles of the two dimensions, each such input copied along its own rows
 into a buffer on the thread's stack, then every operand walked in the outputs' order, so that
 neither the stores nor that input's reads stride across memory. Any other layout walks rows of
-the innermost dimension, computing each row's start offsets once and striding along it.
+the innermost dimension, computing each row's start offsets once: with the steps 1 and 0 where
+every operand walks the row densely or not at all (an outer product, a bias, an array times a
+0-dim tensor), else striding along it; a thread's share of elements may start and end mid-row.
 Indices are always 64-bit on the host. Each thread runs its share under the fault guard
 (backends/fault_guard.py): a fault or a C++ exception in the functor becomes the status the
 kernel returns, and a Python exception, instead of the end of the process.
@@ -29,9 +31,10 @@ from jiter_magic.kernels.base import (
     params_of,
 )
 from jiter_magic.kernels.contiguous import ContiguousParams
+from jiter_magic.kernels.rows import RowsParams
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.layout import ArrayDesc, Layout, transposed_operands
-from jiter_magic.planning.spec import BLOCKED, CONTIGUOUS, STRIDED, KernelSpec, PathParams
+from jiter_magic.planning.spec import BLOCKED, CONTIGUOUS, ROWS, STRIDED, KernelSpec, PathParams
 
 PARALLEL = "#pragma omp parallel if (jm_n > 32768)"
 # The blocked loop's tiles: EDGE0 elements along the outputs' rows (loop dimension 0) by EDGE1
@@ -104,16 +107,17 @@ class HostLoop(KernelPath):
     name = "host"
 
     def match(self, call: CallShape) -> PathChoice | None:
-        """The contiguous, blocked or strided loop shape. The contiguous and strided ones carry that CUDA
-        path's record (the contiguous one at vec 1: the flat loop moves an element a step, which GCC
-        vectorizes), so that `describe` reads a host spec as it reads a CUDA one of the same shape;
-        the blocked loop is the host's own path (`blocked`), chosen where the CUDA path would tile."""
+        """The contiguous, blocked, rows or strided loop shape. All but the blocked one carry the record of
+        the CUDA path of that name (the contiguous one at vec 1: the flat loop moves an element a step,
+        which GCC vectorizes; rows at vec 1), so that `describe` reads a host spec as it reads a CUDA
+        one of the same shape; the blocked loop is the host's own path, taken where CUDA would tile.
+        Rows take any layout whose operands all walk the innermost dimension densely or not at all."""
         layout, nout = call.layout, len(call.output_dtypes)
         if layout.is_contiguous:
             return PathChoice(CONTIGUOUS, 1, ContiguousParams(vec=1))
+        array_indices = [index for index, a in enumerate(call.arrays) if isinstance(a, ArrayDesc)]
         positions = transposed_operands(layout, nout)
         if positions and layout.sizes[1] >= MIN_TILED_ROWS:
-            array_indices = [index for index, a in enumerate(call.arrays) if isinstance(a, ArrayDesc)]
             tiled, used = [], 0
             for index in (array_indices[p - nout] for p in positions):
                 need = buffer_bytes(call.arrays[index].dtype)
@@ -121,6 +125,9 @@ class HostLoop(KernelPath):
                     tiled.append(index)
                     used += need
             return PathChoice(BLOCKED, layout.ndim, BlockedParams(tiled_inputs=tuple(tiled)))
+        if layout.ndim and all(strides[0] in (0, 1) for strides in layout.strides):
+            broadcast = tuple(i for p, i in enumerate(array_indices) if layout.strides[nout + p][0] == 0)
+            return PathChoice(ROWS, layout.ndim, RowsParams(vec=1, row_broadcast=broadcast))
         return PathChoice(STRIDED, max(layout.ndim, 1), PathParams())
 
     def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
@@ -144,7 +151,7 @@ class HostLoop(KernelPath):
             code.line(f"const jm_Args& {ARGS} = *jm_args;")
             code.line("typedef int64_t jm_index_t;")
             code.line(f"const jm_index_t jm_n = (jm_index_t){ARGS}.jm_n;")
-            loop = {CONTIGUOUS: self._flat, STRIDED: self._strided, BLOCKED: self._blocked}[spec.path]
+            loop = {CONTIGUOUS: self._flat, ROWS: self._rows, STRIDED: self._rows, BLOCKED: self._blocked}[spec.path]
             code.extend(loop(binding, spec))
         return code.text() + "\n"
 
@@ -155,19 +162,40 @@ class HostLoop(KernelPath):
                                      [f"{ARGS}.jm_out{j}[jm_i]" for j in range(len(spec.outputs))]))
         return _guarded(work, "jm_n")
 
-    def _strided(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
-        nout = len(spec.outputs)
-        code = CodeBlock(f"const jm_index_t jm_inner = (jm_index_t){ARGS}.jm_sizes[0];",
-                         "const jm_index_t jm_rows = jm_n / jm_inner;")
+    def _rows(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
+        """Rows of the innermost dimension, each row's start offsets computed once. A thread's static
+        share is of elements, not rows, so that one long row (a 1-d view with a step, an array times a
+        0-dim tensor) is split over the threads too: a share starts and ends inside a row. On the rows
+        path (every operand walks the row densely or not at all) the steps are the literals 1 and 0,
+        which GCC vectorizes with plain loads, an input constant along the row loaded once; on the
+        strided path they are the layout's strides."""
+        nout, ins = len(spec.outputs), spec.array_inputs
+        broadcast = params_of(spec, RowsParams).row_broadcast if spec.path == ROWS else ()
+        code = CodeBlock(f"const jm_index_t jm_inner = (jm_index_t){ARGS}.jm_sizes[0];")
         work = CodeBlock()
-        with work.block("for (jm_index_t jm_row = jm_begin; jm_row < jm_end; ++jm_row)"):
+        with work.block("for (jm_index_t jm_i = jm_begin; jm_i < jm_end;)"):
+            work.line("const jm_index_t jm_row = jm_i / jm_inner, jm_j0 = jm_i - jm_row * jm_inner;")
+            work.line("const jm_index_t jm_j1 = jm_end - jm_i < jm_inner - jm_j0 ? jm_j0 + (jm_end - jm_i) : jm_inner;")
             work.extend(operand_offsets(spec, "jm_row * jm_inner", DIVIDE))
-            with work.block("for (jm_index_t jm_j = 0; jm_j < jm_inner; ++jm_j)"):
-                loaded = {i: f"{ARGS}.jm_in{i}[jm_o{nout + p}]" for p, i in enumerate(spec.array_inputs)}
-                work.extend(element_body(binding, spec, loaded, [f"{ARGS}.jm_out{j}[jm_o{j}]" for j in range(nout)]))
+            if spec.path == ROWS:
+                for i in broadcast:
+                    work.line(f"const {ctype(spec.inputs[i])} jm_c{i} = {ARGS}.jm_in{i}[jm_o{nout + ins.index(i)}];")
+                with work.block("for (jm_index_t jm_j = jm_j0; jm_j < jm_j1; ++jm_j)"):
+                    loaded = {i: f"jm_c{i}" if i in broadcast else f"{ARGS}.jm_in{i}[jm_o{nout + p} + jm_j]"
+                              for p, i in enumerate(ins)}
+                    work.extend(element_body(binding, spec, loaded,
+                                             [f"{ARGS}.jm_out{j}[jm_o{j} + jm_j]" for j in range(nout)]))
+            else:
                 for k in range(spec.num_operands):
-                    work.line(f"jm_o{k} += (jm_index_t){ARGS}.jm_strides{k}[0];")
-        code.extend(_guarded(work, "jm_rows"))
+                    work.line(f"jm_o{k} += jm_j0 * (jm_index_t){ARGS}.jm_strides{k}[0];")
+                with work.block("for (jm_index_t jm_j = jm_j0; jm_j < jm_j1; ++jm_j)"):
+                    loaded = {i: f"{ARGS}.jm_in{i}[jm_o{nout + p}]" for p, i in enumerate(ins)}
+                    work.extend(element_body(binding, spec, loaded,
+                                             [f"{ARGS}.jm_out{j}[jm_o{j}]" for j in range(nout)]))
+                    for k in range(spec.num_operands):
+                        work.line(f"jm_o{k} += (jm_index_t){ARGS}.jm_strides{k}[0];")
+            work.line("jm_i += jm_j1 - jm_j0;")
+        code.extend(_guarded(work, "jm_n"))
         return code
 
     def _blocked(self, binding: Binding, spec: KernelSpec) -> CodeBlock:

@@ -62,6 +62,9 @@ CASES = {
     "host_strided": (MULTI, [], 2, "cpu", KernelSpec(
         inputs=("float32", "float32"), scalar_inputs=(True, False), outputs=("float32", "float32"),
         compute="float32", extras=(), path="strided", ndim=2, index64=True, params=PathParams())),
+    "host_rows": (AXPY, ["alpha"], None, "cpu", KernelSpec(
+        inputs=("float32", "int8"), scalar_inputs=(False, False), outputs=("float32",), compute="float32",
+        extras=("float64",), path="rows", ndim=2, index64=True, params=RowsParams(vec=1, row_broadcast=(1,)))),
     "host_blocked": (AXPY, ["alpha"], None, "cpu", KernelSpec(
         inputs=("float32", "float16"), scalar_inputs=(False, False), outputs=("float32",), compute="float32",
         extras=("float64",), path="blocked", ndim=3, index64=True, params=BlockedParams(tiled_inputs=(1,)))),

@@ -90,9 +90,9 @@ def test_the_cuda_path_of_the_same_call_is_still_the_tiled_one():
 @pytest.mark.parametrize("make,path", [
     (lambda g: (random_tensor((300, 200), "float32", g), random_tensor((300, 200), "float32", g)), "contiguous"),
     (lambda g: (transposed((300, 200), "float32", g), transposed((300, 200), "float32", g)), "contiguous"),
-    (lambda g: (random_tensor((300, 1), "float32", g), random_tensor((1, 200), "float32", g)), "strided"),  # outer
-    (lambda g: (random_tensor((300, 200), "float32", g), random_tensor((200,), "float32", g)), "strided"),  # bias
-    (lambda g: (random_tensor((300, 1), "float32", g), transposed((300, 200), "float32", g)), "strided"),
+    (lambda g: (random_tensor((300, 1), "float32", g), random_tensor((1, 200), "float32", g)), "rows"),  # outer
+    (lambda g: (random_tensor((300, 200), "float32", g), random_tensor((200,), "float32", g)), "rows"),  # bias
+    (lambda g: (random_tensor((300, 1), "float32", g), transposed((300, 200), "float32", g)), "rows"),
     (lambda g: (random_tensor((300, 200), "float32", g)[:, ::2], random_tensor((300, 100), "float32", g)), "strided"),
     (lambda g: (random_tensor((4, 8, 5, 6), "float32", g).to(memory_format=torch.channels_last),
                 random_tensor((4, 8, 5, 6), "float32", g).to(memory_format=torch.channels_last)), "contiguous"),
