@@ -32,7 +32,8 @@ def describe(spec: KernelSpec) -> str:
     """One line for people: dtypes, the path and its loop shape, the index width."""
     ins = ", ".join(("scalar " if s else "") + d for d, s in zip(spec.inputs, spec.scalar_inputs))
     index = "int64" if spec.index64 else "int32"
-    shape = path_of(spec, "cuda").shape_text(spec)
+    # A host-only path (the blocked loop) has no CUDA path of its name: the host's describes it.
+    shape = next((p for p in CUDA_PATHS if p.name == spec.path), HOST_PATH).shape_text(spec)
     return f"({ins}) -> ({', '.join(spec.outputs)}) compute {spec.compute}, {spec.path} {shape}, {index} index"
 
 

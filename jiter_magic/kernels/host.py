@@ -1,24 +1,73 @@
 """The host path: an OpenMP loop over the same element body, for the CPU backend.
 
-A dense call is one flat loop that GCC vectorizes; any other layout walks rows of the
-innermost dimension, computing each row's start offsets once and striding along it.
+A dense call is one flat loop that GCC vectorizes. A call with an input that walks the second
+loop dimension contiguously while the outputs walk the first (a transpose, NCHW read as NHWC)
+is the blocked loop: tiles of the two dimensions, each such input copied along its own rows
+into a buffer on the thread's stack, then every operand walked in the outputs' order, so that
+neither the stores nor that input's reads stride across memory. Any other layout walks rows of
+the innermost dimension, computing each row's start offsets once: with the steps 1 and 0 where
+every operand walks the row densely or not at all (an outer product, a bias, an array times a
+0-dim tensor), else striding along it; a thread's share of elements may start and end mid-row.
 Indices are always 64-bit on the host. Each thread runs its share under the fault guard
 (backends/fault_guard.py): a fault or a C++ exception in the functor becomes the status the
 kernel returns, and a Python exception, instead of the end of the process.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body
 from jiter_magic.codegen.offsets import DIVIDE, operand_offsets
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.args import FieldSpec
-from jiter_magic.kernels.base import CallShape, Grid, KernelPath, PathChoice, loop_fields, loop_geometry
+from jiter_magic.kernels.base import (
+    CallShape,
+    Grid,
+    KernelPath,
+    PathChoice,
+    loop_fields,
+    loop_geometry,
+    params_of,
+)
 from jiter_magic.kernels.contiguous import ContiguousParams
-from jiter_magic.planning.layout import Layout
-from jiter_magic.planning.spec import CONTIGUOUS, STRIDED, KernelSpec, PathParams
+from jiter_magic.kernels.rows import RowsParams
+from jiter_magic.planning.dtypes import DTYPES, ctype
+from jiter_magic.planning.layout import ArrayDesc, Layout, transposed_operands
+from jiter_magic.planning.spec import BLOCKED, CONTIGUOUS, ROWS, STRIDED, KernelSpec, PathParams
 
 PARALLEL = "#pragma omp parallel if (jm_n > 32768)"
+# The blocked loop's tiles: EDGE0 elements along the outputs' rows (loop dimension 0) by EDGE1
+# along the tiled inputs' rows (dimension 1); a buffer's rows are PAD elements longer. Measured on
+# the 2-core development machine (a transpose of 4096^2 float32, of 2048^2 float64 and int8, NCHW
+# read as NHWC): 64x64 was the fastest or within noise of it everywhere; 32x32 and 16x16 lost up to
+# 1.4x and 2.7x on the transposes, 128x128 and 128x64 gained nothing. Without the buffer (reading
+# the input in the outputs' order and counting on the cache to keep its lines) a 4096^2 float32
+# transpose ran 2.7x slower: its rows are 16 KiB apart, so a tile's lines all fall in one L1 set.
+# A padding of one element beat none (1.2-1.9x: the buffer's columns then spread over the sets)
+# and beat 2, 4 or a cache line's worth.
+EDGE0, EDGE1, PAD = 64, 64, 1
+# The tiled inputs' rows (loop dimension 1) at least this long. Against the strided loop, measured
+# on that machine: 1.3-1.6x faster from 16 to 32 elements, 0.3-0.8x below 12 (rows that short keep
+# the strided loop's reads within a few cache lines anyway). Along dimension 0 no minimum: from 2 to
+# 32 elements (NCHW read as NHWC with 3 channels) the blocked loop was 2.3-5x faster, the strided
+# loop's rows being that short.
+MIN_TILED_ROWS = 16
+# Buffers a thread keeps on its stack at most: one complex128 tile (66.5 KiB) fits, as do seven
+# float32 ones; inputs past it are read in place. Far below any thread's stack on glibc (8 MiB).
+STAGE_LIMIT = 128 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedParams(PathParams):
+    """The blocked loop's parameters."""
+
+    tiled_inputs: tuple[int, ...] = ()  # inputs copied along their rows into a tile buffer, read back transposed
+
+
+def buffer_bytes(dtype: str) -> int:
+    """Stack one tiled input's buffer takes in the blocked loop."""
+    return EDGE0 * (EDGE1 + PAD) * DTYPES[dtype].itemsize
 
 
 def _guarded(work: CodeBlock, count: str) -> CodeBlock:
@@ -58,18 +107,40 @@ class HostLoop(KernelPath):
     name = "host"
 
     def match(self, call: CallShape) -> PathChoice | None:
-        """The contiguous or the strided loop shape, with that CUDA path's record (the contiguous one at
-        vec 1: the flat loop moves an element a step, which GCC vectorizes), so that `describe` reads a
-        host spec as it reads a CUDA one of the same shape."""
-        if call.layout.is_contiguous:
+        """The contiguous, blocked, rows or strided loop shape. All but the blocked one carry the record of
+        the CUDA path of that name (the contiguous one at vec 1: the flat loop moves an element a step,
+        which GCC vectorizes; rows at vec 1), so that `describe` reads a host spec as it reads a CUDA
+        one of the same shape; the blocked loop is the host's own path, taken where CUDA would tile.
+        Rows take any layout whose operands all walk the innermost dimension densely or not at all."""
+        layout, nout = call.layout, len(call.output_dtypes)
+        if layout.is_contiguous:
             return PathChoice(CONTIGUOUS, 1, ContiguousParams(vec=1))
-        return PathChoice(STRIDED, max(call.layout.ndim, 1), PathParams())
+        array_indices = [index for index, a in enumerate(call.arrays) if isinstance(a, ArrayDesc)]
+        positions = transposed_operands(layout, nout)
+        if positions and layout.sizes[1] >= MIN_TILED_ROWS:
+            tiled, used = [], 0
+            for index in (array_indices[p - nout] for p in positions):
+                need = buffer_bytes(call.arrays[index].dtype)
+                if used + need <= STAGE_LIMIT:
+                    tiled.append(index)
+                    used += need
+            return PathChoice(BLOCKED, layout.ndim, BlockedParams(tiled_inputs=tuple(tiled)))
+        if layout.ndim and all(strides[0] in (0, 1) for strides in layout.strides):
+            broadcast = tuple(i for p, i in enumerate(array_indices) if layout.strides[nout + p][0] == 0)
+            return PathChoice(ROWS, layout.ndim, RowsParams(vec=1, row_broadcast=broadcast))
+        return PathChoice(STRIDED, max(layout.ndim, 1), PathParams())
 
     def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
-        return loop_fields(spec) if spec.path == STRIDED else []
+        return [] if spec.path == CONTIGUOUS else loop_fields(spec)
 
     def geometry(self, spec: KernelSpec, layout: Layout) -> tuple[int, ...]:
-        return loop_geometry(layout) if spec.path == STRIDED else ()
+        return () if spec.path == CONTIGUOUS else loop_geometry(layout)
+
+    def shape_text(self, spec: KernelSpec) -> str:
+        if spec.path != BLOCKED:
+            return f"{spec.ndim}-d"
+        tiled = list(params_of(spec, BlockedParams).tiled_inputs)
+        return f"{spec.ndim}-d, inputs {tiled} through {EDGE0}x{EDGE1} tiles in cache"
 
     def grid(self, spec: KernelSpec, layout: Layout) -> Grid:
         return 1, 1, 1  # one call runs the whole loop
@@ -80,7 +151,8 @@ class HostLoop(KernelPath):
             code.line(f"const jm_Args& {ARGS} = *jm_args;")
             code.line("typedef int64_t jm_index_t;")
             code.line(f"const jm_index_t jm_n = (jm_index_t){ARGS}.jm_n;")
-            code.extend(self._strided(binding, spec) if spec.path == STRIDED else self._flat(binding, spec))
+            loop = {CONTIGUOUS: self._flat, ROWS: self._rows, STRIDED: self._rows, BLOCKED: self._blocked}[spec.path]
+            code.extend(loop(binding, spec))
         return code.text() + "\n"
 
     def _flat(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
@@ -90,17 +162,91 @@ class HostLoop(KernelPath):
                                      [f"{ARGS}.jm_out{j}[jm_i]" for j in range(len(spec.outputs))]))
         return _guarded(work, "jm_n")
 
-    def _strided(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
-        nout = len(spec.outputs)
-        code = CodeBlock(f"const jm_index_t jm_inner = (jm_index_t){ARGS}.jm_sizes[0];",
-                         "const jm_index_t jm_rows = jm_n / jm_inner;")
+    def _rows(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
+        """Rows of the innermost dimension, each row's start offsets computed once. A thread's static
+        share is of elements, not rows, so that one long row (a 1-d view with a step, an array times a
+        0-dim tensor) is split over the threads too: a share starts and ends inside a row. On the rows
+        path (every operand walks the row densely or not at all) the steps are the literals 1 and 0,
+        which GCC vectorizes with plain loads, an input constant along the row loaded once; on the
+        strided path they are the layout's strides."""
+        nout, ins = len(spec.outputs), spec.array_inputs
+        broadcast = params_of(spec, RowsParams).row_broadcast if spec.path == ROWS else ()
+        code = CodeBlock(f"const jm_index_t jm_inner = (jm_index_t){ARGS}.jm_sizes[0];")
         work = CodeBlock()
-        with work.block("for (jm_index_t jm_row = jm_begin; jm_row < jm_end; ++jm_row)"):
+        with work.block("for (jm_index_t jm_i = jm_begin; jm_i < jm_end;)"):
+            work.line("const jm_index_t jm_row = jm_i / jm_inner, jm_j0 = jm_i - jm_row * jm_inner;")
+            work.line("const jm_index_t jm_j1 = jm_end - jm_i < jm_inner - jm_j0 ? jm_j0 + (jm_end - jm_i) : jm_inner;")
             work.extend(operand_offsets(spec, "jm_row * jm_inner", DIVIDE))
-            with work.block("for (jm_index_t jm_j = 0; jm_j < jm_inner; ++jm_j)"):
-                loaded = {i: f"{ARGS}.jm_in{i}[jm_o{nout + p}]" for p, i in enumerate(spec.array_inputs)}
-                work.extend(element_body(binding, spec, loaded, [f"{ARGS}.jm_out{j}[jm_o{j}]" for j in range(nout)]))
+            if spec.path == ROWS:
+                for i in broadcast:
+                    work.line(f"const {ctype(spec.inputs[i])} jm_c{i} = {ARGS}.jm_in{i}[jm_o{nout + ins.index(i)}];")
+                with work.block("for (jm_index_t jm_j = jm_j0; jm_j < jm_j1; ++jm_j)"):
+                    loaded = {i: f"jm_c{i}" if i in broadcast else f"{ARGS}.jm_in{i}[jm_o{nout + p} + jm_j]"
+                              for p, i in enumerate(ins)}
+                    work.extend(element_body(binding, spec, loaded,
+                                             [f"{ARGS}.jm_out{j}[jm_o{j} + jm_j]" for j in range(nout)]))
+            else:
                 for k in range(spec.num_operands):
-                    work.line(f"jm_o{k} += (jm_index_t){ARGS}.jm_strides{k}[0];")
-        code.extend(_guarded(work, "jm_rows"))
+                    work.line(f"jm_o{k} += jm_j0 * (jm_index_t){ARGS}.jm_strides{k}[0];")
+                with work.block("for (jm_index_t jm_j = jm_j0; jm_j < jm_j1; ++jm_j)"):
+                    loaded = {i: f"{ARGS}.jm_in{i}[jm_o{nout + p}]" for p, i in enumerate(ins)}
+                    work.extend(element_body(binding, spec, loaded,
+                                             [f"{ARGS}.jm_out{j}[jm_o{j}]" for j in range(nout)]))
+                    for k in range(spec.num_operands):
+                        work.line(f"jm_o{k} += (jm_index_t){ARGS}.jm_strides{k}[0];")
+            work.line("jm_i += jm_j1 - jm_j0;")
+        code.extend(_guarded(work, "jm_n"))
+        return code
+
+    def _blocked(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
+        """Tiles of EDGE0 x EDGE1 elements of the two inner loop dimensions, in every batch (the loop
+        dimensions past the second), a thread's static share of all of them. In a tile each tiled
+        input is copied into its buffer along its own rows (dimension 1, unit stride), then the
+        element loop runs dimension 0 innermost: the outputs' unit-stride dimension, so stores are
+        contiguous and vectorize, reading the tiled inputs back from the buffers. Partial tiles at
+        the edges run shorter loops (`jm_len0`, `jm_len1`) instead of checking each element."""
+        nout, count, ins = len(spec.outputs), spec.num_operands, spec.array_inputs
+        tiled, row = params_of(spec, BlockedParams).tiled_inputs, EDGE1 + PAD
+        code = CodeBlock(f"const jm_index_t jm_s0 = (jm_index_t){ARGS}.jm_sizes[0], "
+                         f"jm_s1 = (jm_index_t){ARGS}.jm_sizes[1];",
+                         f"const jm_index_t jm_tiles0 = (jm_s0 + {EDGE0 - 1}) / {EDGE0}, "
+                         f"jm_tiles1 = (jm_s1 + {EDGE1 - 1}) / {EDGE1};",
+                         "jm_index_t jm_tiles = jm_tiles0 * jm_tiles1;")
+        for d in range(2, spec.ndim):
+            code.line(f"jm_tiles *= (jm_index_t){ARGS}.jm_sizes[{d}];")
+        # Strides in locals: an output of an integer type could otherwise alias the Args struct's
+        # strides for the compiler, which would then reload them after every store.
+        for k in range(count):
+            code.line(f"const jm_index_t jm_st{k}_0 = (jm_index_t){ARGS}.jm_strides{k}[0], "
+                      f"jm_st{k}_1 = (jm_index_t){ARGS}.jm_strides{k}[1];")
+        work = CodeBlock()
+        for i in tiled:
+            work.line(f"{ctype(spec.inputs[i])} jm_tile{i}[{EDGE0 * row}];")
+        with work.block("for (jm_index_t jm_t = jm_begin; jm_t < jm_end; ++jm_t)"):
+            work.line(f"const jm_index_t jm_lo0 = jm_t % jm_tiles0 * {EDGE0}, "
+                      f"jm_lo1 = jm_t / jm_tiles0 % jm_tiles1 * {EDGE1};")
+            work.line(f"const jm_index_t jm_len0 = jm_s0 - jm_lo0 < {EDGE0} ? jm_s0 - jm_lo0 : {EDGE0};")
+            work.line(f"const jm_index_t jm_len1 = jm_s1 - jm_lo1 < {EDGE1} ? jm_s1 - jm_lo1 : {EDGE1};")
+            work.extend(operand_offsets(spec, "jm_t / (jm_tiles0 * jm_tiles1)", DIVIDE, first_dim=2))
+            for k in range(count):
+                work.line(f"jm_o{k} += jm_lo0 * jm_st{k}_0 + jm_lo1 * jm_st{k}_1;")
+            if tiled:
+                with work.block("for (jm_index_t jm_i0 = 0; jm_i0 < jm_len0; ++jm_i0)"):
+                    with work.block("for (jm_index_t jm_i1 = 0; jm_i1 < jm_len1; ++jm_i1)"):
+                        for i in tiled:
+                            k = nout + ins.index(i)
+                            work.line(f"jm_tile{i}[jm_i0 * {row} + jm_i1] = "
+                                      f"{ARGS}.jm_in{i}[jm_o{k} + jm_i0 * jm_st{k}_0 + jm_i1 * jm_st{k}_1];")
+            with work.block("for (jm_index_t jm_i1 = 0; jm_i1 < jm_len1; ++jm_i1)"):
+                walked = [k for k in range(count) if k < nout or ins[k - nout] not in tiled]
+                work.line("const jm_index_t " + ", ".join(
+                    f"jm_p{k} = jm_o{k} + jm_i1 * jm_st{k}_1" for k in walked) + ";")
+                with work.block("for (jm_index_t jm_i0 = 0; jm_i0 < jm_len0; ++jm_i0)"):
+                    loaded = {i: f"jm_tile{i}[jm_i0 * {row} + jm_i1]" if i in tiled
+                              else f"{ARGS}.jm_in{i}[jm_p{nout + pos} + jm_i0 * jm_st{nout + pos}_0]"
+                              for pos, i in enumerate(ins)}
+                    # The outputs walk dimension 0 with unit stride (`transposed_operands`).
+                    work.extend(element_body(binding, spec, loaded,
+                                             [f"{ARGS}.jm_out{j}[jm_p{j} + jm_i0]" for j in range(nout)]))
+        code.extend(_guarded(work, "jm_tiles"))
         return code

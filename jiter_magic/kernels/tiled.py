@@ -36,7 +36,7 @@ from jiter_magic.kernels.tile_code import (
     tile_origin,
 )
 from jiter_magic.planning.dtypes import DTYPES, ctype
-from jiter_magic.planning.layout import ArrayDesc, Layout
+from jiter_magic.planning.layout import ArrayDesc, Layout, transposed_operands
 from jiter_magic.planning.spec import TILED, KernelSpec
 
 # Tiles of edge0 x edge1 elements (`tile_edges`), 32 x `thread_rows(spec)` threads: a thread moves
@@ -102,15 +102,8 @@ class Tiled(CudaPath):
             return None
         if ceil_div(layout.sizes[1], TILE) > MAX_GRID_Y:  # tiles of the second dimension go on grid.y
             return None
-        if any(layout.strides[j][0] != 1 for j in range(nout)):
-            return None
-        found, position = [], nout
-        for index, a in enumerate(call.arrays):
-            if isinstance(a, ArrayDesc):
-                strides = layout.strides[position]
-                if abs(strides[1]) == 1 and strides[0] != 1 and strides[0] != 0:
-                    found.append((index, position))
-                position += 1
+        array_indices = [index for index, a in enumerate(call.arrays) if isinstance(a, ArrayDesc)]
+        found = [(array_indices[position - nout], position) for position in transposed_operands(layout, nout)]
         # As many inputs through tiles as their tiles fit in shared memory (three complex128 ones do
         # not); the others are read directly, as the inputs that walk the outputs' way are.
         chosen, used = [], 0

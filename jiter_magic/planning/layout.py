@@ -179,3 +179,15 @@ def plan_layout(
     strides = [[op[axis] for axis in order] for op in operands]
     loop_sizes, loop_strides = coalesce(sizes, strides)
     return Layout(shape=shape, output_strides=dense, sizes=loop_sizes, strides=loop_strides, numel=numel)
+
+
+def transposed_operands(layout: Layout, num_outputs: int) -> tuple[int, ...]:
+    """Positions in `layout.strides` of the inputs that walk loop dimension 1 with unit stride (either
+    way) while every output walks dimension 0 with unit stride: a transposed input, NCHW read as NHWC.
+    Such an input, read in the outputs' order, moves a whole row of its own a step; both the CUDA
+    tiled path and the host's blocked loop read it through tiles of the two dimensions instead.
+    Empty below two loop dimensions or where an output does not walk dimension 0 densely."""
+    if layout.ndim < 2 or any(layout.strides[j][0] != 1 for j in range(num_outputs)):
+        return ()
+    return tuple(p for p in range(num_outputs, len(layout.strides))
+                 if abs(layout.strides[p][1]) == 1 and layout.strides[p][0] not in (0, 1))

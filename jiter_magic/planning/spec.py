@@ -13,6 +13,7 @@ from dataclasses import KW_ONLY, dataclass
 from jiter_magic.planning.dtypes import DTYPES
 
 CONTIGUOUS, ROWS, TILED, STRIDED = "contiguous", "rows", "tiled", "strided"
+BLOCKED = "blocked"  # the host's cache-blocked loop (kernels/host.py): no CUDA path has this shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,7 @@ class KernelSpec:
     compute: str  # the functor's T
     extras: tuple[str, ...]  # dtype of each extra argument, in the entry function's order
     _: KW_ONLY  # the loop's fields by name only, so that no caller's positions drift when they change
-    path: str  # the kernel path (kernels/): contiguous, rows, tiled or strided
+    path: str  # the kernel path (kernels/): contiguous, rows, tiled or strided; blocked on the host
     ndim: int = 1  # loop dimensions
     index64: bool = False  # 64-bit indices: always on the host, on CUDA where 32 bits do not reach
     params: PathParams  # the path's own parameters (kernels/: ContiguousParams, RowsParams, TiledParams)

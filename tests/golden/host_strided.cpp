@@ -162,13 +162,12 @@ extern "C" int jm_kernel(const jm_Args* jm_args) {
   typedef int64_t jm_index_t;
   const jm_index_t jm_n = (jm_index_t)jm_a.jm_n;
   const jm_index_t jm_inner = (jm_index_t)jm_a.jm_sizes[0];
-  const jm_index_t jm_rows = jm_n / jm_inner;
   int jm_status = 0, jm_thrown = 0;
   char jm_what[512];
   #pragma omp parallel if (jm_n > 32768)
   {
     jm_index_t jm_begin, jm_end;
-    jm_share(jm_rows, &jm_begin, &jm_end);
+    jm_share(jm_n, &jm_begin, &jm_end);
     volatile int jm_failed = 0;
     jm_fenv_t jm_fenv;
     jm_fenv_save(&jm_fenv);
@@ -177,7 +176,9 @@ extern "C" int jm_kernel(const jm_Args* jm_args) {
     if (jm_signal == 0) {
       jm_fault_jump = &jm_jump;
       try {
-        for (jm_index_t jm_row = jm_begin; jm_row < jm_end; ++jm_row) {
+        for (jm_index_t jm_i = jm_begin; jm_i < jm_end;) {
+          const jm_index_t jm_row = jm_i / jm_inner, jm_j0 = jm_i - jm_row * jm_inner;
+          const jm_index_t jm_j1 = jm_end - jm_i < jm_inner - jm_j0 ? jm_j0 + (jm_end - jm_i) : jm_inner;
           jm_index_t jm_rem = jm_row * jm_inner;
           jm_index_t jm_o0 = 0, jm_o1 = 0, jm_o2 = 0;
           const jm_index_t jm_q0 = jm_rem / (jm_index_t)jm_a.jm_sizes[0];
@@ -190,7 +191,10 @@ extern "C" int jm_kernel(const jm_Args* jm_args) {
           jm_o0 += jm_idx * (jm_index_t)jm_a.jm_strides0[1];
           jm_o1 += jm_idx * (jm_index_t)jm_a.jm_strides1[1];
           jm_o2 += jm_idx * (jm_index_t)jm_a.jm_strides2[1];
-          for (jm_index_t jm_j = 0; jm_j < jm_inner; ++jm_j) {
+          jm_o0 += jm_j0 * (jm_index_t)jm_a.jm_strides0[0];
+          jm_o1 += jm_j0 * (jm_index_t)jm_a.jm_strides1[0];
+          jm_o2 += jm_j0 * (jm_index_t)jm_a.jm_strides2[0];
+          for (jm_index_t jm_j = jm_j0; jm_j < jm_j1; ++jm_j) {
             const jm_compute_t jm_v0 = jm_a.jm_scalar0;
             const jm_compute_t jm_v1 = jm_a.jm_in1[jm_o2];
             jm_compute_t jm_r0, jm_r1;
@@ -201,6 +205,7 @@ extern "C" int jm_kernel(const jm_Args* jm_args) {
             jm_o1 += (jm_index_t)jm_a.jm_strides1[0];
             jm_o2 += (jm_index_t)jm_a.jm_strides2[0];
           }
+          jm_i += jm_j1 - jm_j0;
         }
       } catch (const std::exception& jm_error) {
         jm_fault_note(jm_what, &jm_thrown, jm_error.what());

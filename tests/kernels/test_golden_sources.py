@@ -18,6 +18,7 @@ from jiter_magic.codegen.names import KERNEL_FILE
 from jiter_magic.frontend.bind import bind
 from jiter_magic.frontend.parse import parse_functor
 from jiter_magic.kernels.contiguous import ContiguousParams
+from jiter_magic.kernels.host import BlockedParams
 from jiter_magic.kernels.render import render
 from jiter_magic.kernels.rows import RowsParams
 from jiter_magic.kernels.tiled import TiledParams
@@ -61,6 +62,12 @@ CASES = {
     "host_strided": (MULTI, [], 2, "cpu", KernelSpec(
         inputs=("float32", "float32"), scalar_inputs=(True, False), outputs=("float32", "float32"),
         compute="float32", extras=(), path="strided", ndim=2, index64=True, params=PathParams())),
+    "host_rows": (AXPY, ["alpha"], None, "cpu", KernelSpec(
+        inputs=("float32", "int8"), scalar_inputs=(False, False), outputs=("float32",), compute="float32",
+        extras=("float64",), path="rows", ndim=2, index64=True, params=RowsParams(vec=1, row_broadcast=(1,)))),
+    "host_blocked": (AXPY, ["alpha"], None, "cpu", KernelSpec(
+        inputs=("float32", "float16"), scalar_inputs=(False, False), outputs=("float32",), compute="float32",
+        extras=("float64",), path="blocked", ndim=3, index64=True, params=BlockedParams(tiled_inputs=(1,)))),
 }
 
 

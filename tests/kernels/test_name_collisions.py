@@ -47,7 +47,7 @@ def _macro_code(macro: str) -> str:
 def test_user_macros_named_like_generated_names_compile_and_run_on_cpu(macro):
     fn = jiter_magic.create_jit_fn(_macro_code(macro), alpha=2.0)
     x, y = np.arange(6.0).reshape(2, 3), np.arange(3.0)
-    np.testing.assert_array_equal(fn(x, y), 2 * x + y)  # contiguous rows broadcast: the strided host loop
+    np.testing.assert_array_equal(fn(x, y), 2 * x + y)  # contiguous rows broadcast: the host rows loop
     np.testing.assert_array_equal(fn(x.ravel(), x.ravel()), 3 * x.ravel())  # the flat host loop
     out = fn(x.astype(np.float16), 1.5)  # a scalar input and half conversions
     np.testing.assert_array_equal(out, (2 * x + 1.5).astype(np.float16))

@@ -21,6 +21,7 @@ from jiter_magic.planning.layout import (
     contiguous_strides,
     dimension_order,
     plan_layout,
+    transposed_operands,
 )
 
 HYPOTHESIS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -236,6 +237,24 @@ def test_known_loop_strides():
     bias = plan_tensors(torch.randn(3, 7), torch.randn(7))
     assert bias.strides == ((1, 7), (1, 7), (1, 0))
     assert bias.is_contiguous is False
+
+
+def test_transposed_operands():
+    """Inputs walking loop dimension 1 densely while every output walks dimension 0 so: the operands
+    the CUDA tiled path and the host's blocked loop read through tiles."""
+    a, b = torch.randn(5, 40).t(), torch.randn(40, 5)
+    assert transposed_operands(plan_tensors(a, b), 1) == (2,)  # b: the output follows a
+    assert transposed_operands(plan_tensors(b, a), 1) == (2,)
+    assert transposed_operands(plan_tensors(a, b, b.flip(1)), 1) == (2, 3)  # a flipped row walks it too
+    assert transposed_operands(plan_tensors(a, b, num_outputs=2), 2) == (3,)  # positions count the outputs
+    assert transposed_operands(plan_tensors(b, b), 1) == ()  # one dense dimension
+    assert transposed_operands(plan_tensors(torch.randn(40, 1), torch.randn(1, 5)), 1) == ()  # broadcast rows
+    assert transposed_operands(plan_tensors(b[:, ::2], b[:, :3]), 1) == ()  # the output strides through its rows
+    strided_out = plan_tensors(b, a, output_shapes=[(40, 5)], output_strides=[(10, 2)])
+    assert transposed_operands(strided_out, 1) == ()  # the output does not walk dimension 0 densely
+    nhwc = torch.randn(2, 8, 6, 7).permute(0, 2, 3, 1)
+    layout = plan_tensors(nhwc, torch.randn(2, 6, 7, 8))
+    assert layout.sizes == (42, 8, 2) and transposed_operands(layout, 1) == (2,)
 
 
 def test_torch_keeps_strides_of_size1_dims_and_we_do_not():

@@ -1,0 +1,223 @@
+
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include <cmath>
+#if defined(JM_VECTOR_MATH) && defined(__GLIBC__) && defined(__x86_64__)
+#if __GLIBC_PREREQ(2, 22)
+#define JM_SIMD extern "C" __attribute__((simd("notinbranch")))
+JM_SIMD double cos(double) noexcept; JM_SIMD float cosf(float) noexcept;
+JM_SIMD double sin(double) noexcept; JM_SIMD float sinf(float) noexcept;
+JM_SIMD double exp(double) noexcept; JM_SIMD float expf(float) noexcept;
+JM_SIMD double log(double) noexcept; JM_SIMD float logf(float) noexcept;
+JM_SIMD double pow(double, double) noexcept; JM_SIMD float powf(float, float) noexcept;
+#if __GLIBC_PREREQ(2, 35)
+JM_SIMD double acos(double) noexcept; JM_SIMD float acosf(float) noexcept;
+JM_SIMD double acosh(double) noexcept; JM_SIMD float acoshf(float) noexcept;
+JM_SIMD double asin(double) noexcept; JM_SIMD float asinf(float) noexcept;
+JM_SIMD double asinh(double) noexcept; JM_SIMD float asinhf(float) noexcept;
+JM_SIMD double atan(double) noexcept; JM_SIMD float atanf(float) noexcept;
+JM_SIMD double atan2(double, double) noexcept; JM_SIMD float atan2f(float, float) noexcept;
+JM_SIMD double atanh(double) noexcept; JM_SIMD float atanhf(float) noexcept;
+JM_SIMD double cbrt(double) noexcept; JM_SIMD float cbrtf(float) noexcept;
+JM_SIMD double cosh(double) noexcept; JM_SIMD float coshf(float) noexcept;
+JM_SIMD double erf(double) noexcept; JM_SIMD float erff(float) noexcept;
+JM_SIMD double erfc(double) noexcept; JM_SIMD float erfcf(float) noexcept;
+JM_SIMD double exp10(double) noexcept; JM_SIMD float exp10f(float) noexcept;
+JM_SIMD double exp2(double) noexcept; JM_SIMD float exp2f(float) noexcept;
+JM_SIMD double expm1(double) noexcept; JM_SIMD float expm1f(float) noexcept;
+JM_SIMD double hypot(double, double) noexcept; JM_SIMD float hypotf(float, float) noexcept;
+JM_SIMD double log10(double) noexcept; JM_SIMD float log10f(float) noexcept;
+JM_SIMD double log1p(double) noexcept; JM_SIMD float log1pf(float) noexcept;
+JM_SIMD double log2(double) noexcept; JM_SIMD float log2f(float) noexcept;
+JM_SIMD double sinh(double) noexcept; JM_SIMD float sinhf(float) noexcept;
+JM_SIMD double tan(double) noexcept; JM_SIMD float tanf(float) noexcept;
+JM_SIMD double tanh(double) noexcept; JM_SIMD float tanhf(float) noexcept;
+#endif
+#undef JM_SIMD
+#endif
+#endif
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __restrict__ __restrict
+#define JM_INLINE inline __attribute__((always_inline))
+using std::abs; using std::sqrt; using std::exp; using std::log; using std::sin; using std::cos;
+using std::tan; using std::pow; using std::floor; using std::ceil; using std::round; using std::trunc;
+using std::fabs; using std::fmin; using std::fmax; using std::isnan; using std::isinf; using std::isfinite;
+// CUDA's mixed-type min/max, in the global namespace as device code sees them
+template <typename A, typename B> JM_INLINE auto min(A a, B b) -> decltype(a + b) { return b < a ? b : a; }
+template <typename A, typename B> JM_INLINE auto max(A a, B b) -> decltype(a + b) { return a < b ? b : a; }
+JM_INLINE float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+JM_INLINE double rsqrt(double x) { return 1.0 / sqrt(x); }
+JM_INLINE float __expf(float x) { return expf(x); }
+JM_INLINE float __logf(float x) { return logf(x); }
+JM_INLINE float __sinf(float x) { return sinf(x); }
+JM_INLINE float __cosf(float x) { return cosf(x); }
+JM_INLINE float __fdividef(float a, float b) { return a / b; }
+JM_INLINE float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+JM_INLINE int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+JM_INLINE float __uint_as_float(unsigned int i) { float f; memcpy(&f, &i, 4); return f; }
+JM_INLINE unsigned int __float_as_uint(float f) { unsigned int i; memcpy(&i, &f, 4); return i; }
+struct jm_half { unsigned short x; };
+struct jm_bfloat16 { unsigned short x; };
+// IEEE half by integer and float operations with no branch, so that a loop over half elements
+// vectorizes (GCC 12 does not vectorize _Float16 conversions): exact, rounding to nearest even.
+JM_INLINE float jm_to_float(jm_half h) {
+  // `twice`: the half's exponent and significand at the top of a word, the sign shifted out.
+  const unsigned int w = (unsigned int)h.x << 16, sign = w & 0x80000000u, twice = w + w;
+  // A normal half (or inf/nan): the bits moved into float's places and the exponent rebiased by
+  // adding 224 to it and scaling by 2^-112, which leaves exponent 31 at 255 (inf/nan).
+  const float normal = __uint_as_float((twice >> 4) + 0x70000000u) * 0x1.0p-112f;
+  // A subnormal half (exponent 0) is m * 2^-24: m below the significand of 0.5f, then 0.5 taken off.
+  const float subnormal = __uint_as_float((twice >> 17) | 0x3f000000u) - 0.5f;
+  return __uint_as_float(sign | (twice < 0x08000000u ? __float_as_uint(subnormal) : __float_as_uint(normal)));
+}
+JM_INLINE jm_half jm_to_half(float f) {
+  const unsigned int u = __float_as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  // Normal halves: rebias the exponent (127 - 15 = 112), drop 13 bits rounding to even; a carry
+  // runs into the exponent, which is the right result up to 65504.
+  const unsigned int r = a - 0x38000000u, normal = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
+  // Below 2^-14 the half is subnormal: |f| * 2^24 (exact: a power of two) rounded to an integer, to
+  // even, by the float addition of 2^23, which leaves that integer in the sum's low bits.
+  const float scaled = __uint_as_float(a) * 0x1.0p24f;
+  const unsigned int subnormal = __float_as_uint(scaled + 0x1.0p23f) - 0x4b000000u;
+  unsigned int bits = a < 0x38800000u ? subnormal : normal;
+  bits = a >= 0x477ff000u ? 0x7c00u : bits;  // rounds to infinity
+  bits = a > 0x7f800000u ? 0x7e00u : bits;  // nan
+  jm_half h;
+  h.x = (unsigned short)(sign | bits);
+  return h;
+}
+JM_INLINE float jm_to_float(jm_bfloat16 b) { return __uint_as_float(((unsigned int)b.x) << 16); }
+JM_INLINE jm_bfloat16 jm_to_bfloat16(float f) {
+  unsigned int u = __float_as_uint(f);
+  jm_bfloat16 b;
+  if ((u & 0x7fffffffu) > 0x7f800000u) { b.x = (unsigned short)((u >> 16) | 0x40u); return b; }
+  u += 0x7fffu + ((u >> 16) & 1u);
+  b.x = (unsigned short)(u >> 16);
+  return b;
+}
+namespace jm { typedef ::jm_half half; typedef ::jm_bfloat16 bfloat16; }  // the storage types, for users
+#include <setjmp.h>
+#include <fenv.h>
+#include <exception>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+// jiter_magic's fault guard (a runtime library loaded once a process): a thread computing a
+// kernel says where a fault in the functor jumps back to, so the fault becomes a Python exception.
+extern "C" {
+extern __thread sigjmp_buf* volatile jm_fault_jump;
+void jm_fault_note(char* text, int* taken, const char* what);
+void jm_fault_report(const char* text);
+}
+// Each kernel thread's floating-point environment, kept across its share: a functor that enables
+// traps (feenableexcept) or changes the rounding mode leaves them behind neither after the call nor
+// after a fault the guard caught.
+typedef fenv_t jm_fenv_t;
+static inline void jm_fenv_save(jm_fenv_t* env) { fegetenv(env); }
+static inline void jm_fenv_restore(const jm_fenv_t* env) { fesetenv(env); }
+// This thread's share of n iterations: contiguous static chunks, as schedule(static) gives.
+static inline void jm_share(int64_t n, int64_t* begin, int64_t* end) {
+#ifdef _OPENMP
+  const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
+#else
+  const int64_t threads = 1, me = 0;
+#endif
+  const int64_t chunk = (n + threads - 1) / threads;
+  *begin = me * chunk < n ? me * chunk : n;
+  *end = *begin + chunk < n ? *begin + chunk : n;
+}
+
+typedef float jm_compute_t;
+#line 1 "jiterator"
+template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }
+#line 139 "jiter_magic_kernel"
+struct jm_Args {
+  alignas(8) float* jm_out0;
+  alignas(8) const float* jm_in0;
+  alignas(8) const int8_t* jm_in1;
+  alignas(8) int64_t jm_n;
+  alignas(8) double jm_extra0;
+  alignas(8) int64_t jm_sizes[2];
+  alignas(8) int64_t jm_strides0[2];
+  alignas(8) int64_t jm_strides1[2];
+  alignas(8) int64_t jm_strides2[2];
+};
+static_assert(sizeof(jm_Args) == 104, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_out0) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_in0) == 4, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(*((jm_Args*)0)->jm_in1) == 1, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_n) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_extra0) == 8, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_sizes) == 16, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides0) == 16, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides1) == 16, "jm_Args layout: does a macro in the code string redefine a type?");
+static_assert(sizeof(((jm_Args*)0)->jm_strides2) == 16, "jm_Args layout: does a macro in the code string redefine a type?");
+extern "C" int jm_kernel(const jm_Args* jm_args) {
+  const jm_Args& jm_a = *jm_args;
+  typedef int64_t jm_index_t;
+  const jm_index_t jm_n = (jm_index_t)jm_a.jm_n;
+  const jm_index_t jm_inner = (jm_index_t)jm_a.jm_sizes[0];
+  int jm_status = 0, jm_thrown = 0;
+  char jm_what[512];
+  #pragma omp parallel if (jm_n > 32768)
+  {
+    jm_index_t jm_begin, jm_end;
+    jm_share(jm_n, &jm_begin, &jm_end);
+    volatile int jm_failed = 0;
+    jm_fenv_t jm_fenv;
+    jm_fenv_save(&jm_fenv);
+    sigjmp_buf jm_jump;
+    const int jm_signal = sigsetjmp(jm_jump, 0);
+    if (jm_signal == 0) {
+      jm_fault_jump = &jm_jump;
+      try {
+        for (jm_index_t jm_i = jm_begin; jm_i < jm_end;) {
+          const jm_index_t jm_row = jm_i / jm_inner, jm_j0 = jm_i - jm_row * jm_inner;
+          const jm_index_t jm_j1 = jm_end - jm_i < jm_inner - jm_j0 ? jm_j0 + (jm_end - jm_i) : jm_inner;
+          jm_index_t jm_rem = jm_row * jm_inner;
+          jm_index_t jm_o0 = 0, jm_o1 = 0, jm_o2 = 0;
+          const jm_index_t jm_q0 = jm_rem / (jm_index_t)jm_a.jm_sizes[0];
+          { const jm_index_t jm_idx = jm_rem - jm_q0 * (jm_index_t)jm_a.jm_sizes[0];
+            jm_o0 += jm_idx * (jm_index_t)jm_a.jm_strides0[0];
+            jm_o1 += jm_idx * (jm_index_t)jm_a.jm_strides1[0];
+            jm_o2 += jm_idx * (jm_index_t)jm_a.jm_strides2[0];
+            jm_rem = jm_q0; }
+          const jm_index_t jm_idx = jm_rem;
+          jm_o0 += jm_idx * (jm_index_t)jm_a.jm_strides0[1];
+          jm_o1 += jm_idx * (jm_index_t)jm_a.jm_strides1[1];
+          jm_o2 += jm_idx * (jm_index_t)jm_a.jm_strides2[1];
+          const int8_t jm_c1 = jm_a.jm_in1[jm_o2];
+          for (jm_index_t jm_j = jm_j0; jm_j < jm_j1; ++jm_j) {
+            const jm_compute_t jm_v0 = jm_a.jm_in0[jm_o1 + jm_j];
+            const jm_compute_t jm_v1 = static_cast<float>(jm_c1);
+            jm_compute_t jm_r0;
+            jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
+            jm_a.jm_out0[jm_o0 + jm_j] = jm_r0;
+          }
+          jm_i += jm_j1 - jm_j0;
+        }
+      } catch (const std::exception& jm_error) {
+        jm_fault_note(jm_what, &jm_thrown, jm_error.what());
+        jm_failed = -1;
+      } catch (...) {
+        jm_fault_note(jm_what, &jm_thrown, "an exception that is not a std::exception");
+        jm_failed = -1;
+      }
+    } else {
+      jm_failed = jm_signal;
+    }
+    jm_fault_jump = 0;
+    jm_fenv_restore(&jm_fenv);
+    if (jm_failed) {
+      #pragma omp atomic write
+      jm_status = jm_failed;
+    }
+  }
+  if (jm_status == -1) jm_fault_report(jm_what);
+  return jm_status;
+}
