@@ -2,7 +2,8 @@
 
 CUDA paths are tried in order, the first that fits a call wins: contiguous vectors, tiles
 through shared memory, rows, and strided offsets for everything else. The host has one
-path, an OpenMP loop. Paths are stateless, so each is one instance made here at import.
+path class, an OpenMP loop, whose spec names the loop it renders (contiguous, blocked, rows or
+strided). Paths are stateless, so each is one instance made here at import.
 """
 from __future__ import annotations
 

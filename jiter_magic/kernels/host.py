@@ -38,20 +38,19 @@ from jiter_magic.planning.spec import BLOCKED, CONTIGUOUS, ROWS, STRIDED, Kernel
 
 PARALLEL = "#pragma omp parallel if (jm_n > 32768)"
 # The blocked loop's tiles: EDGE0 elements along the outputs' rows (loop dimension 0) by EDGE1
-# along the tiled inputs' rows (dimension 1); a buffer's rows are PAD elements longer. Measured on
-# the 2-core development machine (a transpose of 4096^2 float32, of 2048^2 float64 and int8, NCHW
-# read as NHWC): 64x64 was the fastest or within noise of it everywhere; 32x32 and 16x16 lost up to
-# 1.4x and 2.7x on the transposes, 128x128 and 128x64 gained nothing. Without the buffer (reading
-# the input in the outputs' order and counting on the cache to keep its lines) a 4096^2 float32
-# transpose ran 2.7x slower: its rows are 16 KiB apart, so a tile's lines all fall in one L1 set.
-# A padding of one element beat none (1.2-1.9x: the buffer's columns then spread over the sets)
-# and beat 2, 4 or a cache line's worth.
+# along the tiled inputs' rows (dimension 1); a buffer's rows are PAD elements longer. Chosen by
+# measuring on the 2-core development machine (transposes of float32, float64, int8 and bfloat16,
+# NCHW read as NHWC; docs/benchmarks.md): 64x64 was the fastest or within noise of it for all but
+# float16; 32x32 and 16x16 were slower on the transposes, 128x128 and 128x64 no faster. The buffer
+# is what makes tiles pay: read in the outputs' order, a transposed input whose rows are a power
+# of two apart (4096 float32: 16 KiB) puts all of a tile's lines in one L1 set, which then thrash.
+# One element of padding beat none (the buffer's columns then spread over the sets) and beat 2, 4
+# or a cache line's worth.
 EDGE0, EDGE1, PAD = 64, 64, 1
-# The tiled inputs' rows (loop dimension 1) at least this long. Against the strided loop, measured
-# on that machine: 1.3-1.6x faster from 16 to 32 elements, 0.3-0.8x below 12 (rows that short keep
-# the strided loop's reads within a few cache lines anyway). Along dimension 0 no minimum: from 2 to
-# 32 elements (NCHW read as NHWC with 3 channels) the blocked loop was 2.3-5x faster, the strided
-# loop's rows being that short.
+# The tiled inputs' rows (loop dimension 1) at least this long: from 16 elements on the blocked loop
+# beat the strided one, below 12 it lost (rows that short keep the strided loop's reads within a few
+# cache lines anyway). Along dimension 0 no minimum: from 2 to 32 elements (NCHW read as NHWC with
+# 3 channels) the blocked loop won by the most, the strided loop's rows being that short.
 MIN_TILED_ROWS = 16
 # Buffers a thread keeps on its stack at most: one complex128 tile (66.5 KiB) fits, as do seven
 # float32 ones; inputs past it are read in place. Far below any thread's stack on glibc (8 MiB).
