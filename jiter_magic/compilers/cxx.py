@@ -56,15 +56,25 @@ def _version(cxx: str) -> str:
     return (result.stdout.splitlines() or ["unknown"])[0]
 
 
-@functools.cache
-def _accepts(cxx: str, flag: str) -> bool:
+def _builds(cxx: str, code: str, options: tuple[str, ...], libraries: tuple[str, ...] = (),
+            warnings_fail: bool = False) -> bool:
+    """Whether `code` compiles and links into an executable with `options` (and, with `warnings_fail`,
+    without a warning): linked, so that a missing library or symbol fails here, not at a kernel's load."""
     with tempfile.TemporaryDirectory() as folder:
         source = os.path.join(folder, "probe.cpp")
         with open(source, "w") as handle:
-            handle.write("int main() { return 0; }\n")
-        result = subprocess.run([cxx, flag, source, "-o", os.path.join(folder, "probe")],
-                                capture_output=True, check=False)
-    return result.returncode == 0
+            handle.write(code)
+        try:
+            result = subprocess.run([cxx, *options, source, "-o", os.path.join(folder, "probe"), *libraries],
+                                    capture_output=True, text=True, check=False, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return False
+    return result.returncode == 0 and not (warnings_fail and "warning" in result.stderr)
+
+
+@functools.cache
+def _accepts(cxx: str, flag: str) -> bool:
+    return _builds(cxx, "int main() { return 0; }\n", (flag,))
 
 
 def _cpuinfo(*names: str) -> str | None:
@@ -130,21 +140,11 @@ def _find_facts(cxx: str) -> tuple[dict, list[str]]:
 
 
 def _links_vector_math(cxx: str, native: tuple[str, ...]) -> bool:
-    """Whether a loop over a `simd`-declared sinf compiles to libmvec's vector sinf and links
-    against it: an executable, so that a missing library or symbol fails here, not at a kernel's load."""
+    """Whether a loop over a `simd`-declared sinf compiles to libmvec's vector sinf and links against it."""
     if platform.machine() not in ("x86_64", "AMD64"):
         return False
-    with tempfile.TemporaryDirectory() as folder:
-        source = os.path.join(folder, "probe.cpp")
-        with open(source, "w") as handle:
-            handle.write(_VECTOR_MATH_PROBE)
-        try:
-            result = subprocess.run([cxx, "-O3", "-fno-math-errno", *native, source, "-o",
-                                     os.path.join(folder, "probe"), "-lmvec"],
-                                    capture_output=True, text=True, check=False, timeout=60)
-        except (OSError, subprocess.SubprocessError):
-            return False
-    return result.returncode == 0 and "warning" not in result.stderr
+    # A compiler that ignores the `simd` attribute only warns: it would call the scalar functions.
+    return _builds(cxx, _VECTOR_MATH_PROBE, ("-O3", "-fno-math-errno", *native), ("-lmvec",), warnings_fail=True)
 
 
 def feature_identity(macros: str) -> str:

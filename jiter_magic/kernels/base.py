@@ -9,13 +9,14 @@ parameters' record, and listing the class in `kernels/__init__.py`.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar, NamedTuple, TypeVar
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.args import FieldSpec
 from jiter_magic.planning.dtypes import DTYPES
-from jiter_magic.planning.layout import ArrayDesc, Layout
+from jiter_magic.planning.layout import ArrayDesc, Layout, transposed_operands
 from jiter_magic.planning.spec import KernelSpec, PathParams
 
 BLOCK = 128  # threads a block on CUDA
@@ -116,6 +117,28 @@ def loop_fields(spec: KernelSpec) -> list[FieldSpec]:
 
 def loop_geometry(layout: Layout) -> tuple[int, ...]:
     return tuple(layout.sizes) + tuple(s for op in layout.strides for s in op)
+
+
+def transposed_inputs(call: CallShape) -> list[tuple[int, int]]:
+    """(the input's index among the call's arguments, its position in `layout.strides`) of each
+    input that `transposed_operands` finds: the ones the tiled and blocked loops read through tiles."""
+    nout = len(call.output_dtypes)
+    array_indices = [index for index, a in enumerate(call.arrays) if isinstance(a, ArrayDesc)]
+    return [(array_indices[position - nout], position) for position in transposed_operands(call.layout, nout)]
+
+
+Item = TypeVar("Item")
+
+
+def within_budget(candidates: list[Item], cost: Callable[[Item], int], budget: int) -> list[Item]:
+    """The candidates, in order, taken while their costs together stay within `budget` (one that
+    would pass it is skipped, a later cheaper one may still fit)."""
+    chosen, used = [], 0
+    for item in candidates:
+        if used + cost(item) <= budget:
+            chosen.append(item)
+            used += cost(item)
+    return chosen
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -29,11 +29,13 @@ from jiter_magic.kernels.base import (
     loop_fields,
     loop_geometry,
     params_of,
+    transposed_inputs,
+    within_budget,
 )
 from jiter_magic.kernels.contiguous import ContiguousParams
 from jiter_magic.kernels.rows import RowsParams
 from jiter_magic.planning.dtypes import DTYPES, ctype
-from jiter_magic.planning.layout import ArrayDesc, Layout, transposed_operands
+from jiter_magic.planning.layout import ArrayDesc, Layout
 from jiter_magic.planning.spec import BLOCKED, CONTIGUOUS, ROWS, STRIDED, KernelSpec, PathParams
 
 PARALLEL = "#pragma omp parallel if (jm_n > 32768)"
@@ -114,17 +116,13 @@ class HostLoop(KernelPath):
         layout, nout = call.layout, len(call.output_dtypes)
         if layout.is_contiguous:
             return PathChoice(CONTIGUOUS, 1, ContiguousParams(vec=1))
-        array_indices = [index for index, a in enumerate(call.arrays) if isinstance(a, ArrayDesc)]
-        positions = transposed_operands(layout, nout)
-        if positions and layout.sizes[1] >= MIN_TILED_ROWS:
-            tiled, used = [], 0
-            for index in (array_indices[p - nout] for p in positions):
-                need = buffer_bytes(call.arrays[index].dtype)
-                if used + need <= STAGE_LIMIT:
-                    tiled.append(index)
-                    used += need
+        found = transposed_inputs(call)
+        if found and layout.sizes[1] >= MIN_TILED_ROWS:
+            tiled = within_budget([index for index, _ in found], lambda index: buffer_bytes(call.arrays[index].dtype),
+                                  STAGE_LIMIT)
             return PathChoice(BLOCKED, layout.ndim, BlockedParams(tiled_inputs=tuple(tiled)))
         if layout.ndim and all(strides[0] in (0, 1) for strides in layout.strides):
+            array_indices = [index for index, a in enumerate(call.arrays) if isinstance(a, ArrayDesc)]
             broadcast = tuple(i for p, i in enumerate(array_indices) if layout.strides[nout + p][0] == 0)
             return PathChoice(ROWS, layout.ndim, RowsParams(vec=1, row_broadcast=broadcast))
         return PathChoice(STRIDED, max(layout.ndim, 1), PathParams())

@@ -24,6 +24,8 @@ from jiter_magic.kernels.base import (
     loop_fields,
     loop_geometry,
     params_of,
+    transposed_inputs,
+    within_budget,
 )
 from jiter_magic.kernels.packed_tiles import PACKED_BATCHES_A_BLOCK, packed_body, packed_edges, packed_rows, packing
 from jiter_magic.kernels.tile_code import (
@@ -36,7 +38,7 @@ from jiter_magic.kernels.tile_code import (
     tile_origin,
 )
 from jiter_magic.planning.dtypes import DTYPES, ctype
-from jiter_magic.planning.layout import ArrayDesc, Layout, transposed_operands
+from jiter_magic.planning.layout import Layout
 from jiter_magic.planning.spec import TILED, KernelSpec
 
 # Tiles of edge0 x edge1 elements (`tile_edges`), 32 x `thread_rows(spec)` threads: a thread moves
@@ -97,21 +99,15 @@ class Tiled(CudaPath):
         return WARP, thread_rows(spec), 1
 
     def match(self, call: CallShape) -> PathChoice | None:
-        layout, nout = call.layout, len(call.output_dtypes)
+        layout = call.layout
         if layout.ndim < 2 or layout.sizes[0] < TILE // 2 or layout.sizes[1] < TILE // 2:
             return None
         if ceil_div(layout.sizes[1], TILE) > MAX_GRID_Y:  # tiles of the second dimension go on grid.y
             return None
-        array_indices = [index for index, a in enumerate(call.arrays) if isinstance(a, ArrayDesc)]
-        found = [(array_indices[position - nout], position) for position in transposed_operands(layout, nout)]
         # As many inputs through tiles as their tiles fit in shared memory (three complex128 ones do
         # not); the others are read directly, as the inputs that walk the outputs' way are.
-        chosen, used = [], 0
-        for index, position in found:
-            need = tile_bytes(call.arrays[index].dtype, TILE)
-            if used + need <= SHARED_LIMIT:
-                chosen.append((index, position))
-                used += need
+        chosen = within_budget(transposed_inputs(call), lambda found: tile_bytes(call.arrays[found[0]].dtype, TILE),
+                               SHARED_LIMIT)
         if not chosen:
             return None
         staged = [index for index, _ in chosen]
