@@ -26,6 +26,12 @@ with and without the fence on the thread's indices at each batch, and with 2 bat
 `--batched`: the shipped contiguous path and torch's jiterator timed two ways, by events around each
 call (as the benchmark does: the host's time up to the launch counts) and over 50 calls queued back
 to back (only the kernels count), to tell host-side from device-side gaps.
+`--math`: the math-heavy row (`sin(x)*exp(-y*y) + erf(x*y)/(1+tanh(x))`, float32 and float16) with 4, 8
+and 16 elements a thread and 128 or 256 threads a block: a math-bound kernel may want more independent
+elements a thread than a bandwidth-bound one.
+`--vector-tiles`: the tiled path's 16-byte accesses over 64x64 tiles for 4-byte elements
+(`kernels/vector_tiles.py`) off, on for two loop dimensions only, and on everywhere: transposed,
+3-d permuted and NCHW-as-NHWC float32 and int32 cases, each with a copy of its bytes as its ceiling.
 `--narrow`: the contiguous path's 1- and 2-byte rows with torch's jiterator's shape of work (8
 elements a thread, as one 8- or 16-byte vector or as two 4- or 8-byte ones) against the shipped one.
 
@@ -43,7 +49,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jiter_magic  # noqa: E402
-from jiter_magic.kernels import base, contiguous, describe, packed_tiles, rows, tiled  # noqa: E402
+from jiter_magic.kernels import base, contiguous, describe, packed_tiles, rows, tiled, vector_tiles  # noqa: E402
 from jiter_magic.kernels import render as kernel_source  # noqa: E402
 from jiter_magic.planning.dtypes import DTYPES  # noqa: E402
 
@@ -51,6 +57,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_gpu import timed  # noqa: E402
 
 AXPY = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
+MATH = ("template <typename T> T mathy(T x, T y) "
+        "{ return ::sin(x) * ::exp(-y * y) + ::erf(x * y) / (T(1) + ::tanh(x)); }")
 CODE8 = "template <typename T> T f(T a, T b, T c, T d, T e, T g, T h, T i) { return a + b + c + d + e + g + h + i; }"
 ORIGINAL_UNROLL = contiguous.unroll_of
 THREAD_ROWS = tiled.thread_rows
@@ -290,6 +298,48 @@ def contiguous_cases() -> list:
     return found
 
 
+def math_cases() -> list:
+    n = 1 << 28
+    return [(f"math {str(dtype)[6:]}", MATH, [torch.rand(n, device="cuda").to(dtype) for _ in range(2)],
+             3 * n * torch.empty((), dtype=dtype).element_size()) for dtype in (torch.float32, torch.float16)]
+
+
+def set_math(per_thread_elems: int | None, threads: int) -> None:
+    set_contiguous(16, per_thread_elems, False)
+    set_block(threads)
+
+
+VECTORING = vector_tiles.vectoring
+
+
+def set_vector_tiles(where: str) -> None:
+    """'off', '2-d' (two loop dimensions only) or 'all'."""
+    def vectoring(call, staged):
+        if where == "off" or (where == "2-d" and call.layout.ndim > 2):
+            return 1
+        return VECTORING(call, staged)
+
+    vector_tiles.vectoring = vectoring
+
+
+def vector_tile_cases() -> list:
+    s = 16384
+    found = [("transposed 16384^2 f32", AXPY, [torch.rand(s, s, device="cuda").T, torch.rand(s, s, device="cuda")],
+              12 * s * s)]
+    found.append(("transposed 16384^2 int32", AXPY,
+                  [torch.randint(0, 100, (s, s), device="cuda", dtype=torch.int32).T,
+                   torch.randint(0, 100, (s, s), device="cuda", dtype=torch.int32)], 12 * s * s))
+    cube = torch.rand(1024, 512, 512, device="cuda")
+    found.append(("3-d permute (2,0,1) f32", AXPY, [cube.permute(2, 0, 1), torch.rand(512, 1024, 512, device="cuda")],
+                  12 * cube.numel()))
+    for channels in (256, 32):
+        nchw = torch.rand(64 * 256 // channels, channels, 64, 64, device="cuda")
+        found.append((f"NCHW as NHWC f32, {channels} channels", AXPY,
+                      [nchw.permute(0, 2, 3, 1), torch.rand(nchw.shape[0], 64, 64, channels, device="cuda")],
+                      12 * nchw.numel()))
+    return found
+
+
 def tiled_cases() -> list:
     s = 16384
     t, u = torch.rand(s, s, device="cuda").T, torch.rand(s, s, device="cuda")
@@ -404,7 +454,8 @@ def main() -> None:
     quick = "--quick" in sys.argv
     both = not any(flag in sys.argv for flag in ("--contiguous", "--tiled", "--rows", "--blocks", "--per-thread",
                                                  "--grid-order", "--narrow", "--batched", "--tile-shapes",
-                                                 "--batched-tiles", "--packed", "--packed-batched"))
+                                                 "--batched-tiles", "--packed", "--packed-batched", "--math",
+                                                 "--vector-tiles"))
     print(f"copy ceiling {copy_ceiling()}", flush=True)
     if both or "--contiguous" in sys.argv:
         variants = [(16, None, False), (16, None, True), (4, None, False), (16, 8, False), (16, 8, True)]
@@ -414,6 +465,13 @@ def main() -> None:
         sweep("contiguous", [(16, None, False), (16, 16, False), (16, 32, False)], set_contiguous,
               contiguous_cases(), 2)
         set_contiguous(16, None, False)
+    if "--vector-tiles" in sys.argv:
+        sweep("vector tiles", [("off",), ("2-d",), ("all",)], set_vector_tiles, with_copies(vector_tile_cases()), 2)
+        set_vector_tiles("all")
+    if "--math" in sys.argv:
+        variants = [(None, 128), (8, 128), (16, 128), (None, 256), (8, 256)]
+        sweep("math", variants, set_math, math_cases(), 2)
+        set_math(None, base.BLOCK)
     if "--batched" in sys.argv:
         sweep_batched(contiguous_cases(), 3)
     if "--narrow" in sys.argv:  # torch's jiterator moves 8 elements a thread

@@ -1,8 +1,9 @@
 """What both tiled kernels share: the tiled path's parameters, the block's tile origin and
 operand offsets in a tile.
 
-Kept apart from the kernels so that the unpacked (`tiled.py`) and the packed
-(`packed_tiles.py`) tiled kernels read one record and render their common lines from one place.
+Kept apart from the kernels so that the unpacked (`tiled.py`), the packed (`packed_tiles.py`)
+and the vector (`vector_tiles.py`) tiled kernels read one record and render their common lines
+from one place.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class TiledParams(PathParams):
     runs: int = 1  # warp-wide runs of a tiled input's row a tile holds: the tile is 32 * runs along those rows
     tiled_inputs: tuple[int, ...] = ()  # inputs read along their rows into shared tiles, and back transposed
     pack: int = 1  # elements a thread moves as one 4-byte access along a row: 1, or 2 or 4 (packed_tiles.py)
+    vec: int = 1  # 4-byte elements a thread moves as one 16-byte access: 1, or 4 (vector_tiles.py)
 
 
 def tile_origin(spec: KernelSpec, edge0: int, edge1: int) -> CodeBlock:

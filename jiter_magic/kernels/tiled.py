@@ -6,7 +6,8 @@ padded shared tile and read back transposed, so every global access is coalesced
 With `PREFETCH`, the other inputs are loaded into registers before the block waits on its
 tile, so that all of a thread's loads are in flight at once. Where the tiled inputs and the
 outputs share a 1- or 2-byte dtype and pointers and strides allow it, the kernel is the packed
-one of `packed_tiles.py` (`TiledParams.pack`: elements moved as one 4-byte access).
+one of `packed_tiles.py` (`TiledParams.pack`: elements moved as one 4-byte access); where they share
+a 4-byte dtype, the one of `vector_tiles.py` (`TiledParams.vec`: 16-byte accesses over 64x64 tiles).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body
 from jiter_magic.codegen.offsets import MODULO, operand_offsets
 from jiter_magic.frontend.bind import Binding
+from jiter_magic.kernels import vector_tiles
 from jiter_magic.kernels.args import FieldSpec
 from jiter_magic.kernels.base import (
     CallShape,
@@ -64,6 +66,8 @@ def thread_rows(spec: KernelSpec) -> int:
     params = params_of(spec, TiledParams)
     if params.pack > 1:
         return packed_rows(spec)
+    if params.vec > 1:
+        return vector_tiles.ROWS
     if spec.ndim > 2:
         return ROWS_BATCHED_WIDE_TILES if params.runs > 1 else ROWS_BATCHED
     widest = max(DTYPES[name].itemsize for name in (*spec.outputs, *(spec.inputs[i] for i in params.tiled_inputs)))
@@ -78,6 +82,8 @@ def tile_edges(spec: KernelSpec) -> tuple[int, int]:
     params = params_of(spec, TiledParams)
     if params.pack > 1:
         return packed_edges(params.pack, params.runs)
+    if params.vec > 1:
+        return vector_tiles.EDGE, vector_tiles.EDGE
     return TILE, TILE * params.runs
 
 
@@ -114,6 +120,9 @@ class Tiled(CudaPath):
         pack, runs = packing(call, chosen)
         if pack > 1:
             return PathChoice(TILED, layout.ndim, TiledParams(runs=runs, tiled_inputs=tuple(staged), pack=pack))
+        vec = vector_tiles.vectoring(call, chosen)
+        if vec > 1:
+            return PathChoice(TILED, layout.ndim, TiledParams(tiled_inputs=tuple(staged), vec=vec))
         wide = layout.ndim > 2 and layout.sizes[1] >= WIDE_TILE_ROWS and \
             sum(tile_bytes(call.arrays[i].dtype, 2 * TILE) for i in staged) <= SHARED_LIMIT
         return PathChoice(TILED, layout.ndim, TiledParams(runs=2 if wide else 1, tiled_inputs=tuple(staged)))
@@ -135,12 +144,15 @@ class Tiled(CudaPath):
     def shape_text(self, spec: KernelSpec) -> str:
         params, (edge0, edge1) = params_of(spec, TiledParams), tile_edges(spec)
         packed = f", {params.pack} elements an access" if params.pack > 1 else ""
+        packed += f", {params.vec} elements an access" if params.vec > 1 else ""
         return f"{spec.ndim}-d, inputs {list(params.tiled_inputs)} through {edge0}x{edge1} shared-memory tiles{packed}"
 
     def body(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
         params = params_of(spec, TiledParams)
         if params.pack > 1:
             return packed_body(binding, spec)
+        if params.vec > 1:
+            return vector_tiles.vector_body(binding, spec)
         nout, ins, tiled = len(spec.outputs), spec.array_inputs, params.tiled_inputs
         threads_y = thread_rows(spec)
         edge0, edge1 = tile_edges(spec)

@@ -94,7 +94,10 @@ def test_tiled_path_transposed_and_channels_last(dtype):
     _close(_ours_fused(many, dense_many), ref(many, dense_many))
     batched = [s.spec for s in _ours_fused.specializations if s.spec.path == "tiled" and s.spec.ndim > 2]
     assert batched, "the batched tiled path was not used"
-    assert {s.params.runs for s in batched} == {1, 2}, "32x32 and 32x64 tiles (130 channels) both ran"
+    if dtype is torch.float32:  # 4-byte tiles spanning 64x64 move 16 bytes an access (130 channels)
+        assert {s.params.vec for s in batched} == {1, 4}, "the batched vector tiles did not run"
+    else:
+        assert {s.params.runs for s in batched} == {1, 2}, "32x32 and 32x64 tiles (130 channels) both ran"
     spec = [s.spec for s in _ours_fused.specializations if s.spec.path == "tiled"]
     assert spec, "the tiled path was not used"
 
@@ -148,6 +151,67 @@ def test_packed_tiles_at_every_alignment_residue_and_tail(dtype):
     batched = {(s.spec.params.pack, s.spec.params.runs) for s in _ours_fused.specializations
                if s.spec.path == "tiled" and s.spec.ndim > 2}
     assert {(pack, pack), (pack, pack // 2)} <= batched, "the batched packed kernels did not run"
+
+
+def _vectors(function) -> set[int]:
+    return {s.spec.params.vec for s in function.specializations if s.spec.path == "tiled"}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_vector_tiles_at_every_alignment_residue_and_tail(dtype):
+    """4-byte transposes move 16 bytes an access over 64x64 tiles (`spec.params.vec`) where pointers
+    and strides allow it, and an element at a time where they do not: views starting at each element
+    of 16 bytes, row strides not a multiple of 4, tails on both loop dimensions, misaligned out=,
+    direct inputs that cannot be read as vectors (a step, another dtype, a broadcast), batches (NCHW
+    read as NHWC), two tiled inputs and two outputs. The same values as torch's jiterator."""
+    ref = _torch_jiterator()
+    store_t, store_u, store_out = (_rand((300 * 261 + 8,), dtype) for _ in range(3))
+    for rows, cols in [(130, 204), (256, 260), (64, 64), (200, 131), (65, 128)]:
+        for offset in range(4):
+            t = store_t[offset:offset + rows * cols].view(rows, cols).T
+            u = store_u[3 - offset:3 - offset + rows * cols].view(cols, rows)
+            _close(_ours_fused(u, t), ref(u, t))
+            _close(_ours_fused(t, u), ref(t, u))
+            out = store_out[offset:offset + rows * cols].view(cols, rows)
+            before = store_out.clone()
+            _ours_fused(u, t, out=out)
+            _close(out, ref(u, t))
+            written = torch.zeros(store_out.shape, dtype=torch.bool, device="cuda")
+            written[offset:offset + rows * cols] = True
+            assert torch.equal(store_out[~written], before[~written]), "out= wrote outside its view"
+    assert _vectors(_ours_fused) >= {1, 4}, "vector and element tiles did not both run"
+    t = _rand((300, 256), dtype).T
+    wide = _rand((256, 600), dtype)
+    for direct in (wide[:, ::2], wide[:, :300].half(), _rand((256, 1), dtype).expand(256, 300)):
+        _close(_ours_fused(direct, t), ref(direct, t))
+    for channels in (64, 130, 256):
+        nchw = _rand((3, channels, 9, 16), dtype)
+        dense = _rand((3, 9, 16, channels), dtype)
+        _close(_ours_fused(dense, nchw.permute(0, 2, 3, 1)), ref(dense, nchw.permute(0, 2, 3, 1)))
+    batched = {s.spec.params.vec for s in _ours_fused.specializations if s.spec.path == "tiled" and s.spec.ndim > 2}
+    assert 4 in batched, "the batched vector tiles did not run"
+    code = "template <typename T> void f(T x, T y, T z, T& a, T& b) { a = x + y * z; b = x * y - z; }"
+    both = create_multi_output_jit_fn(code, 2)
+    x, y = _rand((260, 300), dtype).T, _rand((260, 300), dtype).T
+    z = _rand((300, 260), dtype)
+    got, expected = both(z, x, y), torch.cuda.jiterator._create_multi_output_jit_fn(code, 2)(z, x, y)
+    for g, e in zip(got, expected):
+        _close(g, e)
+    assert both.specializations[-1].spec.params.tiled_inputs == (1, 2) and _vectors(both) == {4}
+
+
+def test_vector_tiles_over_more_than_2_31_elements():
+    """A float32 transpose of 46342^2 elements (past 2^31: 64-bit indices) through 16-byte accesses."""
+    f = create_jit_fn("template <typename T> T f(T x, T y) { return x + 2 * y; }")
+    s = 46342
+    u = torch.rand(s, s, device="cuda")
+    t = torch.rand(s, s, device="cuda").T
+    r = f(u, t)
+    spec = f.specializations[-1].spec
+    assert spec.path == "tiled" and spec.params.vec == 4 and spec.index64
+    for rows in (slice(0, 5), slice(s - 5, s), slice(s // 2, s // 2 + 3)):
+        torch.testing.assert_close(r[rows], u[rows] + 2 * t[rows])
+    del r, u, t
 
 
 def test_packed_tiles_over_more_than_2_31_elements():

@@ -28,6 +28,9 @@ from jiter_magic.kernels.packed_tiles import PACKED_ROWS, packed_tile_elements, 
 from jiter_magic.kernels.render import render_source
 from jiter_magic.kernels.specialize import resolve_call
 from jiter_magic.kernels.tiled import PREFETCH, TILE, WARP, TiledParams, thread_rows, tile_edges, tile_padding
+from jiter_magic.kernels.vector_tiles import EDGE as VECTOR_EDGE
+from jiter_magic.kernels.vector_tiles import ROWS as VECTOR_ROWS
+from jiter_magic.kernels.vector_tiles import VEC
 from jiter_magic.planning.dtypes import DTYPES, TORCH_DTYPES, UNSIGNED_WIDE, compute_dtype, promote_types
 from jiter_magic.planning.layout import ArrayDesc, Layout
 from jiter_magic.planning.spec import CONTIGUOUS, ROWS, STRIDED, TILED, KernelSpec, PathParams
@@ -260,13 +263,17 @@ PACK_OF = {"bool": 4, "int8": 4, "uint8": 4, "int16": 2, "float16": 2, "bfloat16
 def test_narrow_transposes_move_a_4_byte_word_an_access(dtype):
     """1- and 2-byte tiled inputs and outputs move 4 and 2 elements as one 4-byte access, over
     square tiles of 32 * pack elements (a whole tile's branch), and an element at a time at the
-    loop's edges; 4-byte dtypes and wider keep 32x32 tiles. The kernel compiles with NVRTC."""
+    loop's edges; 4-byte dtypes take the vector tiles (below), wider ones keep 32x32 tiles. The kernel
+    compiles with NVRTC."""
     torch = pytest.importorskip("torch")
     fn = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
     t = torch.zeros(300, 260, dtype=getattr(torch, dtype)).T
     u = torch.zeros(260, 300, dtype=t.dtype)
     pack = PACK_OF[dtype]
     source = fn.source(t, u, backend="cuda")
+    if dtype == "float32":
+        assert f"jm_tile1[{VECTOR_EDGE * (VECTOR_EDGE + 1)}];" in source
+        return
     if pack == 1:
         assert "jm_whole" not in source and re.search(r"jm_tile\d\[32\]\[\d+\];", source)
         return
@@ -773,3 +780,98 @@ def test_the_registry_holds_the_cuda_paths_in_order_and_a_spec_finds_its_own():
     wrong = KernelSpec(*dtypes, path=ROWS, ndim=2, params=ContiguousParams(vec=4))
     with pytest.raises(TypeError, match="a rows spec carries ContiguousParams, not RowsParams"):
         describe(wrong)
+
+
+# --------------------------------------------------------------------------- vector tiles (4-byte transposes)
+
+def _vector_spec(inputs: tuple[str, ...], tiled: tuple[int, ...], ndim: int, outputs: tuple[str, ...] = ("float32",),
+                 index64: bool = False) -> KernelSpec:
+    return KernelSpec(inputs, (False,) * len(inputs), outputs, "float32", ("float64",) if len(outputs) == 1 else (),
+                      path=TILED, ndim=ndim, index64=index64, params=TiledParams(tiled_inputs=tiled, vec=VEC))
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("inputs, tiled, ndim, index64", [
+    (("float32", "float32"), (0,), 2, False), (("float32", "float32"), (1,), 3, False),
+    (("int32", "float16"), (0,), 2, True), (("float32", "float32"), (0, 1), 4, False),
+    (("float32", "bfloat16"), (0,), 3, True),
+])
+def test_vector_tiles_compile_without_spills(inputs, tiled, ndim, index64, arch):
+    """4-byte transposes over 64x64 tiles with 32x8 threads: each tiled input staged by four 16-byte
+    loads a thread, each output stored by four, every direct input loaded before the block waits on
+    its tiles (as 16-byte vectors of its own width where a batch allows it, else elementwise); no
+    spills, and registers for at least four blocks an SM."""
+    code = AXPY if len(inputs) == 2 else MULTI3
+    spec = _vector_spec(inputs, tiled, ndim)
+    source, _ = compile_spec(binding(code, ["alpha"]), spec, arch)
+    assert tile_edges(spec) == (VECTOR_EDGE, VECTOR_EDGE) and thread_rows(spec) == VECTOR_ROWS
+    assert f"void __launch_bounds__({WARP * VECTOR_ROWS}) {KERNEL_NAME}(const jm_Args jm_a)" in source
+    for i in tiled:
+        assert f"__shared__ {DTYPES[inputs[i]].ctype} jm_tile{i}[{VECTOR_EDGE * (VECTOR_EDGE + 1)}];" in source
+        assert f"const jm_vec<{DTYPES[inputs[i]].ctype}, 4> jm_staged{i} = " in source
+    for i in (i for i in range(len(inputs)) if i not in tiled):
+        assert f"jm_vec<{DTYPES[inputs[i]].ctype}, 4> jm_d{i}[4];" in source
+    assert "*reinterpret_cast<jm_vec<float, 4>*>(jm_a.jm_out0" in source
+    assert source.count("__syncthreads();") == 4  # two a branch: whole tiles and the element fallback
+    assert ("jm_batch" in source) == (ndim > 2)
+    registers, spilled = _ptxas_facts(source)
+    assert spilled == 0
+    assert registers * WARP * VECTOR_ROWS * 4 <= 65536, registers
+
+
+def test_vector_tile_reads_and_writes_of_the_shared_tile_hit_every_bank():
+    """A warp's 32 staging writes of one element (4 rows of 8 vectors) and its 32 reads of element k of
+    its vectors (8 vectors down 4 columns) fall on 32 different banks of 4-byte words."""
+    row = VECTOR_EDGE + 1
+    for p in range(4):
+        for ty in range(VECTOR_ROWS):
+            for k in range(VEC):
+                staged = set()
+                for tx in range(WARP):
+                    r = ty * 4 + (tx >> 3) + (p & 1) * (VECTOR_EDGE // 2)
+                    c = ((tx & 7) + (p >> 1) * 8) * VEC
+                    staged.add((r * row + c + k) % 32)
+                assert len(staged) == 32
+                read = set()
+                for tx in range(WARP):
+                    combo = ty + p * VECTOR_ROWS
+                    q, j = (tx & 7) + (combo & 1) * 8, (tx >> 3) + (combo >> 1) * 4
+                    read.add(((q * VEC + k) * row + j) % 32)
+                assert len(read) == 32
+
+
+def test_vector_tiles_cover_each_tile_element_once():
+    """The staging and the computing passes of a block's 256 threads visit each of the 64x64 elements once."""
+    staged, computed = [], []
+    for ty in range(VECTOR_ROWS):
+        for tx in range(WARP):
+            for p in range(4):
+                r, c = ty * 4 + (tx >> 3) + (p & 1) * 32, ((tx & 7) + (p >> 1) * 8) * VEC
+                staged += [(r, c + k) for k in range(VEC)]
+                combo = ty + p * VECTOR_ROWS
+                q, j = (tx & 7) + (combo & 1) * 8, (tx >> 3) + (combo >> 1) * 4
+                computed += [(q * VEC + k, j) for k in range(VEC)]
+    every = sorted((r, c) for r in range(VECTOR_EDGE) for c in range(VECTOR_EDGE))
+    assert sorted(staged) == every and sorted(computed) == every
+
+
+def _vector_of(dense, across) -> int:
+    """The tiled kernel's vector for `dense` and `across` (the input read across the outputs' rows)."""
+    source = jiter_magic.create_jit_fn(AXPY, alpha=1.0).source(dense, across, backend="cuda")
+    assert re.search(r"__shared__ (alignas\(16\) )?\w+ jm_tile1\[", source), "the second input is not tiled"
+    return VEC if f"jm_tile1[{VECTOR_EDGE * (VECTOR_EDGE + 1)}];" in source else 1
+
+
+def test_vector_tiles_only_for_4_byte_tiles_spanning_a_tile_at_16_byte_pointers():
+    torch = pytest.importorskip("torch")
+    store = torch.zeros(300 * 261 + 8)
+    t, u = store[:300 * 260].view(300, 260).T, torch.zeros(260, 300)
+    assert _vector_of(u, t) == VEC
+    assert _vector_of(u.to(torch.int32), t.to(torch.int32)) == VEC
+    assert _vector_of(u.half(), t) == VEC  # the dense input's dtype does not matter
+    assert _vector_of(torch.zeros(2, 260, 300), torch.zeros(2, 300, 260).transpose(1, 2)) == VEC  # batched
+    assert _vector_of(u, store[1:1 + 300 * 260].view(300, 260).T) == 1  # 4 bytes past 16: no vectors
+    assert _vector_of(u, store[:300 * 261].view(300, 261)[:, :260].T) == 1  # rows of 261: strides not 4k
+    assert _vector_of(u.double(), t.double()) == 1  # 8-byte elements keep the 32x32 tiles
+    assert _vector_of(u.half(), t.half()) == 1  # 2-byte: the packed tiles
+    assert _vector_of(torch.zeros(260, 40), torch.zeros(40, 260).T) == 1  # a dimension shorter than a tile

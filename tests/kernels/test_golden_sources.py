@@ -47,6 +47,9 @@ CASES = {
     "cuda_tiled_packed_half": (AXPY, ["alpha"], None, "cuda", KernelSpec(
         inputs=("int8", "int8"), scalar_inputs=(False, False), outputs=("int8",), compute="int8",
         extras=("int64",), path="tiled", ndim=3, params=TiledParams(runs=2, tiled_inputs=(1,), pack=4))),
+    "cuda_tiled_vector": (AXPY, ["alpha"], None, "cuda", KernelSpec(
+        inputs=("float16", "float32"), scalar_inputs=(False, False), outputs=("float32",), compute="float32",
+        extras=("float64",), path="tiled", ndim=3, params=TiledParams(tiled_inputs=(1,), vec=4))),
     "cuda_strided_int32": (AXPY, ["alpha"], None, "cuda", KernelSpec(
         inputs=("float16", "float32"), scalar_inputs=(False, False), outputs=("float32",), compute="float32",
         extras=("float64",), path="strided", ndim=3, params=PathParams())),
