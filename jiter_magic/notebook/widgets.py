@@ -19,7 +19,6 @@ from typing import Any
 
 import jiter_magic
 from jiter_magic import JitFunction, settings
-from jiter_magic.errors import device_name
 from jiter_magic.notebook.panel_html import (
     _cache_html,
     _kwargs_text,
@@ -31,6 +30,7 @@ from jiter_magic.notebook.panel_html import (
     static_html,
     static_text,
 )
+from jiter_magic.runtime.notice import what_is_built, why_new
 from jiter_magic.state import RUNTIME
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -80,9 +80,10 @@ class Panel:
         """Say in the header that a call waits for a build (replaced by the next refresh)."""
         fn = self._fn()
         if fn is not None:
-            what = html.escape(spec.dtypes_text())
-            busy = f"compiling #{len(fn.specializations)} {what} for {device_name(device)} &hellip;"
-            self.header.value = f"{self._header(fn)}<div><i>{busy}</i></div>"
+            earlier = [s.spec for s in fn.specializations]
+            what = what_is_built(fn.name, spec, device, len(earlier)) + why_new(spec, earlier)
+            busy = html.escape(f"compiling {what}")
+            self.header.value = f"{self._header(fn)}<div><i>{busy} &hellip;</i></div>"
 
     def _header(self, fn: JitFunction) -> str:
         notice = ("" if self.rebound_as is None else

@@ -69,6 +69,9 @@ def test_panel_follows_new_specializations(fn):
     assert fn.specializations[1].cache_key[:12] in p.cache.value
     assert fn.specializations[1].cache_file in p.cache.value
     assert p.log.value.count("<h4>") == 2 and "compiled in" in p.log.value
+    # the second's heading says what makes it new; the first has nothing to be new beside
+    assert p.log.value.count("<p><i>new ") == 1
+    assert "</h4><p><i>new dtypes; #0 is (float32, float32) -&gt; (float32), contiguous vec1</i></p>" in p.log.value
     assert p.source.value == widgets.kernel_html(fn.specializations[1].source, "cpu")
 
     p.choice.value = 0
@@ -216,7 +219,8 @@ def test_header_says_compiling_while_a_call_builds(fn):
     finally:
         fn.remove_start_listener(listener)
     assert len(seen) == 1
-    assert seen[0].endswith("<div><i>compiling #1 (float64, float64) -&gt; (float64) for the CPU &hellip;</i></div>")
+    assert seen[0].endswith("<div><i>compiling axpby #1 for (float64, float64) -&gt; (float64), contiguous vec1 on the "
+                            "CPU (new dtypes; #0 is (float32, float32) -&gt; (float32), contiguous vec1) &hellip;</i></div>")
     assert "compiling" not in p.header.value  # the refresh after the build replaced it
     fn(np.arange(3.0), np.ones(3))  # loaded: nothing built, nothing said
     assert len(seen) == 1
