@@ -38,6 +38,22 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 PANEL_ENV = settings.PANEL.name
 
 
+# A panel reopened from a saved notebook is drawn from its saved state, without a kernel behind it:
+# ipywidgets then marks every view `jupyter-widgets-disconnected`, and its stylesheet puts a
+# broken-link icon before each (4-9 a panel, pushing the layout around). This stylesheet, carried
+# in the panel's own HTML so that it is saved with it, hides those and gives the panel one line
+# instead. A live panel is connected, so the line never shows there.
+PANEL_CLASS = "jiter-magic-panel"
+RECONNECT_LINE = "saved view, run the cell to reconnect"
+PANEL_STYLE = (
+    "<style>"
+    f".{PANEL_CLASS} .jupyter-widgets-disconnected::before{{content:none;display:none}}"
+    f".{PANEL_CLASS}.jupyter-widgets-disconnected::before{{content:'{RECONNECT_LINE}';display:block;"
+    "font:italic var(--jp-ui-font-size1,13px) var(--jp-ui-font-family,sans-serif);"
+    "color:var(--jp-ui-font-color1,#212121);padding:0 0 4px 0}"
+    "</style>"
+)
+
 # ----------------------------------------------------------------------------- the live panel
 # What the Kernel tab can show of the chosen specialization: its source, or a compiled listing.
 VIEWS = {"generated source": None, "PTX (CUDA)": "ptx", "SASS (CUDA)": "sass", "assembly (CPU)": "asm"}
@@ -54,7 +70,7 @@ class Panel:
         self._fn = weakref.ref(fn)  # the function owns the panel (through its listener), not the reverse
         self.rebound_as: str | None = None  # set when the notebook name of fn now names another function
         self.header = w.HTML()
-        self.functor = w.HTML(highlight(fn.code))
+        self.functor = w.HTML(highlight(fn.code) + PANEL_STYLE)
         self.choice = w.Dropdown(description="Specialization", layout=w.Layout(width="95%"),
                                  style={"description_width": "initial"})
         self.view = w.Dropdown(description="Show", options=list(VIEWS), value="generated source",
@@ -65,6 +81,7 @@ class Panel:
         self.tabs = w.Tab(children=[self.functor, w.VBox([w.HBox([self.choice, self.view]), self.source]), self.log,
                                     self.cache], titles=self.TITLES)
         self.widget = w.VBox([self.header, self.tabs])
+        self.widget.add_class(PANEL_CLASS)
         self._refreshing = False
         self.choice.observe(self._show_source, names="value")
         self.view.observe(self._show_source, names="value")

@@ -6,7 +6,9 @@ benchmark helper's sweep plot is drawn in the notebook, that jiter_magic's Jupyt
 edits the `%%jiterator` cell as C++ (keyword colours, not Python's), that the
 panel follows a later cell's new specialization, that its code reads well in the light, dark and
 high-contrast themes (measured contrast of every code token), and that a saved notebook reopened
-with a fresh kernel shows the panels again, never "model not found". Skips with the reason
+with a fresh kernel shows the panels again, never "model not found", each with one "saved view"
+line instead of a broken-link icon a view, and is not marked modified by opening it (the tree's
+own extension bundle is served, ahead of any installed copy). Skips with the reason
 when Chromium, chromedriver, Selenium or JupyterLab is missing. Screenshots land in
 test-artifacts/ (also when a test fails).
 """
@@ -26,10 +28,13 @@ from pathlib import Path
 
 import pytest
 
+from jiter_magic.notebook.widgets import RECONNECT_LINE
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+LABEXTENSION = "jiter-magic-highlight"
 SERVER_LIFETIME_S = 300  # hard bound on the JupyterLab process, whatever happens to this test
 
 CELLS = [
@@ -84,12 +89,14 @@ def lab(tmp_path):
     for sub in ("config", "data", "runtime", "settings", "workspaces", "work"):
         (home / sub).mkdir(parents=True)
     _quiet_settings(home / "settings")
+    # This tree's prebuilt JupyterLab extension, found before any installed copy (JUPYTER_PATH comes first)
+    shutil.copytree(ROOT / "jiter_magic" / "labextension" / "built", home / "path" / "labextensions" / LABEXTENSION)
     _notebook(home / "work" / "panel.ipynb")
     port, token = _free_port(), secrets.token_hex(16)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
-        "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_DATA_DIR": str(home / "data"),
+        "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_DATA_DIR": str(home / "data"), "JUPYTER_PATH": str(home / "path"),
         "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"), "JITER_MAGIC_CACHE_DIR": str(tmp_path / "cache"),
         "JITER_MAGIC_PANEL": "auto",
@@ -360,8 +367,46 @@ def test_panel_reads_well_in_every_theme_and_survives_save_and_reopen(lab, brows
         errors = [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
         assert not [m for m in errors if "widget" in m.lower() or "model" in m.lower()], errors
         browser.save_screenshot(str(ARTIFACTS / "browser_reopened.png"))
+
+        # One "saved view" line a panel instead of ipywidgets' broken-link icon on each of its views
+        marks = browser.execute_script(DISCONNECTED_MARKS)
+        assert marks == [{"panel": True, "content": f'"{RECONNECT_LINE}"'}], marks
+        line = browser.find_element(By.CSS_SELECTOR, ".jp-OutputArea .jiter-magic-panel")
+        line.screenshot(str(ARTIFACTS / "browser_reopened_panel.png"))
+        # Opening it marked nothing modified (ipywidgets marks a notebook dirty as it restores saved models)
+        assert browser.execute_script(f"return {NOTEBOOK_PANEL}.context.model.dirty") is False
+        assert not browser.find_elements(By.CSS_SELECTOR, ".lm-TabBar-tab.jp-mod-dirty")
+
+        # Running the cells reconnects: live panels carry no line, and a run marks the notebook modified
+        assert browser.execute_async_script(RUN_CELLS_AGAIN) == "ok"
+        WebDriverWait(browser, 120).until(lambda d: d.execute_script(DISCONNECTED_MARKS) == [])
+        assert browser.execute_script(f"return {NOTEBOOK_PANEL}.context.model.dirty") is True
     finally:
         browser.save_screenshot(str(ARTIFACTS / "browser_theme_last.png"))
+
+
+# Each view of a jiter_magic panel marked disconnected whose ::before pseudo-element shows something.
+DISCONNECTED_MARKS = """
+const marks = [];
+for (const panel of document.querySelectorAll('.jp-OutputArea .jiter-magic-panel')) {
+  for (const el of [panel, ...panel.querySelectorAll('.jupyter-widgets-disconnected')]) {
+    if (!el.classList.contains('jupyter-widgets-disconnected')) continue;
+    const before = getComputedStyle(el, '::before');
+    if (before.content !== 'none' && before.display !== 'none') marks.push({panel: el === panel, content: before.content});
+  }
+}
+return marks;
+"""
+
+RUN_CELLS_AGAIN = """
+const done = arguments[arguments.length - 1];
+(async () => {
+  const panel = NOTEBOOK_PANEL;
+  await panel.sessionContext.ready;
+  await window.jupyterapp.commands.execute('notebook:run-all-cells');
+  done('ok');
+})().catch(error => done('error: ' + error));
+""".replace("NOTEBOOK_PANEL", NOTEBOOK_PANEL)
 
 
 def _lab_root(tmp_path: Path) -> Path:
