@@ -44,6 +44,9 @@ PANEL_ENV = settings.PANEL.name
 # in the panel's own HTML so that it is saved with it, hides those and gives the panel one line
 # instead. A live panel is connected, so the line never shows there.
 PANEL_CLASS = "jiter-magic-panel"
+# The panel's last static HTML rides in the saved widget state as a hidden child of this class, so
+# that nbconvert can show the panel as it was saved, not as it was first displayed (notebook/export.py).
+STATIC_CLASS = "jiter-magic-static"
 RECONNECT_LINE = "saved view, run the cell to reconnect"
 PANEL_STYLE = (
     "<style>"
@@ -80,7 +83,9 @@ class Panel:
         self.cache = w.HTML()
         self.tabs = w.Tab(children=[self.functor, w.VBox([w.HBox([self.choice, self.view]), self.source]), self.log,
                                     self.cache], titles=self.TITLES)
-        self.widget = w.VBox([self.header, self.tabs])
+        self.static = w.HTML(layout=w.Layout(display="none"))
+        self.static.add_class(STATIC_CLASS)
+        self.widget = w.VBox([self.header, self.tabs, self.static])
         self.widget.add_class(PANEL_CLASS)
         self._refreshing = False
         self.choice.observe(self._show_source, names="value")
@@ -127,6 +132,7 @@ class Panel:
         self._show_source()
         self.log.value = _log_html(specs)
         self.cache.value = _cache_html(specs, jiter_magic.cache_stats())
+        self.static.value = static_html(fn)
 
     def _show_source(self, _change: Any = None) -> None:
         if self._refreshing:
@@ -167,7 +173,8 @@ class Panel:
         self._close_widgets()
 
     def _close_widgets(self) -> None:
-        for widget in (self.widget, self.header, self.tabs, *self.tabs.children, self.choice, self.view, self.source):
+        for widget in (self.widget, self.header, self.tabs, *self.tabs.children, self.choice, self.view, self.source,
+                       self.static):
             widget.close()
 
 

@@ -381,6 +381,9 @@ def test_panel_reads_well_in_every_theme_and_survives_save_and_reopen(lab, brows
         assert browser.execute_async_script(RUN_CELLS_AGAIN) == "ok"
         WebDriverWait(browser, 120).until(lambda d: d.execute_script(DISCONNECTED_MARKS) == [])
         assert browser.execute_script(f"return {NOTEBOOK_PANEL}.context.model.dirty") is True
+
+        # nbconvert's HTML of the notebook as saved, read offline: the panels drawn, the magic cell as C++
+        _export_offline(browser, Path(_lab_root(tmp_path)) / "panel.ipynb", tmp_path / "exported")
     finally:
         browser.save_screenshot(str(ARTIFACTS / "browser_theme_last.png"))
 
@@ -407,6 +410,33 @@ const done = arguments[arguments.length - 1];
   done('ok');
 })().catch(error => done('error: ' + error));
 """.replace("NOTEBOOK_PANEL", NOTEBOOK_PANEL)
+
+
+def _export_offline(driver, notebook: Path, folder: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "jiter_magic.notebook.export.PanelHTMLExporter",
+                    str(notebook), "--output-dir", str(folder)], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
+                                                                    if p)})
+    page = (folder / "panel.html").read_text()
+    assert "unpkg.com" not in page and "@jupyter-widgets/html-manager" not in page  # no widget script from a CDN
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": -1,
+                                                                "uploadThroughput": -1})
+    driver.get((folder / "panel.html").as_uri())
+    panel = driver.find_element(By.CSS_SELECTOR, ".jp-OutputArea-output .jiter-magic")
+    assert panel.is_displayed() and panel.size["height"] > 100
+    text = panel.text
+    assert "axpy template <typename T> T axpy(T x, T y, T alpha)" in text
+    assert "#1 cpu (float64, float64) -> (float64) compute float64" in text  # the panel as saved: both calls
+    summary = panel.find_element(By.CSS_SELECTOR, "details.jiter-magic-generated summary")
+    summary.click()  # the folded generated kernel and logs open
+    assert 'extern "C" int jm_kernel' in panel.text
+    keywords = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".jp-Cell-inputArea .highlight .k")]
+    assert "template" in keywords and "return" in keywords  # the %%jiterator cell, lexed as C++
+    driver.execute_script("arguments[0].scrollIntoView()", panel)
+    driver.save_screenshot(str(ARTIFACTS / "browser_exported_offline.png"))
 
 
 def _lab_root(tmp_path: Path) -> Path:
