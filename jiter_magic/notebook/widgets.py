@@ -19,6 +19,7 @@ from typing import Any
 
 import jiter_magic
 from jiter_magic import JitFunction, settings
+from jiter_magic.notebook.listings import compiled_listing, cuda_archs, preferred_arch
 from jiter_magic.notebook.panel_html import (
     _cache_html,
     _kwargs_text,
@@ -74,14 +75,20 @@ class Panel:
         self.rebound_as: str | None = None  # set when the notebook name of fn now names another function
         self.header = w.HTML()
         self.functor = w.HTML(highlight(fn.code) + PANEL_STYLE)
-        self.choice = w.Dropdown(description="Specialization", layout=w.Layout(width="95%"),
-                                 style={"description_width": "initial"})
+        # The specialization takes a row; the view and the architecture share the next (any width)
+        self.choice = w.Dropdown(description="Specialization", style={"description_width": "initial"},
+                                 layout=w.Layout(width="auto", flex="1 1 100%", min_width="0"))
         self.view = w.Dropdown(description="Show", options=list(VIEWS), value="generated source",
-                               style={"description_width": "initial"})
+                               layout=w.Layout(width="auto"), style={"description_width": "initial"})
+        archs, preferred = cuda_archs(), preferred_arch()
+        self.arch = w.Dropdown(description="CUDA architecture", options=archs,
+                               value=preferred if preferred in archs else archs[-1], disabled=True,
+                               layout=w.Layout(width="auto"), style={"description_width": "initial"})
+        self.toolbar = w.HBox([self.choice, self.view, self.arch], layout=w.Layout(flex_flow="row wrap"))
         self.source = w.HTML()
         self.log = w.HTML()
         self.cache = w.HTML()
-        self.tabs = w.Tab(children=[self.functor, w.VBox([w.HBox([self.choice, self.view]), self.source]), self.log,
+        self.tabs = w.Tab(children=[self.functor, w.VBox([self.toolbar, self.source]), self.log,
                                     self.cache], titles=self.TITLES)
         self.static = w.HTML(layout=w.Layout(display="none"))
         self.static.add_class(STATIC_CLASS)
@@ -90,6 +97,7 @@ class Panel:
         self._refreshing = False
         self.choice.observe(self._show_source, names="value")
         self.view.observe(self._show_source, names="value")
+        self.arch.observe(self._show_source, names="value")
         fn.add_listener(self._on_specialization)
         fn.add_start_listener(self._on_build_start)
         weakref.finalize(fn, self._close_widgets)
@@ -144,17 +152,14 @@ class Panel:
             return
         specialization = fn.specializations[index]
         kind = VIEWS[self.view.value]
+        self.arch.disabled = kind not in ("ptx", "sass")
         if kind is None:
             self.source.value = kernel_html(specialization.source, specialization.backend)
             return
-        from jiter_magic.runtime.compiled_code import compiled_text
-
         try:  # compiled on demand, only when this view is chosen
-            text = compiled_text(kind, specialization.source, specialization.backend, specialization.target, fn.code)
+            self.source.value = compiled_listing(fn, specialization, kind, self.arch.value)
         except (jiter_magic.JiterError, OSError) as exc:
             self.source.value = f"<p><i>{html.escape(str(exc))}</i></p>"
-            return
-        self.source.value = '<pre style="max-height:32em;overflow:auto">' + html.escape(text) + "</pre>"
 
     def rebound(self, name: str) -> None:
         """Say in the header that `name` now names another function."""
@@ -173,8 +178,8 @@ class Panel:
         self._close_widgets()
 
     def _close_widgets(self) -> None:
-        for widget in (self.widget, self.header, self.tabs, *self.tabs.children, self.choice, self.view, self.source,
-                       self.static):
+        for widget in (self.widget, self.header, self.tabs, *self.tabs.children, self.toolbar, self.choice, self.view,
+                       self.arch, self.source, self.static):
             widget.close()
 
 

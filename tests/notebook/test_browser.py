@@ -8,7 +8,10 @@ panel follows a later cell's new specialization, that its code reads well in the
 high-contrast themes (measured contrast of every code token), and that a saved notebook reopened
 with a fresh kernel shows the panels again, never "model not found", each with one "saved view"
 line instead of a broken-link icon a view, and is not marked modified by opening it (the tree's
-own extension bundle is served, ahead of any installed copy). Skips with the reason
+own extension bundle is served, ahead of any installed copy); that nbconvert's HTML of the saved
+notebook, read with the network off, draws the panel and highlights the magic cell as C++; and
+that at 700 px the Kernel tab's lists wrap, code scrolls sideways, and PTX of a CPU
+specialization (NVRTC, no GPU) opens at the functor's marked line. Skips with the reason
 when Chromium, chromedriver, Selenium or JupyterLab is missing. Screenshots land in
 test-artifacts/ (also when a test fails).
 """
@@ -249,6 +252,65 @@ def test_panel_renders_in_jupyterlab(lab, browser):
         browser.save_screenshot(str(ARTIFACTS / "browser_panel_assembly.png"))
     finally:
         browser.save_screenshot(str(ARTIFACTS / "browser_panel.png"))
+
+
+# The Kernel tab's toolbar and code box at a narrow width: every dropdown inside the panel, and the
+# code box's lines unwrapped (wider than the box, which scrolls sideways).
+NARROW_LAYOUT = """
+const panel = arguments[0];
+const right = panel.getBoundingClientRect().right;
+const selects = [...panel.querySelectorAll('.widget-dropdown')].filter(d => d.offsetParent !== null);
+const box = [...panel.querySelectorAll('.jiter-magic-code')].find(b => b.offsetParent !== null);
+const pre = box.querySelector('pre');
+return {selects: selects.map(d => [d.querySelector('label').textContent, d.getBoundingClientRect().right <= right + 1]),
+        whiteSpace: getComputedStyle(pre).whiteSpace, scrollsSideways: box.scrollWidth > box.clientWidth,
+        lineHeight: parseFloat(getComputedStyle(pre).lineHeight),
+        longLine: [...pre.childNodes].length > 0};
+"""
+
+# The listing box's scroll position and where its first marked line of the functor sits in it.
+LISTING_SCROLL = """
+const box = [...arguments[0].querySelectorAll('.jiter-magic-listing')].find(b => b.offsetParent !== null);
+if (!box) return null;
+const first = box.querySelector('.jiter-magic-user-line');
+const top = first.getBoundingClientRect().top - box.getBoundingClientRect().top;
+return {scrollTop: box.scrollTop, firstLineInView: top >= 0 && top < box.clientHeight, text: first.textContent};
+"""
+
+
+@pytest.mark.slow
+def test_the_kernel_tab_at_a_narrow_width(lab, browser):
+    """700 px: the toolbar wraps, code scrolls sideways; PTX of a CPU specialization opens at the functor."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    url, token = lab
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser.set_window_size(700, 1000)
+    try:
+        _run_all_cells(browser, url, token)
+        tab_labels = WebDriverWait(browser, 120).until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, ".jp-OutputArea .widget-tab .lm-TabBar-tabLabel"))
+        tab_labels[1].click()  # the Kernel tab
+        panel = browser.find_element(By.CSS_SELECTOR, ".jp-OutputArea .jiter-magic-panel")
+        WebDriverWait(browser, 30).until(lambda d: any(
+            b.is_displayed() for b in panel.find_elements(By.CSS_SELECTOR, ".jiter-magic-code")))
+        layout = browser.execute_script(NARROW_LAYOUT, panel)
+        assert layout["selects"] == [["Specialization", True], ["Show", True], ["CUDA architecture", True]], layout
+        assert layout["whiteSpace"] == "pre" and layout["scrollsSideways"], layout
+        browser.execute_script("arguments[0].scrollIntoView()", panel)
+        browser.save_screenshot(str(ARTIFACTS / "browser_narrow_kernel_tab.png"))
+
+        _choose(panel, "Show", "PTX (CUDA)")  # the CPU specialization's CUDA counterpart, through NVRTC
+        scroll = WebDriverWait(browser, 120).until(lambda d: d.execute_script(LISTING_SCROLL, panel))
+        assert scroll["scrollTop"] > 0 and scroll["firstLineInView"], scroll  # opened at the functor's line
+        assert scroll["text"].startswith(">") and "// line 2: template <typename T> T axpy" in scroll["text"]
+        listing = panel.find_element(By.CSS_SELECTOR, ".jiter-magic-listing")
+        assert ".visible .entry jm_kernel" in listing.get_attribute("textContent")
+        browser.execute_script("arguments[0].scrollIntoView()", panel)
+        browser.save_screenshot(str(ARTIFACTS / "browser_narrow_ptx.png"))
+    finally:
+        browser.save_screenshot(str(ARTIFACTS / "browser_narrow_last.png"))
 
 
 def _choose(panel, description: str, option: str) -> None:
