@@ -309,6 +309,12 @@ def test_the_kernel_tab_at_a_narrow_width(lab, browser):
         assert ".visible .entry jm_kernel" in listing.get_attribute("textContent")
         browser.execute_script("arguments[0].scrollIntoView()", panel)
         browser.save_screenshot(str(ARTIFACTS / "browser_narrow_ptx.png"))
+        for short, theme in THEMES.items():  # the marked lines read well in every theme
+            _theme(browser, theme)
+            listing = panel.find_element(By.CSS_SELECTOR, ".jiter-magic-listing")
+            worst = browser.execute_script(WORST_CONTRAST, listing)
+            assert worst["ratio"] >= MIN_CONTRAST and ">" in worst["text"], f"{theme}: {worst}"
+            browser.save_screenshot(str(ARTIFACTS / f"browser_narrow_ptx_{short}.png"))
     finally:
         browser.save_screenshot(str(ARTIFACTS / "browser_narrow_last.png"))
 
