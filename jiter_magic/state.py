@@ -25,7 +25,9 @@ class Runtime:
 
     def __init__(self) -> None:
         self._parts: dict[type, Any] = {}
-        self._lock = threading.Lock()
+        # Reentrant: a part's constructor may ask for another part (the kernel pool's memory cache
+        # asks for the counters), which would wait forever on a plain lock its own thread holds.
+        self._lock = threading.RLock()
 
     def part(self, kind: type[Part], make: Callable[[], Part] | None = None) -> Part:
         """The one `kind` of this process: made by `make` (default `kind()`) on the first ask."""
@@ -43,7 +45,7 @@ class Runtime:
             return list(self._parts.values())
 
     def after_fork_in_child(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         for made in list(self._parts.values()):
             hook = getattr(made, "after_fork_in_child", None)
             if hook is not None:

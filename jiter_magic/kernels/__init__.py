@@ -29,13 +29,32 @@ def choose_path(call: CallShape, backend: str) -> PathChoice:
     raise AssertionError("the last path of every backend fits any call")
 
 
+def _path_of_name(spec: KernelSpec) -> KernelPath:
+    # A host-only path (the blocked loop) has no CUDA path of its name: the host's describes it.
+    return next((p for p in CUDA_PATHS if p.name == spec.path), HOST_PATH)
+
+
+def dtypes_text(spec: KernelSpec) -> str:
+    """'(float32, scalar float32) -> (float32)': the dtypes, a Python scalar's marked."""
+    ins = ", ".join(("scalar " if s else "") + d for d, s in zip(spec.inputs, spec.scalar_inputs))
+    return f"({ins}) -> ({', '.join(spec.outputs)})"
+
+
+def layout_text(spec: KernelSpec) -> str:
+    """'contiguous vec4', 'strided 2-d': the kernel path and its loop shape."""
+    return f"{spec.path} {_path_of_name(spec).shape_text(spec)}"
+
+
+def identity(spec: KernelSpec) -> str:
+    """What tells a specialization from its function's others, in one line for the notebook's
+    notices: dtypes, scalar kinds, kernel path and layout."""
+    return f"{dtypes_text(spec)}, {layout_text(spec)}"
+
+
 def describe(spec: KernelSpec) -> str:
     """One line for people: dtypes, the path and its loop shape, the index width."""
-    ins = ", ".join(("scalar " if s else "") + d for d, s in zip(spec.inputs, spec.scalar_inputs))
     index = "int64" if spec.index64 else "int32"
-    # A host-only path (the blocked loop) has no CUDA path of its name: the host's describes it.
-    shape = next((p for p in CUDA_PATHS if p.name == spec.path), HOST_PATH).shape_text(spec)
-    return f"({ins}) -> ({', '.join(spec.outputs)}) compute {spec.compute}, {spec.path} {shape}, {index} index"
+    return f"{dtypes_text(spec)} compute {spec.compute}, {layout_text(spec)}, {index} index"
 
 
 def path_of(spec: KernelSpec, backend: str) -> KernelPath:

@@ -14,5 +14,5 @@ npx tsc
 CORE="$(python -c 'import jupyterlab, os; print(os.path.join(os.path.dirname(jupyterlab.__file__), "staging", "package.json"))')"
 jupyter labextension build --core-package-file "$CORE" .
 # What the bundle was built from: tests/notebook/test_labextension.py checks it against src/ and package.json.
-sha256sum src/index.ts package.json package-lock.json tsconfig.json > built/source.sha256
+sha256sum src/index.ts src/cleanopen.ts package.json package-lock.json tsconfig.json > built/source.sha256
 du -sh built/static

@@ -29,9 +29,14 @@ _STYLES: tuple[tuple[_TokenType, str, str, str], ...] = (
     (Punctuation, "--jp-mirror-editor-punctuation-color", "#0055aa", ""),
     (Error, "--jp-mirror-editor-error-color", "#ff0000", ""),
 )
-BOX_STYLE = ("max-height:32em;overflow:auto;border:1px solid var(--jp-border-color2,#e0e0e0);"
+# width 0 with min-width 100%: the box takes its container's width without asking for its widest
+# line's, so at a narrow width the box scrolls sideways (not the whole widget, or the page).
+BOX_STYLE = ("max-height:32em;overflow:auto;width:0;min-width:100%;box-sizing:border-box;"
+             "border:1px solid var(--jp-border-color2,#e0e0e0);"
              "background:var(--jp-cell-editor-background,#f7f7f7);color:var(--jp-content-font-color1,#212121)")
-PRE_STYLE = "margin:0;padding:4px 6px;background:transparent;color:inherit;line-height:1.3"
+# Lines never wrap (a wrapped line breaks mid-word at a narrow width): the box scrolls sideways.
+PRE_STYLE = ("margin:0;padding:4px 6px;background:transparent;color:inherit;line-height:1.3;"
+             "white-space:pre;overflow-wrap:normal;word-break:normal;overflow:visible")  # the box scrolls
 LINE_NUMBER_STYLE = "color:var(--jp-content-font-color1,#212121);user-select:none"  # color2 falls short of 4.5:1
 MARKED_STYLE = "color:var(--jp-error-color1,#d32f2f);font-weight:bold;user-select:none"  # a line the compiler named
 

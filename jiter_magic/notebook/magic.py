@@ -47,6 +47,12 @@ NEEDS_A_NAME = ("%%jiterator needs the name of the function to make, then option
                 f"its extra arguments and flags: %%jiterator {CELL_USAGE}; for example: "
                 "%%jiterator my_kernel alpha=1.0 (see %%jiterator? for more)")
 
+BACKWARD_NEEDS_A_NAME = ("%%jiterator_backward needs the name of a function jitted earlier (by %%jiterator or "
+                         "create_jit_fn), and the backward functor as the cell: %%jiterator_backward NAME; for "
+                         "example: %%jiterator_backward axpy, then a cell body such as template <typename T> "
+                         "void axpy_bwd(T x, T y, T alpha, T g, T& gx, T& gy) { gx = alpha * g; gy = g; } "
+                         "(see %%jiterator_backward? for more)")
+
 # Names a value may use besides Python literals: floats that have no literal spelling.
 _SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "+inf": math.inf, "nan": math.nan}
 
@@ -145,7 +151,12 @@ class JiteratorMagics(Magics):
             %%jiterator_backward axpy
             template <typename T> void axpy_bwd(T x, T y, T alpha, T g, T& gx, T& gy) { gx = alpha * g; gy = g; }
         """
-        name = self.jiterator_backward.parser.parse_argstring(line).name
+        try:
+            name = self.jiterator_backward.parser.parse_argstring(line).name
+        except UsageError as exc:  # argparse's own words say only that NAME is required
+            if "arguments are required" in str(exc):
+                raise UsageError(BACKWARD_NEEDS_A_NAME) from None
+            raise
         assert self.shell is not None, "a magic runs inside an IPython shell"
         fn = self.shell.user_ns.get(name)
         if not isinstance(fn, JitFunction):

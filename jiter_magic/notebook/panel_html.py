@@ -13,6 +13,7 @@ import re
 
 from jiter_magic import JitFunction
 from jiter_magic.kernels import describe
+from jiter_magic.kernels.novelty import novelty
 from jiter_magic.notebook.code_html import highlight
 
 
@@ -85,11 +86,12 @@ _LOG_LINE = re.compile(r"^line (\d+)(?:, column \d+)?:", re.MULTILINE)
 
 def failed_html(name: str, code: str, log: str, backend: str = "cpu") -> str:
     """What a `%%jiterator` cell shows of a compile that failed: the functor with the lines the
-    compiler named marked, and the compiler's log (the error below the cell says the same in text)."""
+    compiler named marked. The compiler's log is the error's message below it, shown once there."""
     marked = {int(n) for n in _LOG_LINE.findall(log)}
     return (f'<div class="jiter-magic"><p><b>{html.escape(name)}</b> did not compile '
-            f"({counted(len(marked), 'line')} named by the compiler):</p>"
-            f"{highlight(code, backend, marked=marked)}<pre>{html.escape(log.strip())}</pre></div>")
+            f"({counted(len(marked), 'line')} named by the compiler, marked <b>&gt;</b>; "
+            "the compiler's log is in the error below):</p>"
+            f"{highlight(code, backend, marked=marked)}</div>")
 
 
 def _log_html(specializations: list) -> str:
@@ -100,8 +102,9 @@ def _log_html(specializations: list) -> str:
         how = (f"compiled in {s.compile_seconds:.3f} s" if s.cache_event == "compiled"
                else "loaded from the disk cache")
         log = html.escape(s.log.strip()) or "<i>(empty: no warnings)</i>"
+        new = novelty(s.spec, [earlier.spec for earlier in specializations[:i]])
         parts.append(
-            f"<h4>{html.escape(_label(i, s))}</h4>"
+            f"<h4>{html.escape(_label(i, s))}</h4>" + (f"<p><i>{html.escape(new)}</i></p>" if new else "") +
             f"<p>target <code>{html.escape(s.target)}</code>, {how}<br>"
             f"options <code>{html.escape(' '.join(s.options))}</code></p><pre>{log}</pre>"
         )

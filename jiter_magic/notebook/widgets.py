@@ -19,7 +19,7 @@ from typing import Any
 
 import jiter_magic
 from jiter_magic import JitFunction, settings
-from jiter_magic.errors import device_name
+from jiter_magic.notebook.listings import compiled_listing, cuda_archs, preferred_arch
 from jiter_magic.notebook.panel_html import (
     _cache_html,
     _kwargs_text,
@@ -31,12 +31,32 @@ from jiter_magic.notebook.panel_html import (
     static_html,
     static_text,
 )
+from jiter_magic.runtime.notice import what_is_built, why_new
 from jiter_magic.state import RUNTIME
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # JITER_MAGIC_PANEL=static forces the static form (e.g. when storing notebook outputs), =widget the panel.
 PANEL_ENV = settings.PANEL.name
 
+
+# A panel reopened from a saved notebook is drawn from its saved state, without a kernel behind it:
+# ipywidgets then marks every view `jupyter-widgets-disconnected`, and its stylesheet puts a
+# broken-link icon before each (4-9 a panel, pushing the layout around). This stylesheet, carried
+# in the panel's own HTML so that it is saved with it, hides those and gives the panel one line
+# instead. A live panel is connected, so the line never shows there.
+PANEL_CLASS = "jiter-magic-panel"
+# The panel's last static HTML rides in the saved widget state as a hidden child of this class, so
+# that nbconvert can show the panel as it was saved, not as it was first displayed (notebook/export.py).
+STATIC_CLASS = "jiter-magic-static"
+RECONNECT_LINE = "saved view, run the cell to reconnect"
+PANEL_STYLE = (
+    "<style>"
+    f".{PANEL_CLASS} .jupyter-widgets-disconnected::before{{content:none;display:none}}"
+    f".{PANEL_CLASS}.jupyter-widgets-disconnected::before{{content:'{RECONNECT_LINE}';display:block;"
+    "font:italic var(--jp-ui-font-size1,13px) var(--jp-ui-font-family,sans-serif);"
+    "color:var(--jp-ui-font-color1,#212121);padding:0 0 4px 0}"
+    "</style>"
+)
 
 # ----------------------------------------------------------------------------- the live panel
 # What the Kernel tab can show of the chosen specialization: its source, or a compiled listing.
@@ -54,20 +74,30 @@ class Panel:
         self._fn = weakref.ref(fn)  # the function owns the panel (through its listener), not the reverse
         self.rebound_as: str | None = None  # set when the notebook name of fn now names another function
         self.header = w.HTML()
-        self.functor = w.HTML(highlight(fn.code))
-        self.choice = w.Dropdown(description="Specialization", layout=w.Layout(width="95%"),
-                                 style={"description_width": "initial"})
+        self.functor = w.HTML(highlight(fn.code) + PANEL_STYLE)
+        # The specialization takes a row; the view and the architecture share the next (any width)
+        self.choice = w.Dropdown(description="Specialization", style={"description_width": "initial"},
+                                 layout=w.Layout(width="auto", flex="1 1 100%", min_width="0"))
         self.view = w.Dropdown(description="Show", options=list(VIEWS), value="generated source",
-                               style={"description_width": "initial"})
+                               layout=w.Layout(width="auto"), style={"description_width": "initial"})
+        archs, preferred = cuda_archs(), preferred_arch()
+        self.arch = w.Dropdown(description="CUDA architecture", options=archs,
+                               value=preferred if preferred in archs else archs[-1], disabled=True,
+                               layout=w.Layout(width="auto"), style={"description_width": "initial"})
+        self.toolbar = w.HBox([self.choice, self.view, self.arch], layout=w.Layout(flex_flow="row wrap"))
         self.source = w.HTML()
         self.log = w.HTML()
         self.cache = w.HTML()
-        self.tabs = w.Tab(children=[self.functor, w.VBox([w.HBox([self.choice, self.view]), self.source]), self.log,
+        self.tabs = w.Tab(children=[self.functor, w.VBox([self.toolbar, self.source]), self.log,
                                     self.cache], titles=self.TITLES)
-        self.widget = w.VBox([self.header, self.tabs])
+        self.static = w.HTML(layout=w.Layout(display="none"))
+        self.static.add_class(STATIC_CLASS)
+        self.widget = w.VBox([self.header, self.tabs, self.static])
+        self.widget.add_class(PANEL_CLASS)
         self._refreshing = False
         self.choice.observe(self._show_source, names="value")
         self.view.observe(self._show_source, names="value")
+        self.arch.observe(self._show_source, names="value")
         fn.add_listener(self._on_specialization)
         fn.add_start_listener(self._on_build_start)
         weakref.finalize(fn, self._close_widgets)
@@ -80,9 +110,10 @@ class Panel:
         """Say in the header that a call waits for a build (replaced by the next refresh)."""
         fn = self._fn()
         if fn is not None:
-            what = html.escape(spec.dtypes_text())
-            busy = f"compiling #{len(fn.specializations)} {what} for {device_name(device)} &hellip;"
-            self.header.value = f"{self._header(fn)}<div><i>{busy}</i></div>"
+            earlier = [s.spec for s in fn.specializations]
+            what = what_is_built(fn.name, spec, device, len(earlier)) + why_new(spec, earlier)
+            busy = html.escape(f"compiling {what}")
+            self.header.value = f"{self._header(fn)}<div><i>{busy} &hellip;</i></div>"
 
     def _header(self, fn: JitFunction) -> str:
         notice = ("" if self.rebound_as is None else
@@ -109,6 +140,7 @@ class Panel:
         self._show_source()
         self.log.value = _log_html(specs)
         self.cache.value = _cache_html(specs, jiter_magic.cache_stats())
+        self.static.value = static_html(fn)
 
     def _show_source(self, _change: Any = None) -> None:
         if self._refreshing:
@@ -120,17 +152,14 @@ class Panel:
             return
         specialization = fn.specializations[index]
         kind = VIEWS[self.view.value]
+        self.arch.disabled = kind not in ("ptx", "sass")
         if kind is None:
             self.source.value = kernel_html(specialization.source, specialization.backend)
             return
-        from jiter_magic.runtime.compiled_code import compiled_text
-
         try:  # compiled on demand, only when this view is chosen
-            text = compiled_text(kind, specialization.source, specialization.backend, specialization.target, fn.code)
+            self.source.value = compiled_listing(fn, specialization, kind, self.arch.value)
         except (jiter_magic.JiterError, OSError) as exc:
             self.source.value = f"<p><i>{html.escape(str(exc))}</i></p>"
-            return
-        self.source.value = '<pre style="max-height:32em;overflow:auto">' + html.escape(text) + "</pre>"
 
     def rebound(self, name: str) -> None:
         """Say in the header that `name` now names another function."""
@@ -149,7 +178,8 @@ class Panel:
         self._close_widgets()
 
     def _close_widgets(self) -> None:
-        for widget in (self.widget, self.header, self.tabs, *self.tabs.children, self.choice, self.view, self.source):
+        for widget in (self.widget, self.header, self.tabs, *self.tabs.children, self.toolbar, self.choice, self.view,
+                       self.arch, self.source, self.static):
             widget.close()
 
 

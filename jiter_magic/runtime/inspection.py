@@ -5,6 +5,8 @@ names (dense inputs, a chosen path) or from example inputs planned as a call wou
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from jiter_magic.arrays.base import Delegated
 from jiter_magic.errors import BindError, InvalidArgumentError
 from jiter_magic.kernels.base import widest_vector
@@ -12,7 +14,7 @@ from jiter_magic.kernels.contiguous import ContiguousParams
 from jiter_magic.kernels.render import render
 from jiter_magic.kernels.specialize import resolve_call
 from jiter_magic.planning import dtypes as dt
-from jiter_magic.planning.spec import CONTIGUOUS, STRIDED, KernelSpec, PathParams
+from jiter_magic.planning.spec import CONTIGUOUS, ROWS, STRIDED, KernelSpec, PathParams
 from jiter_magic.runtime.dispatch import Dispatcher
 from jiter_magic.runtime.planner import normalized
 
@@ -88,3 +90,16 @@ def source(dispatcher: Dispatcher, args: tuple, backend: str, path: str, ndim: i
     else:
         spec = example_spec(dispatcher, args, backend, kwargs)
     return render(dispatcher.loader.binding, spec, backend)
+
+
+def cuda_counterpart(spec: KernelSpec) -> KernelSpec:
+    """The CUDA spec of the call a host `spec` was made for, to read its PTX or SASS without a GPU:
+    the same dtypes, scalar kinds, outputs and extras; the contiguous path with CUDA's vector width,
+    the rows path as it is, and the host's blocked or strided loops as CUDA's strided path (the
+    tiled path's tiles depend on the call's shape, which a spec does not keep)."""
+    if spec.path == CONTIGUOUS:
+        vec = widest_vector([spec.compute, *spec.inputs, *spec.outputs])
+        return replace(spec, index64=False, params=ContiguousParams(vec))
+    if spec.path == ROWS:
+        return replace(spec, index64=False)
+    return replace(spec, path=STRIDED, index64=False, params=PathParams())

@@ -134,7 +134,8 @@ class KernelLoader:
         if "IPython" in sys.modules:  # no notebook without it: the notice's module loads only in one
             from jiter_magic.runtime import notice as compile_notice
 
-            notice = compile_notice.start(self.binding.functor.name, spec, device)
+            earlier = [s.spec for s in self.specializations]
+            notice = compile_notice.start(self.binding.functor.name, spec, device, earlier)
         built: Specialization | None = None
         try:
             built = self._build_now(spec, device)

@@ -14,11 +14,13 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jiter_magic import settings
 from jiter_magic.errors import device_name
+from jiter_magic.kernels import identity
+from jiter_magic.kernels.novelty import novelty
 from jiter_magic.planning.spec import KernelSpec
 
 NOTICE_ENV = settings.NOTICE_AFTER.name
@@ -52,9 +54,9 @@ def _in_a_kernel() -> bool:
 class CompileNotice:
     """One build's notice: shown by a timer after the threshold, finished by the building thread."""
 
-    def __init__(self, name: str, spec: KernelSpec, device: int, after: float) -> None:
-
-        self._what = f"{name} for {spec.dtypes_text()} on {device_name(device)}"
+    def __init__(self, name: str, spec: KernelSpec, device: int, after: float, earlier: Sequence[KernelSpec]) -> None:
+        self._what = what_is_built(name, spec, device, len(earlier))
+        self._why = why_new(spec, earlier)
         self._started = time.perf_counter()
         self._lock = threading.Lock()
         self._handle: Any = None
@@ -68,7 +70,8 @@ class CompileNotice:
 
         with self._lock:
             if not self._finished:
-                self._handle = display(_Line(f"jiter_magic: compiling {self._what} ..."), display_id=True)
+                self._handle = display(_Line(f"jiter_magic: compiling {self._what}{self._why} ..."),
+                                       display_id=True)
 
     def finish(self, how: str | None) -> None:
         """`how`: 'compiled', 'disk', or None when the build failed (its error says the rest)."""
@@ -79,11 +82,23 @@ class CompileNotice:
                 return
             seconds = time.perf_counter() - self._started
             if how is None:
-                text = f"jiter_magic: compiling {self._what} failed after {seconds:.2f} s"
+                text = f"jiter_magic: compiling {self._what} failed after {seconds:.2f} s{self._why}"
             else:
                 verb = "compiled" if how == "compiled" else "loaded from the disk cache"
-                text = f"jiter_magic: {verb} {self._what} in {seconds:.2f} s"
+                text = f"jiter_magic: {verb} {self._what} in {seconds:.2f} s{self._why}"
             self._handle.update(_Line(text))
+
+
+def what_is_built(name: str, spec: KernelSpec, device: int, number: int) -> str:
+    """'axpy #1 for (float32, scalar float32) -> (float32), contiguous vec1 on the CPU': the
+    specialization's number and what tells it apart from the function's others."""
+    return f"{name} #{number} for {identity(spec)} on {device_name(device)}"
+
+
+def why_new(spec: KernelSpec, earlier: Sequence[KernelSpec]) -> str:
+    """' (new scalar kinds; #0 is ...)': the facets that make `spec` new beside `earlier`, '' for a first."""
+    new = novelty(spec, earlier)
+    return f" ({new})" if new else ""
 
 
 class _Line:
@@ -96,9 +111,10 @@ class _Line:
         return self.text
 
 
-def start(name: str, spec: KernelSpec, device: int) -> CompileNotice | None:
-    """A notice for a build about to start; None outside a Jupyter kernel or when silenced."""
+def start(name: str, spec: KernelSpec, device: int, earlier: Sequence[KernelSpec] = ()) -> CompileNotice | None:
+    """A notice for a build about to start, `earlier` the function's specializations so far; None
+    outside a Jupyter kernel or when silenced."""
     after = threshold()
     if after is None or _SILENCED.get() or not _in_a_kernel():
         return None
-    return CompileNotice(name, spec, device, after)
+    return CompileNotice(name, spec, device, after, earlier)

@@ -6,7 +6,12 @@ benchmark helper's sweep plot is drawn in the notebook, that jiter_magic's Jupyt
 edits the `%%jiterator` cell as C++ (keyword colours, not Python's), that the
 panel follows a later cell's new specialization, that its code reads well in the light, dark and
 high-contrast themes (measured contrast of every code token), and that a saved notebook reopened
-with a fresh kernel shows the panels again, never "model not found". Skips with the reason
+with a fresh kernel shows the panels again, never "model not found", each with one "saved view"
+line instead of a broken-link icon a view, and is not marked modified by opening it (the tree's
+own extension bundle is served, ahead of any installed copy); that nbconvert's HTML of the saved
+notebook, read with the network off, draws the panel and highlights the magic cell as C++; and
+that at 700 px the Kernel tab's lists wrap, code scrolls sideways, and PTX of a CPU
+specialization (NVRTC, no GPU) opens at the functor's marked line. Skips with the reason
 when Chromium, chromedriver, Selenium or JupyterLab is missing. Screenshots land in
 test-artifacts/ (also when a test fails).
 """
@@ -26,10 +31,13 @@ from pathlib import Path
 
 import pytest
 
+from jiter_magic.notebook.widgets import RECONNECT_LINE
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+LABEXTENSION = "jiter-magic-highlight"
 SERVER_LIFETIME_S = 300  # hard bound on the JupyterLab process, whatever happens to this test
 
 CELLS = [
@@ -84,12 +92,14 @@ def lab(tmp_path):
     for sub in ("config", "data", "runtime", "settings", "workspaces", "work"):
         (home / sub).mkdir(parents=True)
     _quiet_settings(home / "settings")
+    # This tree's prebuilt JupyterLab extension, found before any installed copy (JUPYTER_PATH comes first)
+    shutil.copytree(ROOT / "jiter_magic" / "labextension" / "built", home / "path" / "labextensions" / LABEXTENSION)
     _notebook(home / "work" / "panel.ipynb")
     port, token = _free_port(), secrets.token_hex(16)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
-        "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_DATA_DIR": str(home / "data"),
+        "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_DATA_DIR": str(home / "data"), "JUPYTER_PATH": str(home / "path"),
         "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"), "JITER_MAGIC_CACHE_DIR": str(tmp_path / "cache"),
         "JITER_MAGIC_PANEL": "auto",
@@ -244,6 +254,71 @@ def test_panel_renders_in_jupyterlab(lab, browser):
         browser.save_screenshot(str(ARTIFACTS / "browser_panel.png"))
 
 
+# The Kernel tab's toolbar and code box at a narrow width: every dropdown inside the panel, and the
+# code box's lines unwrapped (wider than the box, which scrolls sideways).
+NARROW_LAYOUT = """
+const panel = arguments[0];
+const right = panel.getBoundingClientRect().right;
+const selects = [...panel.querySelectorAll('.widget-dropdown')].filter(d => d.offsetParent !== null);
+const box = [...panel.querySelectorAll('.jiter-magic-code')].find(b => b.offsetParent !== null);
+const pre = box.querySelector('pre');
+return {selects: selects.map(d => [d.querySelector('label').textContent, d.getBoundingClientRect().right <= right + 1]),
+        whiteSpace: getComputedStyle(pre).whiteSpace, scrollsSideways: box.scrollWidth > box.clientWidth,
+        lineHeight: parseFloat(getComputedStyle(pre).lineHeight),
+        longLine: [...pre.childNodes].length > 0};
+"""
+
+# The listing box's scroll position and where its first marked line of the functor sits in it.
+LISTING_SCROLL = """
+const box = [...arguments[0].querySelectorAll('.jiter-magic-listing')].find(b => b.offsetParent !== null);
+if (!box) return null;
+const first = box.querySelector('.jiter-magic-user-line');
+const top = first.getBoundingClientRect().top - box.getBoundingClientRect().top;
+return {scrollTop: box.scrollTop, firstLineInView: top >= 0 && top < box.clientHeight, text: first.textContent};
+"""
+
+
+@pytest.mark.slow
+def test_the_kernel_tab_at_a_narrow_width(lab, browser):
+    """700 px: the toolbar wraps, code scrolls sideways; PTX of a CPU specialization opens at the functor."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    url, token = lab
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser.set_window_size(700, 1000)
+    try:
+        _run_all_cells(browser, url, token)
+        tab_labels = WebDriverWait(browser, 120).until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, ".jp-OutputArea .widget-tab .lm-TabBar-tabLabel"))
+        tab_labels[1].click()  # the Kernel tab
+        panel = browser.find_element(By.CSS_SELECTOR, ".jp-OutputArea .jiter-magic-panel")
+        WebDriverWait(browser, 30).until(lambda d: any(
+            b.is_displayed() for b in panel.find_elements(By.CSS_SELECTOR, ".jiter-magic-code")))
+        layout = browser.execute_script(NARROW_LAYOUT, panel)
+        assert layout["selects"] == [["Specialization", True], ["Show", True], ["CUDA architecture", True]], layout
+        assert layout["whiteSpace"] == "pre" and layout["scrollsSideways"], layout
+        browser.execute_script("arguments[0].scrollIntoView()", panel)
+        browser.save_screenshot(str(ARTIFACTS / "browser_narrow_kernel_tab.png"))
+
+        _choose(panel, "Show", "PTX (CUDA)")  # the CPU specialization's CUDA counterpart, through NVRTC
+        scroll = WebDriverWait(browser, 120).until(lambda d: d.execute_script(LISTING_SCROLL, panel))
+        assert scroll["scrollTop"] > 0 and scroll["firstLineInView"], scroll  # opened at the functor's line
+        assert scroll["text"].startswith(">") and "// line 2: template <typename T> T axpy" in scroll["text"]
+        listing = panel.find_element(By.CSS_SELECTOR, ".jiter-magic-listing")
+        assert ".visible .entry jm_kernel" in listing.get_attribute("textContent")
+        browser.execute_script("arguments[0].scrollIntoView()", panel)
+        browser.save_screenshot(str(ARTIFACTS / "browser_narrow_ptx.png"))
+        for short, theme in THEMES.items():  # the marked lines read well in every theme
+            _theme(browser, theme)
+            listing = panel.find_element(By.CSS_SELECTOR, ".jiter-magic-listing")
+            worst = browser.execute_script(WORST_CONTRAST, listing)
+            assert worst["ratio"] >= MIN_CONTRAST and ">" in worst["text"], f"{theme}: {worst}"
+            browser.save_screenshot(str(ARTIFACTS / f"browser_narrow_ptx_{short}.png"))
+    finally:
+        browser.save_screenshot(str(ARTIFACTS / "browser_narrow_last.png"))
+
+
 def _choose(panel, description: str, option: str) -> None:
     """Pick `option` in the panel's dropdown labelled `description` (ipywidgets renders a <select>)."""
     from selenium.webdriver.common.by import By
@@ -360,8 +435,76 @@ def test_panel_reads_well_in_every_theme_and_survives_save_and_reopen(lab, brows
         errors = [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
         assert not [m for m in errors if "widget" in m.lower() or "model" in m.lower()], errors
         browser.save_screenshot(str(ARTIFACTS / "browser_reopened.png"))
+
+        # One "saved view" line a panel instead of ipywidgets' broken-link icon on each of its views
+        marks = browser.execute_script(DISCONNECTED_MARKS)
+        assert marks == [{"panel": True, "content": f'"{RECONNECT_LINE}"'}], marks
+        line = browser.find_element(By.CSS_SELECTOR, ".jp-OutputArea .jiter-magic-panel")
+        line.screenshot(str(ARTIFACTS / "browser_reopened_panel.png"))
+        # Opening it marked nothing modified (ipywidgets marks a notebook dirty as it restores saved models)
+        assert browser.execute_script(f"return {NOTEBOOK_PANEL}.context.model.dirty") is False
+        assert not browser.find_elements(By.CSS_SELECTOR, ".lm-TabBar-tab.jp-mod-dirty")
+
+        # Running the cells reconnects: live panels carry no line, and a run marks the notebook modified
+        assert browser.execute_async_script(RUN_CELLS_AGAIN) == "ok"
+        WebDriverWait(browser, 120).until(lambda d: d.execute_script(DISCONNECTED_MARKS) == [])
+        assert browser.execute_script(f"return {NOTEBOOK_PANEL}.context.model.dirty") is True
+
+        # nbconvert's HTML of the notebook as saved, read offline: the panels drawn, the magic cell as C++
+        _export_offline(browser, Path(_lab_root(tmp_path)) / "panel.ipynb", tmp_path / "exported")
     finally:
         browser.save_screenshot(str(ARTIFACTS / "browser_theme_last.png"))
+
+
+# Each view of a jiter_magic panel marked disconnected whose ::before pseudo-element shows something.
+DISCONNECTED_MARKS = """
+const marks = [];
+for (const panel of document.querySelectorAll('.jp-OutputArea .jiter-magic-panel')) {
+  for (const el of [panel, ...panel.querySelectorAll('.jupyter-widgets-disconnected')]) {
+    if (!el.classList.contains('jupyter-widgets-disconnected')) continue;
+    const before = getComputedStyle(el, '::before');
+    if (before.content !== 'none' && before.display !== 'none') marks.push({panel: el === panel, content: before.content});
+  }
+}
+return marks;
+"""
+
+RUN_CELLS_AGAIN = """
+const done = arguments[arguments.length - 1];
+(async () => {
+  const panel = NOTEBOOK_PANEL;
+  await panel.sessionContext.ready;
+  await window.jupyterapp.commands.execute('notebook:run-all-cells');
+  done('ok');
+})().catch(error => done('error: ' + error));
+""".replace("NOTEBOOK_PANEL", NOTEBOOK_PANEL)
+
+
+def _export_offline(driver, notebook: Path, folder: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "jiter_magic.notebook.export.PanelHTMLExporter",
+                    str(notebook), "--output-dir", str(folder)], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
+                                                                    if p)})
+    page = (folder / "panel.html").read_text()
+    assert "unpkg.com" not in page and "@jupyter-widgets/html-manager" not in page  # no widget script from a CDN
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": -1,
+                                                                "uploadThroughput": -1})
+    driver.get((folder / "panel.html").as_uri())
+    panel = driver.find_element(By.CSS_SELECTOR, ".jp-OutputArea-output .jiter-magic")
+    assert panel.is_displayed() and panel.size["height"] > 100
+    text = panel.text
+    assert "axpy template <typename T> T axpy(T x, T y, T alpha)" in text
+    assert "#1 cpu (float64, float64) -> (float64) compute float64" in text  # the panel as saved: both calls
+    summary = panel.find_element(By.CSS_SELECTOR, "details.jiter-magic-generated summary")
+    summary.click()  # the folded generated kernel and logs open
+    assert 'extern "C" int jm_kernel' in panel.text
+    keywords = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".jp-Cell-inputArea .highlight .k")]
+    assert "template" in keywords and "return" in keywords  # the %%jiterator cell, lexed as C++
+    driver.execute_script("arguments[0].scrollIntoView()", panel)
+    driver.save_screenshot(str(ARTIFACTS / "browser_exported_offline.png"))
 
 
 def _lab_root(tmp_path: Path) -> Path:

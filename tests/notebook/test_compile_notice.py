@@ -83,9 +83,9 @@ def test_a_compiling_call_says_so_in_the_cell_and_then_how_it_ended(kernel):
     assert not [m for m in setup if m["msg_type"] == "error"], setup
     first = _run(kernel, "print(axpy(np.ones(3), np.arange(3.0)))")
     shown, updated = _texts(first, "display_data"), _texts(first, "update_display_data")
-    assert shown == ["jiter_magic: compiling axpy for (float64, float64) -> (float64) on the CPU ..."]
+    assert shown == ["jiter_magic: compiling axpy #0 for (float64, float64) -> (float64), contiguous vec1 on the CPU ..."]
     assert len(updated) == 1 and updated[0].startswith(
-        "jiter_magic: compiled axpy for (float64, float64) -> (float64) on the CPU in ")
+        "jiter_magic: compiled axpy #0 for (float64, float64) -> (float64), contiguous vec1 on the CPU in ")
     ids = {m["content"]["transient"]["display_id"] for m in first if m["msg_type"].endswith("display_data")}
     assert len(ids) == 1  # the update rewrote the same line
     assert [m["content"]["text"] for m in first if m["msg_type"] == "stream"] == ["[2. 3. 4.]\n"]
@@ -95,9 +95,10 @@ def test_a_compiling_call_says_so_in_the_cell_and_then_how_it_ended(kernel):
 
     failed = _run(kernel, "bad = jiter_magic.create_jit_fn('template <typename T> T bad(T x) { return x + ; }')\n"
                           "bad(np.ones(2))")
-    assert _texts(failed, "display_data") == ["jiter_magic: compiling bad for (float64) -> (float64) on the CPU ..."]
+    assert _texts(failed, "display_data") == [
+        "jiter_magic: compiling bad #0 for (float64) -> (float64), contiguous vec1 on the CPU ..."]
     assert _texts(failed, "update_display_data")[0].startswith(
-        "jiter_magic: compiling bad for (float64) -> (float64) on the CPU failed after ")
+        "jiter_magic: compiling bad #0 for (float64) -> (float64), contiguous vec1 on the CPU failed after ")
     assert [m["content"]["ename"] for m in failed if m["msg_type"] == "error"] == ["CompileError"]
 
     # a %%jiterator cell prints its own summary line after the build: no notice there
@@ -105,3 +106,17 @@ def test_a_compiling_call_says_so_in_the_cell_and_then_how_it_ended(kernel):
     magic = _run(kernel, "%%jiterator twice --no-panel\ntemplate <typename T> T twice(T x) { return 2 * x; }")
     assert not [m for m in magic if "display_data" in m["msg_type"]], magic
     assert [m["content"]["text"].split(":")[0] for m in magic if m["msg_type"] == "stream"] == ["twice"]
+
+
+def test_a_call_with_known_dtypes_says_what_makes_its_kernel_new(kernel):
+    """A Python scalar and a broadcast row need kernels of their own for dtypes already compiled:
+    the line names the facet and the earlier specialization, so it never reads as a repeat."""
+    _run(kernel, f"import numpy as np, jiter_magic\naxpy = jiter_magic.create_jit_fn({AXPY!r}, a=2.0)\n"
+                 "x = np.ones((3, 4))\naxpy(x, x)")
+    scalar = _texts(_run(kernel, "axpy(x, 10.0)"), "update_display_data")
+    assert len(scalar) == 1 and scalar[0].startswith(
+        "jiter_magic: compiled axpy #1 for (float64, scalar float64) -> (float64), contiguous vec1 on the CPU in ")
+    assert scalar[0].endswith(" s (new scalar kinds; #0 is (float64, float64) -> (float64), contiguous vec1)")
+    row = _texts(_run(kernel, "axpy(x, np.ones(4))"), "update_display_data")
+    assert len(row) == 1 and row[0].startswith("jiter_magic: compiled axpy #2 for (float64, float64) -> (float64), rows ")
+    assert row[0].endswith(" s (new kernel path; #0 is (float64, float64) -> (float64), contiguous vec1)")

@@ -21,7 +21,7 @@ BUILT = SOURCE / "built"
 
 def test_the_bundle_was_built_from_the_sources_beside_it():
     recorded = dict(reversed(line.split(maxsplit=1)) for line in (BUILT / "source.sha256").read_text().splitlines())
-    assert sorted(recorded) == ["package-lock.json", "package.json", "src/index.ts", "tsconfig.json"]
+    assert sorted(recorded) == ["package-lock.json", "package.json", "src/cleanopen.ts", "src/index.ts", "tsconfig.json"]
     for name, digest in recorded.items():
         assert hashlib.sha256((SOURCE / name).read_bytes()).hexdigest() == digest, (
             f"{name} changed since the bundle was built: run bash jiter_magic/labextension/build.sh")

@@ -308,6 +308,20 @@ def test_a_line_without_a_name_says_what_the_magic_needs(shell, line):
     assert "required" not in message  # not argparse's "required: name, key=value"
 
 
+@pytest.mark.parametrize("line", ["", "   "])
+def test_a_bare_backward_line_says_what_the_magic_needs_with_an_example(shell, line):
+    shell.run_cell_magic("jiterator", "sq a=2.0 --no-panel --quiet",
+                         "template <typename T> T sq(T x, T a) { return a * x * x; }")
+    with pytest.raises(UsageError) as info:
+        shell.run_cell_magic("jiterator_backward", line, "template <typename T> void b(T x, T a, T g, T& gx) { }")
+    message = str(info.value)
+    assert message.startswith("%%jiterator_backward needs the name of a function jitted earlier (by %%jiterator")
+    assert "the backward functor as the cell: %%jiterator_backward NAME; for example: %%jiterator_backward axpy" in message
+    assert "void axpy_bwd(T x, T y, T alpha, T g, T& gx, T& gy)" in message
+    assert "required" not in message  # not argparse's "the following arguments are required: name"
+    assert shell.user_ns["sq"].backward is None  # nothing was defined
+
+
 def test_the_help_opens_with_the_usage_line(shell, capsys):
     usage = "%%jiterator NAME [key=value ...] [--outputs N] [--backend auto|cuda|cpu] [--dtype DTYPE] [--no-panel] [--quiet]"
     assert shell.find_cell_magic("jiterator").__doc__.splitlines()[:3] == [
@@ -406,11 +420,14 @@ def test_a_failed_compile_with_the_panel_shows_the_attempt_then_fails(shell, cap
     attempt = shown.index("broken: the functor did not compile (the error below gives the compiler's log)")
     assert attempt < shown.index("line 4, column 13: error: ")  # the attempt first, then the error
 
-    markup = failed_html("broken", "\n" + BROKEN, str(result.error_in_exec.log))
-    assert markup.startswith('<div class="jiter-magic"><p><b>broken</b> did not compile (1 line named by the compiler)')
+    log = str(result.error_in_exec.log)
+    assert "error: invalid type argument of unary" in log and "error: invalid type argument of unary" in shown
+    markup = failed_html("broken", "\n" + BROKEN, log)
+    assert markup.startswith('<div class="jiter-magic"><p><b>broken</b> did not compile (1 line named by the compiler')
     assert re.search(r'font-weight:bold;user-select:none">\s*>4</span>', markup)  # line 4 marked, as the editor counts
     assert not re.search(r">\s*>[0-35-9]</span>", markup)  # and no other line
-    assert "error: invalid type argument of unary" in markup
+    assert "invalid type argument" not in markup  # the log is shown once: in the error below the attempt
+    assert shown.count("error: invalid type argument of unary") == log.count("error: invalid type argument of unary")
 
 
 def test_the_backward_magic_gives_a_jitted_function_its_gradient(shell, capsys):

@@ -10,7 +10,8 @@ widgets_lib = pytest.importorskip("ipywidgets")
 
 import jiter_magic  # noqa: E402
 from jiter_magic.kernels import describe  # noqa: E402
-from jiter_magic.notebook import panel_html, widgets  # noqa: E402
+from jiter_magic.notebook import listings, panel_html, widgets  # noqa: E402
+from jiter_magic.runtime.compiled_code import find_nvdisasm  # noqa: E402
 
 from helpers import forget_loaded_kernels  # noqa: E402
 
@@ -69,6 +70,9 @@ def test_panel_follows_new_specializations(fn):
     assert fn.specializations[1].cache_key[:12] in p.cache.value
     assert fn.specializations[1].cache_file in p.cache.value
     assert p.log.value.count("<h4>") == 2 and "compiled in" in p.log.value
+    # the second's heading says what makes it new; the first has nothing to be new beside
+    assert p.log.value.count("<p><i>new ") == 1
+    assert "</h4><p><i>new dtypes; #0 is (float32, float32) -&gt; (float32), contiguous vec1</i></p>" in p.log.value
     assert p.source.value == widgets.kernel_html(fn.specializations[1].source, "cpu")
 
     p.choice.value = 0
@@ -185,24 +189,59 @@ def test_mimebundle_with_a_widget_frontend_carries_the_panel(fn, monkeypatch):
     assert widgets.WIDGET_VIEW not in fn._repr_mimebundle_()
 
 
+USER_LINE = re.compile(r'<span class="jiter-magic-user-line" style="([^"]*)">&gt;([^<]*)</span>')
+
+
 @pytest.mark.slow
 def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
     p = widgets.panel(fn)
     assert p.view.options == ("generated source", "PTX (CUDA)", "SASS (CUDA)", "assembly (CPU)")
+    assert p.arch.disabled and p.arch.value == "sm_90"  # no GPU here: JITER_MAGIC_CUDA_ARCH's default
+    assert "sm_75" in p.arch.options and "sm_120" in p.arch.options  # what this NVRTC compiles for
     source = p.source.value
     p.view.value = "assembly (CPU)"  # the CPU specialization's assembly, compiled now
-    assert p.source.value.startswith('<pre style="max-height:32em;overflow:auto">')
+    assert p.source.value.startswith("<p>cpu assembly: ")
     assert "jm_kernel:" in p.source.value and "# line 1: template &lt;typename T&gt; T axpby" in p.source.value
-    p.view.value = "PTX (CUDA)"  # not what a CPU specialization has: said, not raised
-    assert p.source.value.startswith("<p><i>kind=&#x27;ptx&#x27; is CUDA code: pass backend=&#x27;cuda&#x27;")
+    marked = USER_LINE.findall(p.source.value)  # the functor's lines: marked, the first scrolled to
+    assert marked and "# line 1: template" in marked[0][1]
+    assert "scroll-initial-target:nearest" in marked[0][0]
+    assert not [style for style, _ in marked[1:] if "scroll-initial-target" in style]
+    assert f"; {len(marked)} line{'s' if len(marked) > 1 else ''} naming the functor's code, marked &gt;." \
+        in p.source.value.split("</p>")[0]
+
+    p.view.value = "PTX (CUDA)"  # a CPU specialization: its CUDA counterpart, compiled by NVRTC without a GPU
+    assert not p.arch.disabled
+    ptx = p.source.value
+    assert ptx.startswith("<p>PTX for sm_90 of this CPU specialization&#x27;s CUDA counterpart, (float32, float32) "
+                          "-&gt; (float32), contiguous vec4, compiled by NVRTC (no GPU needed): ")
+    assert ".visible .entry jm_kernel" in ptx and ".target sm_90" in ptx
+    assert "// line 1: template" in USER_LINE.findall(ptx)[0][1]
+    p.arch.value = "sm_80"  # another architecture: compiled again for it
+    assert ".target sm_80" in p.source.value and ".target sm_90" not in p.source.value
+    p.view.value = "SASS (CUDA)"
+    if find_nvdisasm() is not None:  # the cubin through nvdisasm, the functor's line named where it was inlined
+        assert "jm_kernel:" in p.source.value and re.search(
+            r'//## File &quot;[^&]*jiterator&quot;, line 1: template', p.source.value)
+        assert USER_LINE.findall(p.source.value)
+    else:
+        assert "needs NVIDIA&#x27;s nvdisasm" in p.source.value
     p.view.value = "generated source"
-    assert p.source.value == source
+    assert p.source.value == source and p.arch.disabled
+
     fn.compile(backend="cuda")  # NVRTC, no GPU needed: the newest specialization is CUDA's
     p.view.value = "PTX (CUDA)"
+    assert p.source.value.startswith("<p>PTX for sm_80: ")  # its own source, for the chosen architecture
     assert ".visible .entry jm_kernel" in p.source.value and "// line 1: template" in p.source.value
-    p.view.value = "SASS (CUDA)"  # the cubin through nvdisasm, the functor's line named where it was inlined
-    assert "jm_kernel:" in p.source.value and re.search(r'//## File &quot;[^&]*jiterator&quot;, line 1: template',
-                                                        p.source.value)
+
+
+def test_listings_never_wrap_and_mark_each_functor_line():
+    text = "jm_kernel:\n\t# line 2: return x;\n\tmovl a, b\n\t# line 3: }\n"
+    markup = listings.listing_html(text, "cpu assembly")
+    assert markup.startswith("<p>cpu assembly: 4 lines; 2 lines naming the functor's code, marked &gt;.</p>")
+    assert "white-space:pre;" in markup and "overflow:auto" in markup  # scrolls sideways, not wrapped mid-word
+    assert [line for _, line in USER_LINE.findall(markup)] == ["\t# line 2: return x;", "\t# line 3: }"]
+    assert listings.listing_html("jm_kernel:\n", "PTX for sm_90").startswith(
+        "<p>PTX for sm_90: 1 line; no line names the functor's code")
 
 
 @pytest.mark.slow
@@ -216,7 +255,8 @@ def test_header_says_compiling_while_a_call_builds(fn):
     finally:
         fn.remove_start_listener(listener)
     assert len(seen) == 1
-    assert seen[0].endswith("<div><i>compiling #1 (float64, float64) -&gt; (float64) for the CPU &hellip;</i></div>")
+    assert seen[0].endswith("<div><i>compiling axpby #1 for (float64, float64) -&gt; (float64), contiguous vec1 on the "
+                            "CPU (new dtypes; #0 is (float32, float32) -&gt; (float32), contiguous vec1) &hellip;</i></div>")
     assert "compiling" not in p.header.value  # the refresh after the build replaced it
     fn(np.arange(3.0), np.ones(3))  # loaded: nothing built, nothing said
     assert len(seen) == 1

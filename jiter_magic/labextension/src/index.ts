@@ -14,6 +14,8 @@ import {
 import { ICellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
+import { keepCleanUntilChanged } from './cleanopen';
+
 const MAGIC = '%%jiterator';
 const CPP_MIME = 'text/x-c++src'; // in JupyterLab 4's CodeMirror language registry
 
@@ -65,16 +67,30 @@ function watchNotebook(panel: NotebookPanel): void {
   });
 }
 
-const plugin: JupyterFrontEndPlugin<void> = {
-  id: 'jiter-magic-highlight:plugin',
-  description: 'Highlight %%jiterator cell bodies as C++.',
-  autoStart: true,
-  requires: [INotebookTracker],
-  activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
-    // Panels restored at start-up and opened later all pass through widgetAdded.
-    tracker.forEach(watchNotebook);
-    tracker.widgetAdded.connect((_, panel) => watchNotebook(panel));
-  }
-};
+/** A plugin that runs `each` on every notebook panel, those open at start-up and those opened later. */
+function everyNotebook(
+  id: string,
+  description: string,
+  each: (panel: NotebookPanel) => void
+): JupyterFrontEndPlugin<void> {
+  return {
+    id,
+    description,
+    autoStart: true,
+    requires: [INotebookTracker],
+    activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
+      // Panels restored at start-up and opened later all pass through widgetAdded.
+      tracker.forEach(each);
+      tracker.widgetAdded.connect((_, panel) => each(panel));
+    }
+  };
+}
 
-export default plugin;
+export default [
+  everyNotebook('jiter-magic-highlight:plugin', 'Highlight %%jiterator cell bodies as C++.', watchNotebook),
+  everyNotebook(
+    'jiter-magic-highlight:clean-open',
+    'Opening a notebook with saved widget state does not mark it modified.',
+    keepCleanUntilChanged
+  )
+];
