@@ -116,13 +116,6 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
             code.line("#pragma unroll")
             code.line(f"for (int jm_k = 0; jm_k < {VEC}; ++jm_k) jm_tile{i}[jm_row * {ROW} + jm_col + jm_k] = "
                       f"jm_staged{i}.jm_v[jm_k];")
-    # A thread's vectors in the outputs' order: vector jm_q (of 16 down a tile column) at column jm_j.
-    code.line(f"int jm_q[{passes}], jm_j[{passes}];")
-    code.line("#pragma unroll")
-    with code.block(f"for (int jm_p = 0; jm_p < {passes}; ++jm_p)"):
-        code.line(f"const int jm_combo = jm_ty + jm_p * {ROWS};")
-        code.line("jm_q[jm_p] = (jm_tx & 7) + (jm_combo & 1) * 8;")
-        code.line("jm_j[jm_p] = (jm_tx >> 3) + (jm_combo >> 1) * 4;")
     for i in direct:
         code.extend(_direct_vectors(spec, i, k_of[i], passes))
     code.line("__syncthreads();")
@@ -130,17 +123,23 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
     with code.block(f"for (int jm_p = 0; jm_p < {passes}; ++jm_p)"):
         for j, d in enumerate(spec.outputs):
             code.line(f"jm_vec<{ctype(d)}, {VEC}> jm_y{j};")
-        loaded = {i: (f"jm_tile{i}[(jm_q[jm_p] * {VEC} + jm_k) * {ROW} + jm_j[jm_p]]" if i in tiled
+        loaded = {i: (f"jm_tile{i}[({Q} * {VEC} + jm_k) * {ROW} + {J}]" if i in tiled
                       else f"jm_d{i}[jm_p].jm_v[jm_k]") for i in ins}
         code.line("#pragma unroll")
         with code.block(f"for (int jm_k = 0; jm_k < {VEC}; ++jm_k)"):
             code.extend(element_body(binding, spec, loaded, [f"jm_y{j}.jm_v[jm_k]" for j in range(nout)]))
         for j, d in enumerate(spec.outputs):
             code.line(f"*reinterpret_cast<jm_vec<{ctype(d)}, {VEC}>*>({ARGS}.jm_out{j} + "
-                      f"{operand_offset(j, f'(jm_i0_base + jm_q[jm_p] * {VEC})', '(jm_i1_base + jm_j[jm_p])')}) "
+                      f"{operand_offset(j, f'(jm_i0_base + {Q} * {VEC})', f'(jm_i1_base + {J})')}) "
                       f"= jm_y{j};")
     code.line("__syncthreads();")
     return code
+
+
+# A thread's vector of pass jm_p in the outputs' order: vector Q (of 16 down a tile column) at column
+# J. Written out where used rather than kept in arrays: NVRTC 12's ptxas spilled the arrays.
+Q = f"((jm_tx & 7) + ((jm_ty + jm_p * {ROWS}) & 1) * 8)"
+J = f"((jm_tx >> 3) + ((jm_ty + jm_p * {ROWS}) >> 1) * 4)"
 
 
 def _direct_vectors(spec: KernelSpec, i: int, k: int, passes: int) -> CodeBlock:
@@ -148,7 +147,7 @@ def _direct_vectors(spec: KernelSpec, i: int, k: int, passes: int) -> CodeBlock:
     tiles: as vectors where this batch allows it, else an element at a time."""
     dtype = spec.inputs[i]
     vec_t = f"jm_vec<{ctype(dtype)}, {VEC}>"
-    at = operand_offset(k, f"(jm_i0_base + jm_q[jm_p] * {VEC})", "(jm_i1_base + jm_j[jm_p])")
+    at = operand_offset(k, f"(jm_i0_base + {Q} * {VEC})", f"(jm_i1_base + {J})")
     code = CodeBlock(f"{vec_t} jm_d{i}[{passes}];")
     with code.block(f"if ({_vector_access(f'{ARGS}.jm_in{i}', k, 0, DTYPES[dtype].itemsize)})", close="} else {"):
         code.line("#pragma unroll")

@@ -59,18 +59,18 @@ static_assert(sizeof(((jm_Args*)0)->jm_extra0) == 8, "jm_Args layout: does a mac
 extern "C" __global__ void __launch_bounds__(128) jm_kernel(const jm_Args jm_a) {
   typedef int jm_index_t;
   const jm_index_t jm_n = (jm_index_t)jm_a.jm_n;
-  const jm_index_t jm_start = (jm_index_t)jm_block_x() * 512;
-  if (jm_start + 512 <= jm_n) {
-    jm_vec<float, 4> jm_x0[1];
-    jm_vec<float, 4> jm_x1[1];
+  const jm_index_t jm_start = (jm_index_t)jm_block_x() * 1024;
+  if (jm_start + 1024 <= jm_n) {
+    jm_vec<float, 4> jm_x0[2];
+    jm_vec<float, 4> jm_x1[2];
     #pragma unroll
-    for (int jm_u = 0; jm_u < 1; ++jm_u) {
+    for (int jm_u = 0; jm_u < 2; ++jm_u) {
       const jm_index_t jm_i = jm_start + (jm_u * 128 + (jm_index_t)jm_thread_x()) * 4;
       jm_x0[jm_u] = *reinterpret_cast<const jm_vec<float, 4>*>(jm_a.jm_in0 + jm_i);
       jm_x1[jm_u] = *reinterpret_cast<const jm_vec<float, 4>*>(jm_a.jm_in1 + jm_i);
     }
     #pragma unroll
-    for (int jm_u = 0; jm_u < 1; ++jm_u) {
+    for (int jm_u = 0; jm_u < 2; ++jm_u) {
       jm_vec<float, 4> jm_y0;
       #pragma unroll
       for (int jm_k = 0; jm_k < 4; ++jm_k) {

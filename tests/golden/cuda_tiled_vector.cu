@@ -92,22 +92,15 @@ extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) 
         #pragma unroll
         for (int jm_k = 0; jm_k < 4; ++jm_k) jm_tile1[jm_row * 65 + jm_col + jm_k] = jm_staged1.jm_v[jm_k];
       }
-      int jm_q[4], jm_j[4];
-      #pragma unroll
-      for (int jm_p = 0; jm_p < 4; ++jm_p) {
-        const int jm_combo = jm_ty + jm_p * 8;
-        jm_q[jm_p] = (jm_tx & 7) + (jm_combo & 1) * 8;
-        jm_j[jm_p] = (jm_tx >> 3) + (jm_combo >> 1) * 4;
-      }
       jm_vec<jm_half, 4> jm_d0[4];
       if ((((unsigned long long)(jm_a.jm_in0 + jm_o1)) & 7) == 0 && jm_a.jm_strides1[0] == 1 && (jm_a.jm_strides1[1] & 3) == 0) {
         #pragma unroll
-        for (int jm_p = 0; jm_p < 4; ++jm_p) jm_d0[jm_p] = *reinterpret_cast<const jm_vec<jm_half, 4>*>(jm_a.jm_in0 + jm_o1 + (jm_i0_base + jm_q[jm_p] * 4) * (jm_index_t)jm_a.jm_strides1[0] + (jm_i1_base + jm_j[jm_p]) * (jm_index_t)jm_a.jm_strides1[1]);
+        for (int jm_p = 0; jm_p < 4; ++jm_p) jm_d0[jm_p] = *reinterpret_cast<const jm_vec<jm_half, 4>*>(jm_a.jm_in0 + jm_o1 + (jm_i0_base + ((jm_tx & 7) + ((jm_ty + jm_p * 8) & 1) * 8) * 4) * (jm_index_t)jm_a.jm_strides1[0] + (jm_i1_base + ((jm_tx >> 3) + ((jm_ty + jm_p * 8) >> 1) * 4)) * (jm_index_t)jm_a.jm_strides1[1]);
       } else {
         #pragma unroll
         for (int jm_p = 0; jm_p < 4; ++jm_p) {
           #pragma unroll
-          for (int jm_k = 0; jm_k < 4; ++jm_k) jm_d0[jm_p].jm_v[jm_k] = jm_a.jm_in0[jm_o1 + (jm_i0_base + jm_q[jm_p] * 4) * (jm_index_t)jm_a.jm_strides1[0] + (jm_i1_base + jm_j[jm_p]) * (jm_index_t)jm_a.jm_strides1[1] + jm_k * (jm_index_t)jm_a.jm_strides1[0]];
+          for (int jm_k = 0; jm_k < 4; ++jm_k) jm_d0[jm_p].jm_v[jm_k] = jm_a.jm_in0[jm_o1 + (jm_i0_base + ((jm_tx & 7) + ((jm_ty + jm_p * 8) & 1) * 8) * 4) * (jm_index_t)jm_a.jm_strides1[0] + (jm_i1_base + ((jm_tx >> 3) + ((jm_ty + jm_p * 8) >> 1) * 4)) * (jm_index_t)jm_a.jm_strides1[1] + jm_k * (jm_index_t)jm_a.jm_strides1[0]];
         }
       }
       __syncthreads();
@@ -117,12 +110,12 @@ extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) 
         #pragma unroll
         for (int jm_k = 0; jm_k < 4; ++jm_k) {
           const jm_compute_t jm_v0 = jm_to_float(jm_d0[jm_p].jm_v[jm_k]);
-          const jm_compute_t jm_v1 = jm_tile1[(jm_q[jm_p] * 4 + jm_k) * 65 + jm_j[jm_p]];
+          const jm_compute_t jm_v1 = jm_tile1[(((jm_tx & 7) + ((jm_ty + jm_p * 8) & 1) * 8) * 4 + jm_k) * 65 + ((jm_tx >> 3) + ((jm_ty + jm_p * 8) >> 1) * 4)];
           jm_compute_t jm_r0;
           jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
           jm_y0.jm_v[jm_k] = jm_r0;
         }
-        *reinterpret_cast<jm_vec<float, 4>*>(jm_a.jm_out0 + jm_o0 + (jm_i0_base + jm_q[jm_p] * 4) * (jm_index_t)jm_a.jm_strides0[0] + (jm_i1_base + jm_j[jm_p]) * (jm_index_t)jm_a.jm_strides0[1]) = jm_y0;
+        *reinterpret_cast<jm_vec<float, 4>*>(jm_a.jm_out0 + jm_o0 + (jm_i0_base + ((jm_tx & 7) + ((jm_ty + jm_p * 8) & 1) * 8) * 4) * (jm_index_t)jm_a.jm_strides0[0] + (jm_i1_base + ((jm_tx >> 3) + ((jm_ty + jm_p * 8) >> 1) * 4)) * (jm_index_t)jm_a.jm_strides0[1]) = jm_y0;
       }
       __syncthreads();
     } else {

@@ -21,7 +21,7 @@ def test_source_from_example_arrays_matches_source_from_dtypes():
 def test_source_from_arrays_follows_layout_promotion_and_kwargs():
     fn = jiter_magic.create_jit_fn(CODE, alpha=1.0)
     transposed = fn.source(torch.rand(64, 64).half(), torch.rand(64, 64).T)
-    assert "__shared__ float jm_tile1[32][33];" in transposed  # the tiled path, second input staged
+    assert "__shared__ float jm_tile1[4160];" in transposed  # the tiled path, second input staged (64x64 vector tiles)
     assert "jm_to_float(" in transposed and "typedef float jm_compute_t;" in transposed
     strided = fn.source(np.ones((3, 4))[:, ::2], 2, backend="cpu", alpha=2)
     assert "int64_t jm_extra0;" in strided  # an int kwarg travels as int64_t
