@@ -62,9 +62,9 @@ def identity_literal(value: object, accumulate: str) -> str:
     if DTYPES[accumulate].kind == "f":
         number = float(value)  # type: ignore[arg-type]
         if math.isnan(number):
-            text = "NAN"
+            text = "jm_nan()"
         elif math.isinf(number):
-            text = "INFINITY" if number > 0 else "-INFINITY"
+            text = "jm_inf()" if number > 0 else "-jm_inf()"
         else:
             text = repr(number)
         return f"((jm_acc_t)({text}))"
