@@ -9,7 +9,7 @@ from typing import Any
 
 from jiter_magic.errors import InvalidArgumentError
 from jiter_magic.frontend.reduction import bind_reduction
-from jiter_magic.planning.reduce_spec import CUDA_PATHS, HOST, ReductionSpec, check_identity
+from jiter_magic.planning.reduce_spec import CUDA_PATHS, HOST, HOST_PATHS, ReductionSpec, check_identity
 from jiter_magic.planning.values import scalar_value
 from jiter_magic.runtime import reduce_call
 from jiter_magic.runtime.reduce_loader import BuiltReduction, ReductionKernels, render
@@ -60,8 +60,8 @@ class ReductionFunction:
         result = result_dtype(inputs[0], output)
         accumulate = accumulate_dtype(result)
         extras = reduce_call.extra_values(self.binding, self.kwargs, kwargs)
-        if path != HOST and path not in CUDA_PATHS:
-            raise InvalidArgumentError(f"path must be 'host' or one of {list(CUDA_PATHS)}, got {path!r}")
+        if path not in HOST_PATHS + CUDA_PATHS:
+            raise InvalidArgumentError(f"path must be one of {list(HOST_PATHS + CUDA_PATHS)}, got {path!r}")
         return ReductionSpec(inputs, result, accumulate, tuple(scalar_kind(v) for v in extras),
                              identity_literal(self.identity, accumulate), path=path, kept_ndim=kept_ndim,
                              reduced_ndim=reduced_ndim, vec=vec)

@@ -15,9 +15,11 @@ from dataclasses import KW_ONLY, dataclass
 from jiter_magic.errors import ArgumentTypeError, DTypeError, ScalarOverflowError
 from jiter_magic.planning.dtypes import DTYPES, dtype
 
-# The kernel shapes (kernels/reduce_*.py): the host's loop, and on CUDA a warp or a block a dense
-# row, a column walk of the leading dims, or the general two-stage grid reduction.
-HOST, WARP_ROWS, BLOCK_ROWS, COLUMNS, GRID = "host", "warp_rows", "block_rows", "columns", "grid"
+# The kernel shapes (kernels/reduce_*.py): on the host a fold a row or columns walked together, on
+# CUDA a warp or a block a dense row, a column walk of the leading dims, or the two-stage grid.
+HOST, HOST_COLUMNS = "host", "host_columns"
+WARP_ROWS, BLOCK_ROWS, COLUMNS, GRID = "warp_rows", "block_rows", "columns", "grid"
+HOST_PATHS = (HOST, HOST_COLUMNS)
 CUDA_PATHS = (WARP_ROWS, BLOCK_ROWS, COLUMNS, GRID)
 
 
@@ -93,7 +95,7 @@ class ReductionSpec:
     extras: tuple[str, ...]  # kind of each extra argument (int64, float64, bool), in the map's order
     identity: str  # a C++ expression of the accumulator type
     _: KW_ONLY
-    path: str  # HOST, or one of CUDA_PATHS
+    path: str  # one of HOST_PATHS or CUDA_PATHS
     kept_ndim: int  # loop dims of the output elements (at least 1)
     reduced_ndim: int  # loop dims of the reduced elements (at least 1)
     vec: int = 1  # elements a vector load (the CUDA row paths, where every row is aligned)

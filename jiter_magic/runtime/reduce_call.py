@@ -23,7 +23,7 @@ from jiter_magic.errors import (
     device_name,
 )
 from jiter_magic.frontend.reduction import ReductionBinding
-from jiter_magic.kernels import reduce_cuda
+from jiter_magic.kernels import reduce_cuda, reduce_host
 from jiter_magic.planning.dtypes import dtype as dtype_of
 from jiter_magic.planning.dtypes import promote_types
 from jiter_magic.planning.layout import ArrayDesc, broadcast_shape
@@ -35,7 +35,6 @@ from jiter_magic.planning.reduce_layout import (
     reduced_shape,
 )
 from jiter_magic.planning.reduce_spec import (
-    HOST,
     ReductionSpec,
     accumulate_dtype,
     identity_literal,
@@ -134,7 +133,7 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
         out_strides = out.strides
     layout = plan_reduction_layout(shape, [(d.shape, d.strides) for d in descs], dims, bool(keepdim), out_strides)
     inputs = tuple(d.dtype for d in descs)
-    path, vec, blocks = HOST, 1, 1
+    path, vec, blocks = reduce_host.choose_path(layout), 1, 1
     if device >= 0:
         path, vec = reduce_cuda.choose_path(layout, inputs, [d.pointer for d in descs])
         blocks = reduce_cuda.grid_blocks(layout) if path == reduce_cuda.GRID else 1

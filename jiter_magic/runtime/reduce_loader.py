@@ -18,14 +18,14 @@ from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.kernels.reduce_common import reduce_args
 from jiter_magic.kernels.reduce_cuda import render_cuda
 from jiter_magic.kernels.reduce_host import render_host
-from jiter_magic.planning.reduce_spec import HOST, ReductionSpec
+from jiter_magic.planning.reduce_spec import HOST_PATHS, ReductionSpec
 from jiter_magic.runtime.backends import backend_for
 from jiter_magic.runtime.build import Built, build_source
 
 
 def render(binding: ReductionBinding, spec: ReductionSpec) -> str:
     """The source of `spec`: the host kernel, or the CUDA kernel of its path."""
-    return render_host(binding, spec) if spec.path == HOST else render_cuda(binding, spec)
+    return render_host(binding, spec) if spec.path in HOST_PATHS else render_cuda(binding, spec)
 
 
 @dataclass(frozen=True, slots=True)

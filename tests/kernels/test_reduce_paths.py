@@ -78,3 +78,14 @@ def test_host_source_folds_in_a_fixed_order_under_the_fault_guard():
     assert "typedef int64_t jm_acc_t;" in source
     assert "jm_fold" in source and "jm_split_row" in source and "sigsetjmp" in source
     assert "atomic write" in source and "jm_part[jm_t]" in source  # only the fault status is atomic
+
+
+def test_host_path_folds_rows_or_walks_columns():
+    from jiter_magic.kernels.reduce_host import choose_path as host_path
+    from jiter_magic.planning.reduce_spec import HOST_COLUMNS
+
+    assert host_path(layout((300, 70), (1,))) == HOST
+    assert host_path(layout((300, 70), (0,))) == HOST_COLUMNS
+    assert host_path(layout((300, 4), (0,))) == HOST  # too few neighbouring outputs
+    assert host_path(layout((70, 300), (0,), strides=(1, 70))) == HOST  # a transposed input: rows are dense
+    assert "jm_by_columns" in create_reduction_fn(ADD, 0, combine="add").source("float32", path=HOST_COLUMNS)

@@ -253,3 +253,20 @@ def test_kernels_come_from_the_disk_cache_for_a_new_function(fresh_cache):
     check(again(x, dim=1), (x * x).sum(1))
     assert again.specializations[0].built.cache_event == "disk"
     assert again.specializations[0].built.cache_key == first.specializations[0].built.cache_key
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32], ids=str)
+def test_sums_over_the_leading_dims_take_the_columns_loop(dtype):
+    x = sample((300, 4, 70), dtype)
+    fn = create_reduction_fn(SQ + ADD + "// columns\n", 0, combine="add")
+    wide = x.double() if dtype.is_floating_point else x.long()
+    result_dtype = dtype if dtype.is_floating_point else torch.int64
+    check(fn(x, dim=0), (wide * wide).sum(0).to(result_dtype))
+    assert fn.specializations[-1].spec.path == "host_columns"
+    check(fn(x, dim=(0, 1), keepdim=True), (wide * wide).sum((0, 1), keepdim=True).to(result_dtype))
+    out = torch.zeros(4, 70, 2, dtype=result_dtype)[..., 1]  # a strided out=
+    fn(x, dim=0, out=out)
+    check(out, (wide * wide).sum(0).to(result_dtype))
+    if dtype.is_floating_point:
+        check(AVERAGE(x, dim=0), x.mean(0))
+        check(AVERAGE(x[:0], dim=0), x[:0].mean(0))  # empty: nan, as torch
