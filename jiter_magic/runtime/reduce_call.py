@@ -163,6 +163,35 @@ def packed_values(plan: ReductionPlan, out_pointer: int, pointers: list[int], pa
     return values
 
 
+def _memo_key(descs: list[ArrayDesc], device: int, extras: list, options: dict[str, Any], requested: str | None,
+              out: ArrayDesc | None) -> tuple | None:
+    """What decides a call's plan, as a hashable tuple (None where a `dim=` cannot be hashed): every
+    field of the inputs' and `out=`'s descriptions but the pointers, whose alignment alone counts."""
+    dim = options["dim"]
+    dim = tuple(dim) if isinstance(dim, list) else dim
+    arrays = tuple((d.dtype, d.shape, d.strides, d.pointer % 16) for d in descs)
+    written = None if out is None else (out.dtype, out.shape, out.strides)
+    key = (arrays, device, tuple(scalar_kind(v) for v in extras), dim, bool(options["keepdim"]), requested, written)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _planned(kernels: ReductionKernels, descs: list[ArrayDesc], rules: str, device: int, identity: object,
+             extras: list, options: dict[str, Any], requested: str | None, out: ArrayDesc | None) -> ReductionPlan:
+    """The call's plan: from the function's memo of plans, or planned (and checked) now and kept."""
+    key = _memo_key(descs, device, extras, options, requested, out)
+    plan = kernels.plans.get(key) if key is not None else None
+    if plan is None:
+        plan = plan_call(kernels.binding, descs, rules, device, identity, extras, options["dim"], options["keepdim"],
+                         requested, out)
+        if key is not None:
+            kernels.keep_plan(key, plan)
+    return plan
+
+
 def run(kernels: ReductionKernels, identity: object, defaults: dict[str, object], args: tuple,
         options: dict[str, Any], given: dict[str, object]) -> Any:
     """A whole call: `options` holds dim, keepdim, dtype and out."""
@@ -181,8 +210,7 @@ def run(kernels: ReductionKernels, identity: object, defaults: dict[str, object]
         if described.device != device:
             raise DeviceError(f"out= lives on {device_name(described.device)}, the inputs on {device_name(device)}")
         out_desc = adapter.normalize(described)
-    plan = plan_call(binding, descs, adapter.rules, device, identity, extras, options["dim"], options["keepdim"],
-                     requested, out_desc)
+    plan = _planned(kernels, descs, adapter.rules, device, identity, extras, options, requested, out_desc)
     layout, spec = plan.layout, plan.spec
     if out is None:
         out = adapter.allocator(layout.out_shape, dense_strides(layout.out_shape), spec.output, arrays[0])()

@@ -22,6 +22,8 @@ from jiter_magic.planning.reduce_spec import HOST_PATHS, ReductionSpec
 from jiter_magic.runtime.backends import backend_for
 from jiter_magic.runtime.build import Built, build_source
 
+PLAN_LIMIT = 1024  # plans a function remembers
+
 
 def render(binding: ReductionBinding, spec: ReductionSpec) -> str:
     """The source of `spec`: the host kernel, or the CUDA kernel of its path."""
@@ -86,13 +88,21 @@ class CudaReduction:
 
 
 class ReductionKernels:
-    """One function's kernels by (spec, device); threads missing together build once."""
+    """One function's kernels by (spec, device), threads missing together building once, and the
+    plans of its calls."""
 
     def __init__(self, binding: ReductionBinding) -> None:
         self.binding = binding
         self.built: list[BuiltReduction] = []
+        self.plans: dict[tuple, Any] = {}  # a call's plan by what decides it (runtime/reduce_call.py)
         self._loaded: dict[tuple[ReductionSpec, int], Any] = {}
         self._lock = threading.Lock()
+
+    def keep_plan(self, key: tuple, plan: Any) -> None:
+        """Remember a plan; a full memo starts again (calls of a function rarely vary that much)."""
+        if len(self.plans) >= PLAN_LIMIT:
+            self.plans.clear()
+        self.plans[key] = plan
 
     def launcher(self, spec: ReductionSpec, device: int) -> Any:
         key = (spec, device)

@@ -270,3 +270,17 @@ def test_sums_over_the_leading_dims_take_the_columns_loop(dtype):
     if dtype.is_floating_point:
         check(AVERAGE(x, dim=0), x.mean(0))
         check(AVERAGE(x[:0], dim=0), x[:0].mean(0))  # empty: nan, as torch
+
+
+def test_plans_are_remembered_by_what_decides_them():
+    fn = create_reduction_fn(ADD + "// plans\n", 0, combine="add")
+    x = sample((6, 5), torch.float32)
+    for _ in range(3):
+        check(fn(x, dim=1), x.sum(1))
+    check(fn(x, dim=[1]), x.sum(1))  # a list of dims plans as its tuple
+    assert len(fn._kernels.plans) == 2
+    check(fn(x.t(), dim=1), x.t().sum(1))  # other strides: another plan
+    check(fn(x, dim=0), x.sum(0))
+    assert len(fn._kernels.plans) == 4
+    with pytest.raises(ShapeError):  # a remembered plan never skips the checks of another call
+        fn(x, dim=1, out=torch.empty(5))
