@@ -116,20 +116,28 @@ def render_with(binding: ReductionBinding, spec: ReductionSpec, backend: str, ke
     return text + reduce_args(spec).declaration() + "\n" + kernel
 
 
+def _odometer(ndim: int, rest: str, sizes: str, strides: list[tuple[str, str]]) -> list[str]:
+    """Statements splitting index `rest` into coordinates of `ndim` dims (innermost first) and adding
+    each times its stride to each offset (`strides`: (offset, stride array) pairs). The outermost
+    coordinate is what is left, with no division: a 64-bit division costs tens of instructions on
+    a GPU, and one-dim walks (most, once coalesced) then need none."""
+    lines = []
+    for d in range(ndim):
+        split = f"{rest} % {sizes}[{d}]; {rest} /= {sizes}[{d}];" if d < ndim - 1 else f"{rest};"
+        lines.append(f"{{ const jm_index_t jm_c = {split}")
+        lines.append("  " + " ".join(f"{offset} += jm_c * {array}[{d}];" for offset, array in strides) + " }")
+    return lines
+
+
 def kept_offsets(spec: ReductionSpec, row: str, operands: range) -> list[str]:
     """Statements setting `jm_k{k}`, operand k's offset of output element `row` (0: the output)."""
     lines = [f"jm_index_t {', '.join(f'jm_k{k} = 0' for k in operands)}, jm_krest = {row};"]
-    for d in range(spec.kept_ndim):
-        lines.append(f"{{ const jm_index_t jm_c = jm_krest % {ARGS}.jm_ksize[{d}]; jm_krest /= {ARGS}.jm_ksize[{d}];")
-        lines.append("  " + " ".join(f"jm_k{k} += jm_c * {ARGS}.jm_kstride{k}[{d}];" for k in operands) + " }")
-    return lines
+    return lines + _odometer(spec.kept_ndim, "jm_krest", f"{ARGS}.jm_ksize",
+                             [(f"jm_k{k}", f"{ARGS}.jm_kstride{k}") for k in operands])
 
 
-def reduced_offsets(spec: ReductionSpec, index: str, prefix: str = "jm_o") -> list[str]:
-    """Statements adding to `{prefix}{i}` input i's offset of reduced element `index`."""
-    lines = [f"jm_index_t jm_rrest = {index};"]
-    for d in range(spec.reduced_ndim):
-        lines.append(f"{{ const jm_index_t jm_c = jm_rrest % {ARGS}.jm_rsize[{d}]; jm_rrest /= {ARGS}.jm_rsize[{d}];")
-        lines.append("  " + " ".join(f"{prefix}{i} += jm_c * {ARGS}.jm_rstride{i}[{d}];"
-                                     for i in range(len(spec.inputs))) + " }")
-    return lines
+def reduced_offsets(spec: ReductionSpec, index: str) -> list[str]:
+    """Statements adding to `jm_o{i}` input i's offset of reduced element `index`."""
+    return [f"jm_index_t jm_rrest = {index};"] + _odometer(
+        spec.reduced_ndim, "jm_rrest", f"{ARGS}.jm_rsize",
+        [(f"jm_o{i}", f"{ARGS}.jm_rstride{i}") for i in range(len(spec.inputs))])
