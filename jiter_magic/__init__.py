@@ -18,6 +18,7 @@ from jiter_magic.errors import (
     BindError,
     CompileError,
     DeviceError,
+    DimensionError,
     DTypeError,
     GradientError,
     IntegerDivisionError,
@@ -34,15 +35,17 @@ from jiter_magic.errors import (
     UnsupportedArrayError,
 )
 from jiter_magic.function import JitFunction
+from jiter_magic.reduction import ReductionFunction
 from jiter_magic.runtime.build import Specialization
 
 __all__ = [
-    "create_jit_fn", "create_multi_output_jit_fn", "JitFunction", "Specialization",
+    "create_jit_fn", "create_multi_output_jit_fn", "create_reduction_fn", "JitFunction", "ReductionFunction",
+    "Specialization",
     "cache_stats", "clear_cache", "cache_dir", "benchmark", "sweep", "BenchmarkResult", "SweepResult",
     "JiterError", "ParseError", "BindError", "DTypeError", "ShapeError", "DeviceError", "CompileError",
     "ToolchainError", "LaunchError", "ArgumentTypeError", "InvalidArgumentError", "UnknownKwargError",
     "ScalarOverflowError", "UnsupportedArrayError", "GradientError", "KernelFaultError",
-    "IntegerDivisionError", "CacheWarning", "SettingWarning", "__version__",
+    "IntegerDivisionError", "DimensionError", "CacheWarning", "SettingWarning", "__version__",
     "load_ipython_extension", "unload_ipython_extension", "register_torch_operators",
 ]
 
@@ -68,6 +71,23 @@ def create_multi_output_jit_fn(code_string: str, num_outputs: int, **kwargs: obj
         raise BindError(f"num_outputs must be a positive int, got {num_outputs!r}")
     try:
         return JitFunction(code_string, num_outputs, kwargs)
+    except JiterError as error:  # as in create_jit_fn
+        if settings.DEBUG.get():
+            raise
+        raise error.with_traceback(None) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
+
+
+def create_reduction_fn(code_string: str, identity: object, map: str | None = None, *,  # noqa: A002 - the API's name
+                        combine: str, finalize: str | None = None, **kwargs: object) -> ReductionFunction:
+    """Jit a reduction from C++ functors: `combine(a, b)` folds two accumulator values (it must be
+    associative and commutative, which cannot be checked), `map(inputs..., extras...)` makes each
+    element's value (by default the last function that is neither combine nor finalize; none: the
+    element itself), `finalize(result, count)` optionally ends each result (a mean, a norm).
+    `identity` is the value that combine leaves any value unchanged with (0 for a sum, float('-inf')
+    for a max). `kwargs` name the map's extra scalar parameters, with their defaults.
+    Calls take `dim=`, `keepdim=`, `dtype=` and `out=` as torch.sum does."""
+    try:
+        return ReductionFunction(code_string, identity, map, combine, finalize, kwargs)
     except JiterError as error:  # as in create_jit_fn
         if settings.DEBUG.get():
             raise

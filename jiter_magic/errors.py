@@ -51,6 +51,10 @@ class UnknownKwargError(JiterError, KeyError):
         return str(self.args[0]) if len(self.args) == 1 else super().__str__()
 
 
+class DimensionError(JiterError, IndexError):
+    """A reduction's `dim=` out of range for its input (an IndexError, as torch raises)."""
+
+
 class ScalarOverflowError(JiterError, OverflowError):
     """A Python integer does not fit the C type it is passed as."""
 

@@ -21,7 +21,8 @@ site_dir="$(mktemp -d)" && .venv/bin/python -m mkdocs build --strict --quiet --s
 python3 -m venv .venv-cuda12
 .venv-cuda12/bin/python -m pip install -q --upgrade pip
 .venv-cuda12/bin/python -m pip install -q -e ".[cuda12]" "pytest>=7" "hypothesis>=6"
-JITER_MAGIC_EXPECT_NVRTC=12 .venv-cuda12/bin/python -m pytest -q -p no:cacheprovider tests/kernels/test_codegen_nvrtc.py
+JITER_MAGIC_EXPECT_NVRTC=12 .venv-cuda12/bin/python -m pytest -q -p no:cacheprovider tests/kernels/test_codegen_nvrtc.py \
+  tests/kernels/test_reduce_nvrtc.py
 # The "compiling ..." line a slow build adds to a notebook cell would differ from run to run.
 export JITER_MAGIC_NOTICE_AFTER=off
 exec .venv/bin/python -m pytest -q -p no:cacheprovider tests notebooks --nbval --nbval-current-env \

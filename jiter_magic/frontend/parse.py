@@ -23,7 +23,7 @@ from jiter_magic.frontend.tokens import (
     tokenize,
 )
 
-__all__ = ["Functor", "Parameter", "Token", "parse_functor", "tokenize"]
+__all__ = ["Functor", "Parameter", "Token", "parse_definitions", "parse_functor", "tokenize"]
 
 EXAMPLE = "`template <typename T> T my_kernel(T x, T y) { return x + y; }`"
 
@@ -212,7 +212,12 @@ def parse_functor(code: str) -> Functor:
         raise macro_made
     if not definitions:
         raise _no_entry(code, others)
-    entry = definitions[-1]
+    return _functor(code, definitions, len(definitions) - 1)
+
+
+def _functor(code: str, definitions: list[Definition], index: int) -> Functor:
+    """Definition `index` as a Functor; the definitions before it are its helpers."""
+    entry = definitions[index]
     return Functor(
         code=code,
         name=entry.name,
@@ -220,6 +225,14 @@ def parse_functor(code: str) -> Functor:
         is_template=entry.template is not None,
         return_type=join(entry.return_type),
         parameters=_parameters(entry),
-        helper_names=tuple(d.name for d in definitions[:-1]),
+        helper_names=tuple(d.name for d in definitions[:index]),
         line=entry.line,
     )
+
+
+def parse_definitions(code: str) -> tuple[Functor, ...]:
+    """Every top-level function definition of a code string as a Functor, in order: a reduction
+    names several of them (map, combine, finalize) where an elementwise function has one entry."""
+    parse_functor(code)  # the same checks and errors as an elementwise code string
+    definitions, _others = _scan(code)
+    return tuple(_functor(code, definitions, index) for index in range(len(definitions)))

@@ -71,7 +71,7 @@ def buffer_bytes(dtype: str) -> int:
     return EDGE0 * (EDGE1 + PAD) * DTYPES[dtype].itemsize
 
 
-def _guarded(work: CodeBlock, count: str) -> CodeBlock:
+def guarded(work: CodeBlock, count: str) -> CodeBlock:
     """The parallel region: each thread takes its static share of `count` iterations (`jm_begin`
     to `jm_end`, used by `work`) under the fault guard: a signal or a C++ exception in the functor
     ends that thread's share and sets the status the call returns, instead of ending the process.
@@ -157,7 +157,7 @@ class HostLoop(KernelPath):
         with work.block("for (jm_index_t jm_i = jm_begin; jm_i < jm_end; ++jm_i)"):
             work.extend(element_body(binding, spec, {i: f"{ARGS}.jm_in{i}[jm_i]" for i in spec.array_inputs},
                                      [f"{ARGS}.jm_out{j}[jm_i]" for j in range(len(spec.outputs))]))
-        return _guarded(work, "jm_n")
+        return guarded(work, "jm_n")
 
     def _rows(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
         """Rows of the innermost dimension, each row's start offsets computed once. A thread's static
@@ -192,7 +192,7 @@ class HostLoop(KernelPath):
                     for k in range(spec.num_operands):
                         work.line(f"jm_o{k} += (jm_index_t){ARGS}.jm_strides{k}[0];")
             work.line("jm_i += jm_j1 - jm_j0;")
-        code.extend(_guarded(work, "jm_n"))
+        code.extend(guarded(work, "jm_n"))
         return code
 
     def _blocked(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
@@ -245,5 +245,5 @@ class HostLoop(KernelPath):
                     # The outputs walk dimension 0 with unit stride (`transposed_operands`).
                     work.extend(element_body(binding, spec, loaded,
                                              [f"{ARGS}.jm_out{j}[jm_p{j} + jm_i0]" for j in range(nout)]))
-        code.extend(_guarded(work, "jm_tiles"))
+        code.extend(guarded(work, "jm_tiles"))
         return code

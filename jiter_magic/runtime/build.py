@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from jiter_magic import settings
 from jiter_magic.cache.disk import DiskCache, NullDiskCache, disk_cache
@@ -29,13 +30,9 @@ DEBUG_VARIABLE = settings.DEBUG.name
 
 
 @dataclass(frozen=True, slots=True)
-class Specialization:
-    """A built specialization, as the notebook panel and `fn.specializations` show it."""
+class Built:
+    """One build's binary and how it was found: what a reduction keeps, and a Specialization reports."""
 
-    backend: str  # 'cuda' or 'cpu'
-    target: str  # 'sm_90', or 'host'
-    spec: KernelSpec
-    source: str
     binary: bytes
     log: str
     options: tuple[str, ...]
@@ -43,6 +40,17 @@ class Specialization:
     cache_event: str  # 'compiled' or 'disk'
     cache_key: str
     cache_file: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Specialization(Built):
+    """A built specialization, as the notebook panel and `fn.specializations` show it: the build,
+    and what was built where."""
+
+    backend: str  # 'cuda' or 'cpu'
+    target: str  # 'sm_90', or 'host'
+    spec: KernelSpec
+    source: str
 
     @property
     def binary_size(self) -> int:
@@ -69,19 +77,19 @@ def save_failed_source(source: str, name: str, backend: str, key: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Job:
-    """One build: what names its entry, and what its Specialization reports."""
+    """One build: the function's name and code (for messages), what is built, and where."""
 
-    binding: Binding
-    spec: KernelSpec
+    name: str
+    code: str  # the user's code string: compiler logs point at its lines
+    what: str  # one line naming the specialization, for a failed compile's message
     backend: str
     compiler: Compiler
     source: str
     options: tuple[str, ...]
     key: str
 
-    def made(self, binary: bytes, log: str, seconds: float, event: str, path: str | None) -> Specialization:
-        return Specialization(self.backend, self.compiler.target, self.spec, self.source, binary, log,
-                              self.options, seconds, event, self.key, path)
+    def made(self, binary: bytes, log: str, seconds: float, event: str, path: str | None) -> Built:
+        return Built(binary, log, self.options, seconds, event, self.key, path)
 
 
 def build(binding: Binding, spec: KernelSpec, backend: str, compiler: Compiler) -> Specialization:
@@ -89,8 +97,16 @@ def build(binding: Binding, spec: KernelSpec, backend: str, compiler: Compiler) 
     stored. On a miss the key's inter-process lock is taken and the disk checked again, so that
     of several processes (or threads) missing together only one compiles."""
     source = render(binding, spec, backend)
+    built = build_source(binding.functor.name, binding.functor.code, describe(spec), source, backend, compiler)
+    found: dict[str, Any] = {f.name: getattr(built, f.name) for f in fields(Built)}
+    return Specialization(**found, backend=backend, target=compiler.target, spec=spec, source=source)
+
+
+def build_source(name: str, code: str, what: str, source: str, backend: str, compiler: Compiler) -> Built:
+    """The binary of a rendered `source` (of the function `name`, made from the code string `code`)
+    on `backend`, through the disk cache as `build` finds it: a reduction's kernels build here too."""
     options = compiler.options()
-    job = _Job(binding, spec, backend, compiler, source, options, cache_key(source, options, compiler.identity))
+    job = _Job(name, code, what, backend, compiler, source, options, cache_key(source, options, compiler.identity))
     disk = disk_cache()
     found = _from_disk(job, disk)
     if found is not None:
@@ -128,7 +144,7 @@ def split_payload(payload: bytes) -> tuple[bytes, str]:
     return payload[end:], payload[start:end].decode(errors="replace")
 
 
-def _from_disk(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization | None:
+def _from_disk(job: _Job, disk: DiskCache | NullDiskCache) -> Built | None:
     payload = disk.get(job.backend, job.key)
     if payload is None:
         return None
@@ -137,18 +153,18 @@ def _from_disk(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization | N
     return job.made(binary, log, 0.0, "disk", disk.path(job.backend, job.key))
 
 
-def _compile(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization:
-    name = job.binding.functor.name
+def _compile(job: _Job, disk: DiskCache | NullDiskCache) -> Built:
+    name = job.name
     started = time.perf_counter()
     try:
         result = job.compiler.compile(job.source, name, job.options)
     except CompileError as exc:
-        log = with_source_lines(exc.log, job.binding.functor.code)
-        message = f"{name}: compiling {describe(job.spec)} failed.\n{log}"
+        log = with_source_lines(exc.log, job.code)
+        message = f"{name}: compiling {job.what} failed.\n{log}"
         if debugging():
             message += f"\n(generated source saved to {save_failed_source(job.source, name, job.backend, job.key)})"
         raise CompileError(message, log, job.source) from None
-    log = with_source_lines(result.log, job.binding.functor.code) if result.log else ""
+    log = with_source_lines(result.log, job.code) if result.log else ""
     path = disk.put(job.backend, job.key, stored_payload(result.binary, log))
     seconds = time.perf_counter() - started
     count = counters()

@@ -53,39 +53,49 @@ def _unload(handle: int) -> None:
     heap.kernel_unloaded()
 
 
+def load_library(binary: bytes, key: str, name: str) -> tuple[ctypes.CDLL, Any]:
+    """A verified host binary loaded with ctypes, and its `jm_kernel(const jm_Args*)` function."""
+    runtime = fault_guard.ensure_runtime(compiler())  # kernels resolve the guard's symbols against it
+    load_check.check_loading(binary, runtime, key, name)
+    # The verified bytes go to a file of this loader's own, which is removed once loaded:
+    # concurrent loaders never share a half-written file, and nothing is left behind.
+    fd, path = tempfile.mkstemp(prefix=f"jiter_magic-{key[:16]}-", suffix=".so")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(binary)
+        library = ctypes.CDLL(path)
+        function = getattr(library, KERNEL_NAME)
+    except (OSError, AttributeError) as exc:
+        raise LaunchError(f"could not load the compiled host kernel: {exc}") from exc
+    finally:
+        os.unlink(path)
+    function.argtypes = (ctypes.c_char_p,)
+    function.restype = ctypes.c_int
+    host_threads.kernel_loaded()  # a forked child then runs its loops on one thread (host_threads.py)
+    return library, function
+
+
+def unload_when_gone(owner: object, library: ctypes.CDLL) -> None:
+    """Unload `library` once nothing holds `owner` any more (see loader.py), from a weakref
+    finalizer rather than __del__: Python runs __del__ before it clears the object's weak
+    references, so while __del__ closed the library (the GIL released), another thread could
+    still find the kernel in the loader's weak registry and run unmapped code."""
+    weakref.finalize(owner, _unload, library._handle).atexit = False
+
+
 class CpuLauncher:
     """One loaded host specialization."""
 
     def __init__(self, binary: bytes, spec: KernelSpec, key: str, name: str):
-        runtime = fault_guard.ensure_runtime(compiler())  # kernels resolve the guard's symbols against it
-        load_check.check_loading(binary, runtime, key, name)
         self.name = name
-        # The verified bytes go to a file of this loader's own, which is removed once loaded:
-        # concurrent loaders never share a half-written file, and nothing is left behind.
-        fd, path = tempfile.mkstemp(prefix=f"jiter_magic-{key[:16]}-", suffix=".so")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(binary)
-            self.library = ctypes.CDLL(path)
-            self.function = getattr(self.library, KERNEL_NAME)
-        except (OSError, AttributeError) as exc:
-            raise LaunchError(f"could not load the compiled host kernel: {exc}") from exc
-        finally:
-            os.unlink(path)
-        self.function.argtypes = (ctypes.c_char_p,)
-        self.function.restype = ctypes.c_int
-        host_threads.kernel_loaded()  # a forked child then runs its loops on one thread (host_threads.py)
+        self.library, self.function = load_library(binary, key, name)
         self.pack = args_layout(spec, "cpu").packer.pack
         # The C launcher where the C call path is loaded (it runs the kernel with the GIL released,
         # as ctypes does), else None: decided once, here.
         address = ctypes.cast(self.function, ctypes.c_void_p).value or 0
         self.native: Any = fast_call.current().kernel(address, True, (1, 1, 1), 0,
                                              functools.partial(fault_guard.raise_fault, name=name), name)
-        # Unload the library once nothing holds this kernel any more (see loader.py), from a weakref
-        # finalizer rather than __del__: Python runs __del__ before it clears the object's weak
-        # references, so while __del__ closed the library (the GIL released), another thread could
-        # still find the kernel in the loader's weak registry and run unmapped code.
-        weakref.finalize(self, _unload, self.library._handle).atexit = False
+        unload_when_gone(self, self.library)
 
     def __call__(self, values: list, geometry: tuple, grid: tuple[int, int, int], stream: int) -> None:
         native = self.native

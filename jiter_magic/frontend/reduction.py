@@ -1,0 +1,89 @@
+"""Bind a reduction's code string: which function maps the elements, which combines, which finalizes.
+
+A reduction names up to three functions of one code string: `combine(a, b)` (required: two
+accumulator values to one), `map(inputs..., extras...)` (each element's inputs to an accumulator
+value; by default the last function that is neither combine nor finalize, and none at all means
+the element itself) and `finalize(result, count)` (optional: the result and how many elements it
+holds, for means and norms). The map's parameters are bound as `create_jit_fn` binds its entry's:
+kwargs name extras, the other value parameters are the array inputs in declaration order.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from jiter_magic.errors import ArgumentTypeError, BindError
+from jiter_magic.frontend.bind import Binding, bind
+from jiter_magic.frontend.parse import Functor, parse_definitions
+
+
+@dataclass(frozen=True, slots=True)
+class ReductionBinding:
+    """The functions a reduction calls, and what its calls pass the map."""
+
+    code: str
+    combine: Functor
+    map: Binding | None  # None: no map function, each element (of one input) is its own value
+    finalize: Functor | None
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return self.map.input_names if self.map is not None else ("x",)
+
+    @property
+    def extra_names(self) -> tuple[str, ...]:
+        return self.map.extra_names if self.map is not None else ()
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.input_names)
+
+    @property
+    def name(self) -> str:
+        """How messages and generated file names call the reduction: its map, or its combine."""
+        return self.map.functor.name if self.map is not None else self.combine.name
+
+
+def _named(functions: dict[str, Functor], name: object, role: str) -> Functor:
+    """The function a `role=` argument names, or an error listing the defined ones."""
+    if not isinstance(name, str):
+        raise ArgumentTypeError(f"{role}= must name a function of the code string (a str), "
+                                f"got {type(name).__name__}: {name!r}")
+    if name not in functions:
+        names = list(functions)
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise BindError(f"{role}={name!r} names no function of the code string; it defines {names}{hint}")
+    return functions[name]
+
+
+def _check_arity(functor: Functor, role: str, expected: str) -> None:
+    """A combine takes two accumulator values, a finalize the result and the count; both return one."""
+    if not functor.returns_value or any(p.is_reference for p in functor.parameters):
+        raise BindError(f"the {role} function must return its value: {functor.signature}")
+    if len(functor.parameters) != 2:
+        raise BindError(f"the {role} function must take two parameters ({expected}), "
+                        f"{functor.name} takes {len(functor.parameters)}: {functor.signature}")
+
+
+def bind_reduction(code: str, map_name: str | None, combine: object, finalize: object,
+                   kwarg_names: list[str]) -> ReductionBinding:
+    """Find the named functions in `code` and bind the map's parameters; errors name what was wrong."""
+    functions = {f.name: f for f in parse_definitions(code)}
+    combine_fn = _named(functions, combine, "combine")
+    _check_arity(combine_fn, "combine", "two accumulator values, such as `T add(T a, T b)`")
+    finalize_fn = None
+    if finalize is not None:
+        finalize_fn = _named(functions, finalize, "finalize")
+        _check_arity(finalize_fn, "finalize", "the result and the count, such as `T mean(T total, int64_t n)`")
+    if map_name is None:
+        taken = {combine_fn.name} | ({finalize_fn.name} if finalize_fn is not None else set())
+        candidates = [name for name in functions if name not in taken]
+        map_name = candidates[-1] if candidates else None
+    if map_name is None:
+        if kwarg_names:
+            raise BindError(f"keyword arguments {kwarg_names} need a map function to pass them to; "
+                            "the code string has none besides combine and finalize")
+        return ReductionBinding(code, combine_fn, None, finalize_fn)
+    mapped = bind(_named(functions, map_name, "map"), list(kwarg_names), None)
+    return ReductionBinding(code, combine_fn, mapped, finalize_fn)

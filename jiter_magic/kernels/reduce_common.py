@@ -1,0 +1,143 @@
+"""What the host and CUDA reduction kernels share: the `Args` struct, the functor calls, the source.
+
+Every field of a reduction's `jm_Args` is 8-byte aligned (pointers, int64 counts and loop
+geometry, the map's extras), so one struct format packs it on both backends. The user's
+functions are called with the accumulator type as their `T`: `map` on each element's inputs
+converted to it, `combine` on two accumulator values, `finalize` on the result and the count.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+
+from jiter_magic.codegen.element import convert
+from jiter_magic.codegen.names import KERNEL_FILE, USER_FILE
+from jiter_magic.codegen.prelude import prelude
+from jiter_magic.frontend.bind import EXTRA, INPUT
+from jiter_magic.frontend.parse import Functor
+from jiter_magic.frontend.reduction import ReductionBinding
+from jiter_magic.frontend.tokens import defined_macros
+from jiter_magic.planning.dtypes import ctype
+from jiter_magic.planning.reduce_spec import ReductionSpec
+
+ARGS = "jm_a"
+_EXTRA_FORMAT = {"int64": ("int64_t", "q"), "float64": ("double", "d"), "bool": ("bool", "?")}
+
+
+# Infinity and NaN for identities (a max's -inf): NVRTC has neither INFINITY nor the builtins.
+_SPECIAL_VALUES = {
+    False: "static inline double jm_inf() { return HUGE_VAL; }\nstatic inline double jm_nan() { return NAN; }\n",
+    True: "__device__ __forceinline__ double jm_inf() { return __longlong_as_double(0x7ff0000000000000LL); }\n"
+          "__device__ __forceinline__ double jm_nan() { return __longlong_as_double(0x7ff8000000000000LL); }\n",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ReduceArgs:
+    """The `jm_Args` struct of a reduction: its C declaration and the packer of its values."""
+
+    fields: tuple[tuple[str, str, int], ...]  # name, C type, array length (0: a plain field)
+    packer: struct.Struct
+
+    def declaration(self) -> str:
+        lines = ["struct jm_Args {"]
+        for name, c_type, count in self.fields:
+            lines.append(f"  alignas(8) {c_type} {name}{f'[{count}]' if count else ''};")
+        lines.append("};")
+        lines.append(f'static_assert(sizeof(jm_Args) == {self.packer.size}, "jm_Args layout: does a macro in the '
+                     'code string redefine a type?");')
+        return "\n".join(lines)
+
+
+@lru_cache(maxsize=256)
+def reduce_args(spec: ReductionSpec) -> ReduceArgs:
+    """Pointers (the result, each input, the partials of a grid reduction), rows and count, blocks a
+    row and stage (the grid reduction's), the extras, then the kept and reduced loop geometry."""
+    fields: list[tuple[str, str, int]] = [("jm_out", f"{ctype(spec.output)}*", 0)]
+    fields += [(f"jm_in{i}", f"const {ctype(d)}*", 0) for i, d in enumerate(spec.inputs)]
+    fields += [("jm_partials", "jm_acc_t*", 0), ("jm_rows", "int64_t", 0), ("jm_count", "int64_t", 0),
+               ("jm_blocks", "int64_t", 0), ("jm_stage", "int64_t", 0)]
+    fields += [(f"jm_extra{k}", _EXTRA_FORMAT[d][0], 0) for k, d in enumerate(spec.extras)]
+    fields.append(("jm_ksize", "int64_t", spec.kept_ndim))
+    fields += [(f"jm_kstride{k}", "int64_t", spec.kept_ndim) for k in range(len(spec.inputs) + 1)]
+    fields.append(("jm_rsize", "int64_t", spec.reduced_ndim))
+    fields += [(f"jm_rstride{i}", "int64_t", spec.reduced_ndim) for i in range(len(spec.inputs))]
+    fmt = "<"
+    for name, c_type, count in fields:
+        if name.startswith("jm_extra"):
+            code = _EXTRA_FORMAT[next(d for k, d in enumerate(spec.extras) if name == f"jm_extra{k}")][1]
+            fmt += code + ("7x" if code == "?" else "")
+        elif count:
+            fmt += f"{count}q"
+        else:
+            fmt += "Q" if c_type.endswith("*") else "q"
+    return ReduceArgs(tuple(fields), struct.Struct(fmt))
+
+
+def _template_call(functor: Functor, args: list[str]) -> str:
+    """A call of a user function with the accumulator type as its one type parameter, if it has one."""
+    params = functor.template_params
+    typed = len(params) == 1 and not params[0].startswith(("int ", "bool "))
+    return f"{functor.name}{'<jm_acc_t>' if typed else ''}({', '.join(args)})"
+
+
+def mapped(binding: ReductionBinding, spec: ReductionSpec, loaded: list[str]) -> str:
+    """The accumulator value of one element: `loaded[i]` is input i's storage expression."""
+    values = [convert(expr, d, spec.accumulate) for expr, d in zip(loaded, spec.inputs)]
+    if binding.map is None:
+        return values[0]
+    args = []
+    for role, index in binding.map.roles:
+        args.append(values[index] if role == INPUT else f"{ARGS}.jm_extra{index}" if role == EXTRA else "")
+    return f"(jm_acc_t){_template_call(binding.map.functor, args)}"
+
+
+def combined(binding: ReductionBinding, a: str, b: str) -> str:
+    return f"(jm_acc_t){_template_call(binding.combine, [a, b])}"
+
+
+def finalized(binding: ReductionBinding, spec: ReductionSpec, acc: str, count: str) -> str:
+    """The value stored for a row: the result finalized with its count, in the output's dtype."""
+    if binding.finalize is not None:
+        acc = f"(jm_acc_t){_template_call(binding.finalize, [acc, f'(int64_t)({count})'])}"
+    return convert(acc, spec.accumulate, spec.output)
+
+
+def render_with(binding: ReductionBinding, spec: ReductionSpec, backend: str, kernel: str) -> str:
+    """Prelude, the accumulator's typedef, the user's code under its `#line`, `jm_Args`, the kernel."""
+    code = binding.code
+    head = prelude("cuda" if backend == "cuda" else "host", "complex" in code)
+    head += f"\ntypedef {ctype(spec.accumulate)} jm_acc_t;\ntypedef int64_t jm_index_t;\n"
+    head += _SPECIAL_VALUES[backend == "cuda"]
+    text = head + f'#line 1 "{USER_FILE}"\n' + code + "\n"
+    text += "".join(f"#undef {name}\n" for name in sorted(defined_macros(code)))
+    text += f'#line {text.count(chr(10)) + 2} "{KERNEL_FILE}"\n'
+    return text + reduce_args(spec).declaration() + "\n" + kernel
+
+
+def _odometer(ndim: int, rest: str, sizes: str, strides: list[tuple[str, str]]) -> list[str]:
+    """Statements splitting index `rest` into coordinates of `ndim` dims (innermost first) and adding
+    each times its stride to each offset (`strides`: (offset, stride array) pairs). The outermost
+    coordinate is what is left, with no division: a 64-bit division costs tens of instructions on
+    a GPU, and one-dim walks (most, once coalesced) then need none."""
+    lines = []
+    for d in range(ndim):
+        split = f"{rest} % {sizes}[{d}]; {rest} /= {sizes}[{d}];" if d < ndim - 1 else f"{rest};"
+        lines.append(f"{{ const jm_index_t jm_c = {split}")
+        lines.append("  " + " ".join(f"{offset} += jm_c * {array}[{d}];" for offset, array in strides) + " }")
+    return lines
+
+
+def kept_offsets(spec: ReductionSpec, row: str, operands: range) -> list[str]:
+    """Statements setting `jm_k{k}`, operand k's offset of output element `row` (0: the output)."""
+    lines = [f"jm_index_t {', '.join(f'jm_k{k} = 0' for k in operands)}, jm_krest = {row};"]
+    return lines + _odometer(spec.kept_ndim, "jm_krest", f"{ARGS}.jm_ksize",
+                             [(f"jm_k{k}", f"{ARGS}.jm_kstride{k}") for k in operands])
+
+
+def reduced_offsets(spec: ReductionSpec, index: str) -> list[str]:
+    """Statements adding to `jm_o{i}` input i's offset of reduced element `index`."""
+    return [f"jm_index_t jm_rrest = {index};"] + _odometer(
+        spec.reduced_ndim, "jm_rrest", f"{ARGS}.jm_rsize",
+        [(f"jm_o{i}", f"{ARGS}.jm_rstride{i}") for i in range(len(spec.inputs))])

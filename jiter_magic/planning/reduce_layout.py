@@ -1,0 +1,117 @@
+"""Which dimensions a reduction folds, and how its kernel walks them: pure functions over shapes.
+
+`normalize_dims` reads `dim=` as torch.sum does (an int, a tuple, or None for all; negative dims
+count from the end; a 0-d array takes dim 0 or -1). `plan_reduction_layout` splits the broadcast
+shape into kept dimensions (one output element each) and reduced ones, then coalesces each group
+on its own, innermost first: kept dimensions in the output's order, reduced ones ordered by the
+first input's strides so the innermost walk is the densest. A kernel then sees a few loop
+dimensions, usually one of each.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+from jiter_magic.errors import ArgumentTypeError, DimensionError, InvalidArgumentError
+from jiter_magic.planning.layout import broadcast_strides, coalesce, dimension_order
+
+
+def normalize_dims(dim: object, ndim: int) -> tuple[int, ...]:
+    """The reduced dimensions of an `ndim`-d array, sorted, each in range(ndim); None or () is all.
+    A dim out of range is an IndexError as torch raises; a repeated one (5 and -1 of 6) an error."""
+    if dim is None:
+        return tuple(range(ndim))
+    items = dim if isinstance(dim, (tuple, list)) else (dim,)
+    if not items:  # torch.sum(x, dim=()) reduces everything
+        return tuple(range(ndim))
+    seen: dict[int, object] = {}
+    for item in items:
+        if isinstance(item, bool) or not hasattr(item, "__index__"):
+            raise ArgumentTypeError(f"dim must be an int, a tuple of ints or None, got {type(item).__name__}: "
+                                    f"{item!r}")
+        value = operator.index(item)
+        bound = max(ndim, 1)  # a 0-d array takes dim 0 or -1, as torch's do
+        if not -bound <= value < bound:
+            raise DimensionError(f"dim {value} is out of range for a {ndim}-d input: expected a dim in "
+                                 f"[{-bound}, {bound - 1}]")
+        normal = value % bound
+        if normal in seen:
+            raise InvalidArgumentError(f"dim {item!r} appears twice in dim={dim!r} (as {seen[normal]!r} and "
+                                       f"{item!r}): each dimension may be reduced once")
+        seen[normal] = item
+    return tuple(sorted(d for d in seen if d < ndim))
+
+
+def reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool) -> tuple[int, ...]:
+    """The result's shape: the reduced dims dropped, or kept as 1 with `keepdim`."""
+    if keepdim:
+        return tuple(1 if axis in dims else size for axis, size in enumerate(shape))
+    return tuple(size for axis, size in enumerate(shape) if axis not in dims)
+
+
+@dataclass(frozen=True, slots=True)
+class ReductionLayout:
+    """How one reduction call iterates: its output elements (rows) and the elements of each (count)."""
+
+    out_shape: tuple[int, ...]
+    kept_sizes: tuple[int, ...]  # coalesced kept dims, innermost first
+    kept_strides: tuple[tuple[int, ...], ...]  # per operand: the output, then each input
+    reduced_sizes: tuple[int, ...]  # coalesced reduced dims, innermost first
+    reduced_strides: tuple[tuple[int, ...], ...]  # per input
+    rows: int  # output elements
+    count: int  # elements folded into each
+
+    @property
+    def inner_reduced_dense(self) -> bool:
+        """One reduced dim that every input walks with unit stride: each row a dense run."""
+        return len(self.reduced_sizes) == 1 and all(s == (1,) for s in self.reduced_strides)
+
+    @property
+    def inner_kept_dense(self) -> bool:
+        """The innermost kept dim walked with unit stride by every input and the output: reading a
+        column of the reduced dims, neighbouring output elements read neighbouring memory."""
+        return bool(self.kept_sizes) and all(s[0] == 1 for s in self.kept_strides)
+
+
+def dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major element strides of `shape`: a result allocated for a call has them."""
+    strides, step = [0] * len(shape), 1
+    for axis in range(len(shape) - 1, -1, -1):
+        strides[axis] = step
+        step *= max(shape[axis], 1)
+    return tuple(strides)
+
+
+def _product(sizes: tuple[int, ...] | list[int]) -> int:
+    total = 1
+    for size in sizes:
+        total *= size
+    return total
+
+
+def plan_reduction_layout(shape: tuple[int, ...], input_strides: list[tuple[tuple[int, ...], tuple[int, ...]]],
+                          dims: tuple[int, ...], keepdim: bool,
+                          out_strides: tuple[int, ...] | None = None) -> ReductionLayout:
+    """The layout of reducing `dims` of `shape`. `input_strides` holds each input's own (shape,
+    element strides), broadcast here; `out_strides` are an `out=` array's element strides (over the
+    result's shape), None for a dense result."""
+    inputs = [broadcast_strides(s, st, shape) for s, st in input_strides]
+    out_shape = reduced_shape(shape, dims, keepdim)
+    if out_strides is None:
+        out_strides = dense_strides(out_shape)
+    kept = [axis for axis in range(len(shape)) if axis not in dims]
+    # The output's stride of each kept axis: its own axis, which keepdim leaves at the same place.
+    out_axis = {axis: (axis if keepdim else index) for index, axis in enumerate(kept)}
+    kept_inner = kept[::-1]
+    kept_sizes, kept_strides = coalesce([shape[a] for a in kept_inner],
+                                        [[out_strides[out_axis[a]] for a in kept_inner]]
+                                        + [[st[a] for a in kept_inner] for st in inputs])
+    sub_shape = tuple(shape[a] for a in dims)
+    order = dimension_order(sub_shape, [tuple(st[a] for a in dims) for st in inputs]) if dims else []
+    reduced_inner = [dims[i] for i in order]
+    reduced_sizes, reduced_strides = coalesce([shape[a] for a in reduced_inner],
+                                              [[st[a] for a in reduced_inner] for st in inputs])
+    if 0 in [shape[a] for a in dims]:  # an empty reduction: coalescing keeps no 0, so say it here
+        reduced_sizes, reduced_strides = (0,), tuple((0,) for _ in inputs)
+    return ReductionLayout(tuple(out_shape), kept_sizes, kept_strides, reduced_sizes, reduced_strides,
+                           _product([shape[a] for a in kept]), _product(sub_shape))

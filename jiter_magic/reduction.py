@@ -1,0 +1,70 @@
+"""`ReductionFunction`: the callable `create_reduction_fn` returns, a facade over the reduction call path.
+
+Parsing and binding the named functions happen once, here; a call goes to runtime/reduce_call.py,
+which plans it and launches the function's kernels (runtime/reduce_loader.py).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from jiter_magic.errors import InvalidArgumentError
+from jiter_magic.frontend.reduction import bind_reduction
+from jiter_magic.planning.reduce_spec import CUDA_PATHS, HOST, HOST_PATHS, ReductionSpec, check_identity
+from jiter_magic.planning.values import scalar_value
+from jiter_magic.runtime import reduce_call
+from jiter_magic.runtime.reduce_loader import BuiltReduction, ReductionKernels, render
+
+
+class ReductionFunction:
+    """A jitted reduction; call it as torch.sum: `fn(*inputs, dim=None, keepdim=False, dtype=None, out=None)`."""
+
+    def __init__(self, code_string: str, identity: object, map_name: str | None, combine: object,
+                 finalize: object, kwargs: dict[str, object]) -> None:
+        check_identity(identity)
+        self.binding = bind_reduction(code_string, map_name, combine, finalize, list(kwargs))
+        self.identity = identity
+        self.code = code_string
+        self.kwargs = {name: scalar_value(value, name) for name, value in kwargs.items()}
+        self.name = self.__name__ = self.__qualname__ = self.binding.name
+        self._kernels = ReductionKernels(self.binding)
+
+    def __call__(self, *inputs: object, dim: object = None, keepdim: bool = False, dtype: object = None,
+                 out: object = None, **kwargs: object) -> Any:
+        options = {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": out}
+        return reduce_call.run(self._kernels, self.identity, self.kwargs, inputs, options, kwargs)
+
+    @property
+    def num_inputs(self) -> int:
+        return self.binding.num_inputs
+
+    @property
+    def specializations(self) -> list[BuiltReduction]:
+        """Every kernel built for this function, in order."""
+        return list(self._kernels.built)
+
+    def source(self, *dtypes: str, path: str = HOST, output: str | None = None, kept_ndim: int = 1,
+               reduced_ndim: int = 1, vec: int = 1, **kwargs: object) -> str:
+        """The generated source of one kernel (no GPU, no compiler needed): input dtype names (all
+        float32 by default), the kernel shape (`path`: 'host', or a CUDA one of
+        `jiter_magic.kernels.reduce_cuda`) and its loop dims; kwargs override the extras' defaults."""
+        return render(self.binding, self.spec(*dtypes, path=path, output=output, kept_ndim=kept_ndim,
+                                              reduced_ndim=reduced_ndim, vec=vec, **kwargs))
+
+    def spec(self, *dtypes: str, path: str = HOST, output: str | None = None, kept_ndim: int = 1,
+             reduced_ndim: int = 1, vec: int = 1, **kwargs: object) -> ReductionSpec:
+        """The spec of one kernel, as `source` takes it."""
+        from jiter_magic.planning.reduce_spec import accumulate_dtype, identity_literal, result_dtype
+        from jiter_magic.planning.values import scalar_kind
+
+        inputs = tuple(dtypes) or ("float32",) * self.num_inputs
+        result = result_dtype(inputs[0], output)
+        accumulate = accumulate_dtype(result)
+        extras = reduce_call.extra_values(self.binding, self.kwargs, kwargs)
+        if path not in HOST_PATHS + CUDA_PATHS:
+            raise InvalidArgumentError(f"path must be one of {list(HOST_PATHS + CUDA_PATHS)}, got {path!r}")
+        return ReductionSpec(inputs, result, accumulate, tuple(scalar_kind(v) for v in extras),
+                             identity_literal(self.identity, accumulate), path=path, kept_ndim=kept_ndim,
+                             reduced_ndim=reduced_ndim, vec=vec)
+
+    def __repr__(self) -> str:
+        return f"<jiter_magic.ReductionFunction {self.name} combine={self.binding.combine.name}>"

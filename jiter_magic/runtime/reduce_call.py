@@ -1,0 +1,232 @@
+"""One call of a reduction: describe the arrays, plan (dtypes, dims, layout, kernel shape), launch.
+
+The arrays go through the same adapters as elementwise calls (arrays/); the plan is a frozen
+`ReductionPlan` of pure planning records; the kernel comes from the function's `ReductionKernels`.
+Every check of an argument happens before anything is allocated or launched.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jiter_magic.arrays import BY_TYPE, adapter_for, coerce
+from jiter_magic.arrays.base import ArrayAdapter
+from jiter_magic.errors import (
+    ArgumentTypeError,
+    BindError,
+    DeviceError,
+    DTypeError,
+    GradientError,
+    ShapeError,
+    UnknownKwargError,
+    UnsupportedArrayError,
+    device_name,
+)
+from jiter_magic.frontend.reduction import ReductionBinding
+from jiter_magic.kernels import reduce_cuda, reduce_host
+from jiter_magic.planning.dtypes import dtype as dtype_of
+from jiter_magic.planning.dtypes import promote_types
+from jiter_magic.planning.layout import ArrayDesc, broadcast_shape
+from jiter_magic.planning.reduce_layout import (
+    ReductionLayout,
+    dense_strides,
+    normalize_dims,
+    plan_reduction_layout,
+    reduced_shape,
+)
+from jiter_magic.planning.reduce_spec import (
+    ReductionSpec,
+    accumulate_dtype,
+    identity_literal,
+    result_dtype,
+)
+from jiter_magic.planning.values import scalar_kind, scalar_value
+from jiter_magic.runtime.reduce_loader import ReductionKernels
+
+
+@dataclass(frozen=True, slots=True)
+class ReductionPlan:
+    """What one call runs: the kernel's spec, its layout, and the grid reduction's blocks a row."""
+
+    spec: ReductionSpec
+    layout: ReductionLayout
+    blocks: int
+
+
+def dtype_name(value: object) -> str:
+    """A `dtype=` (a torch or NumPy dtype, a type such as float, or a name) as a dtype name."""
+    if isinstance(value, str):
+        return dtype_of(value).name
+    if type(value).__module__.startswith("torch"):
+        return dtype_of(str(value).removeprefix("torch.")).name
+    try:
+        import numpy
+
+        return dtype_of(numpy.dtype(value).name).name  # type: ignore[call-overload]
+    except TypeError:
+        raise DTypeError(f"dtype= must be a torch or NumPy dtype or a dtype name, got {value!r}") from None
+
+
+def _described(args: tuple, binding: ReductionBinding) -> tuple[list[Any], list[ArrayDesc], ArrayAdapter, int]:
+    """Each input array, its description, and the one adapter and device they share."""
+    if len(args) != binding.num_inputs:
+        raise BindError(f"{binding.name} takes {binding.num_inputs} input array(s) {list(binding.input_names)}, "
+                        f"got {len(args)}")
+    arrays, descs, adapter, device = [], [], None, -1
+    for x in args:
+        a = BY_TYPE.get(type(x)) or adapter_for(x)
+        if a is None:
+            if isinstance(x, (bool, int, float, complex)):
+                raise ArgumentTypeError(f"{binding.name}: the inputs of a reduction are arrays, got the number "
+                                        f"{x!r}; pass numbers as keyword arguments of the map function")
+            x, a = coerce(x)
+        if a.delegates:
+            raise UnsupportedArrayError(f"{binding.name}: reductions do not run on {a.library} arrays yet; "
+                                        "pass plain torch, NumPy or CuPy arrays")
+        x = a.materialize(x)
+        described = a.describe(x)
+        if adapter is None:
+            adapter, device = a, described.device
+        elif a is not adapter:
+            raise DeviceError(f"inputs mix {adapter.library} and {a.library} arrays; convert them to one library")
+        elif described.device != device:
+            raise DeviceError(f"inputs live on different devices ({device_name(device)} and "
+                              f"{device_name(described.device)}); move them to one device")
+        arrays.append(x)
+        descs.append(a.normalize(described))
+    assert adapter is not None  # a binding has at least one input
+    if adapter.gradient_inputs([adapter.describe(x) for x in arrays], None):
+        raise GradientError(f"{binding.name}: reductions have no backward yet, and an input requires grad; "
+                            "call it under torch.no_grad() or on x.detach()")
+    return arrays, descs, adapter, device
+
+
+def extra_values(binding: ReductionBinding, defaults: dict[str, object], given: dict[str, object]) -> list:
+    """The map's extras, a call's keywords over the defaults, in the map's declared order."""
+    for name in given:
+        if name not in defaults:
+            raise UnknownKwargError.naming(name, list(defaults) + ["dim", "keepdim", "dtype", "out"])
+    values = {**defaults, **{name: scalar_value(value, name) for name, value in given.items()}}
+    return [values[name] for name in binding.extra_names]
+
+
+def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, device: int, identity: object,
+              extras: list, dim: object, keepdim: bool, requested: str | None,
+              out: ArrayDesc | None) -> ReductionPlan:
+    """Everything a call's launch needs, checked: dtypes, dims, `out=`, the layout and the kernel."""
+    common = descs[0].dtype
+    for desc in descs[1:]:
+        common = promote_types(common, desc.dtype, rules)
+    result = result_dtype(common, requested)
+    accumulate = accumulate_dtype(result)
+    shape = broadcast_shape([d.shape for d in descs])
+    dims = normalize_dims(dim, len(shape))
+    out_strides = None
+    if out is not None:
+        expected = reduced_shape(shape, dims, bool(keepdim))
+        if out.shape != expected:
+            raise ShapeError(f"out= has shape {out.shape}, but the result of reducing dims {list(dims)} of shape "
+                             f"{shape} (keepdim={bool(keepdim)}) has shape {expected}")
+        if out.dtype != result:
+            raise DTypeError(f"out= has dtype {out.dtype}, but the result is {result}; pass dtype={out.dtype} "
+                             f"to reduce into it, or an out= of dtype {result}")
+        out_strides = out.strides
+    layout = plan_reduction_layout(shape, [(d.shape, d.strides) for d in descs], dims, bool(keepdim), out_strides)
+    inputs = tuple(d.dtype for d in descs)
+    path, vec, blocks = reduce_host.choose_path(layout), 1, 1
+    if device >= 0:
+        path, vec = reduce_cuda.choose_path(layout, inputs, [d.pointer for d in descs])
+        blocks = reduce_cuda.grid_blocks(layout) if path == reduce_cuda.GRID else 1
+    spec = ReductionSpec(inputs, result, accumulate, tuple(scalar_kind(v) for v in extras),
+                         identity_literal(identity, accumulate), path=path, kept_ndim=max(len(layout.kept_sizes), 1),
+                         reduced_ndim=max(len(layout.reduced_sizes), 1), vec=vec)
+    return ReductionPlan(spec, layout, blocks)
+
+
+def _padded(values: tuple[int, ...], length: int, fill: int) -> list[int]:
+    return list(values) + [fill] * (length - len(values))
+
+
+def packed_values(plan: ReductionPlan, out_pointer: int, pointers: list[int], partials: int, stage: int,
+                  extras: list) -> list:
+    """The `jm_Args` values of a launch, in `reduce_args` order."""
+    spec, layout = plan.spec, plan.layout
+    values: list = [out_pointer, *pointers, partials, layout.rows, layout.count, plan.blocks, stage]
+    values += [bool(v) if kind == "bool" else float(v) if kind == "float64" else int(v)
+               for v, kind in zip(extras, spec.extras)]
+    values += _padded(layout.kept_sizes, spec.kept_ndim, 1)
+    for strides in layout.kept_strides:
+        values += _padded(strides, spec.kept_ndim, 0)
+    values += _padded(layout.reduced_sizes, spec.reduced_ndim, 1)
+    for strides in layout.reduced_strides:
+        values += _padded(strides, spec.reduced_ndim, 0)
+    return values
+
+
+def _memo_key(descs: list[ArrayDesc], device: int, extras: list, options: dict[str, Any], requested: str | None,
+              out: ArrayDesc | None) -> tuple | None:
+    """What decides a call's plan, as a hashable tuple (None where a `dim=` cannot be hashed): every
+    field of the inputs' and `out=`'s descriptions but the pointers, whose alignment alone counts."""
+    dim = options["dim"]
+    dim = tuple(dim) if isinstance(dim, list) else dim
+    arrays = tuple((d.dtype, d.shape, d.strides, d.pointer % 16) for d in descs)
+    written = None if out is None else (out.dtype, out.shape, out.strides)
+    key = (arrays, device, tuple(scalar_kind(v) for v in extras), dim, bool(options["keepdim"]), requested, written)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _planned(kernels: ReductionKernels, descs: list[ArrayDesc], rules: str, device: int, identity: object,
+             extras: list, options: dict[str, Any], requested: str | None, out: ArrayDesc | None) -> ReductionPlan:
+    """The call's plan: from the function's memo of plans, or planned (and checked) now and kept."""
+    key = _memo_key(descs, device, extras, options, requested, out)
+    plan = kernels.plans.get(key) if key is not None else None
+    if plan is None:
+        plan = plan_call(kernels.binding, descs, rules, device, identity, extras, options["dim"], options["keepdim"],
+                         requested, out)
+        if key is not None:
+            kernels.keep_plan(key, plan)
+    return plan
+
+
+def run(kernels: ReductionKernels, identity: object, defaults: dict[str, object], args: tuple,
+        options: dict[str, Any], given: dict[str, object]) -> Any:
+    """A whole call: `options` holds dim, keepdim, dtype and out."""
+    binding = kernels.binding
+    arrays, descs, adapter, device = _described(args, binding)
+    extras = extra_values(binding, defaults, given)
+    requested = None if options["dtype"] is None else dtype_name(options["dtype"])
+    out = options["out"]
+    out_desc = None
+    if out is not None:
+        if adapter_for(out) is not adapter:
+            raise ArgumentTypeError(f"out= must be a {adapter.library} array like the inputs, "
+                                    f"got {type(out).__name__}")
+        adapter.check_output(out)
+        described = adapter.describe(out)
+        if described.device != device:
+            raise DeviceError(f"out= lives on {device_name(described.device)}, the inputs on {device_name(device)}")
+        out_desc = adapter.normalize(described)
+    plan = _planned(kernels, descs, adapter.rules, device, identity, extras, options, requested, out_desc)
+    layout, spec = plan.layout, plan.spec
+    if out is None:
+        out = adapter.allocator(layout.out_shape, dense_strides(layout.out_shape), spec.output, arrays[0])()
+    if layout.rows == 0:
+        return out
+    launcher = kernels.launcher(spec, device)
+    stream = adapter.stream(device) if device >= 0 else 0
+    partials, keep = 0, None
+    if device >= 0 and plan.blocks > 1:
+        keep = adapter.allocator((layout.rows * plan.blocks,), (1,), spec.accumulate, arrays[0])()
+        partials = adapter.pointer(keep)
+    pointers = [d.pointer for d in descs]
+    launches = reduce_cuda.launches(spec, layout.rows, plan.blocks) if device >= 0 else [((1, 1, 1), (1, 1, 1), 0)]
+    for grid, block, stage in launches:
+        launcher(packed_values(plan, adapter.pointer(out), pointers, partials, stage, extras), grid, block, stream)
+    del keep  # the partials stay allocated until the launches are queued: the allocator orders reuse on the stream
+    if options["out"] is not None:
+        adapter.written([out])
+    return out

@@ -1,0 +1,95 @@
+"""Reductions on a CUDA GPU against torch's: every kernel shape (a warp or a block a row, columns,
+the two-stage grid), dtypes, layouts, empty inputs, `out=`, `dtype=`, CuPy arrays, determinism.
+
+Marked `gpu`; skipped without one.
+"""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from jiter_magic import create_reduction_fn  # noqa: E402
+from jiter_magic.planning.reduce_spec import BLOCK_ROWS, COLUMNS, GRID, WARP_ROWS  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+SQ = "template <typename T> T sq(T x) { return x * x; }\n"
+ADD = "template <typename T> T add(T a, T b) { return a + b; }\n"
+MAX = "template <typename T> T larger(T a, T b) { return (a != a || a > b) ? a : b; }\n"
+MEAN = "template <typename T> T mean(T total, int64_t n) { return total / T(n); }\n"
+SUM = create_reduction_fn(ADD, 0, combine="add")
+SUMSQ = create_reduction_fn(SQ + ADD, 0, map="sq", combine="add")
+AMAX = create_reduction_fn(MAX, float("-inf"), combine="larger")
+AVERAGE = create_reduction_fn(ADD + MEAN, 0, combine="add", finalize="mean")
+TOLERANCE = {torch.float16: 3e-3, torch.bfloat16: 2e-2, torch.float32: 1e-4, torch.float64: 1e-10}
+
+
+def sample(shape, dtype):
+    if dtype is torch.bool:
+        return torch.rand(shape, device="cuda") > 0.5
+    if not dtype.is_floating_point:
+        return torch.randint(0, 50, shape, device="cuda").to(dtype)
+    return torch.randn(shape, device="cuda", dtype=torch.float64).to(dtype)
+
+
+def check(result, expected):
+    assert result.dtype == expected.dtype and result.shape == expected.shape and result.is_cuda
+    if expected.dtype.is_floating_point:
+        tol = TOLERANCE[expected.dtype]
+        torch.testing.assert_close(result.double(), expected.double(), rtol=tol, atol=tol, equal_nan=True)
+    else:
+        assert torch.equal(result, expected)
+
+
+SHAPES = [  # (shape, dim, the kernel shape it takes)
+    ((4096, 1000), 1, WARP_ROWS), ((512, 8192), 1, BLOCK_ROWS), ((8192, 512), 0, COLUMNS),
+    ((1 << 22,), None, GRID), ((3, 1_000_001), 1, GRID), ((64, 33, 65), (0, 2), GRID),
+]
+
+
+@pytest.mark.parametrize(("shape", "dim", "path"), SHAPES, ids=lambda v: str(v))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32,
+                                   torch.bool, torch.uint8], ids=str)
+def test_every_kernel_shape_against_torch(shape, dim, path, dtype):
+    x = sample(shape, dtype)
+    wide = x.double() if dtype.is_floating_point else x.long()
+    result_dtype = dtype if dtype.is_floating_point else torch.int64
+    expected = (wide * wide).sum() if dim is None else (wide * wide).sum(dim)
+    check(SUMSQ(x, dim=dim), expected.to(result_dtype))
+    assert SUMSQ.specializations[-1].spec.path == path
+    expected_max = x.amax() if dim is None else x.amax(dim)
+    check(AMAX(x, dim=dim), expected_max.to(result_dtype))
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1, (0, 2)], ids=str)
+def test_non_contiguous_broadcast_and_keepdim(dim):
+    base = sample((40, 50, 60), torch.float32)
+    for x in (base.transpose(0, 2), base[:, ::3, 1::2], sample((1, 50, 1), torch.float32).expand(40, 50, 60)):
+        expected = (x * x).sum() if dim is None else (x * x).sum(dim, keepdim=True)
+        check(SUMSQ(x, dim=dim, keepdim=dim is not None), expected)
+
+
+def test_mean_empty_out_and_dtype():
+    x = sample((300, 700), torch.float16)
+    check(AVERAGE(x, dim=1), x.mean(1))
+    empty = sample((5, 0), torch.float32)
+    check(SUM(empty, dim=1), empty.sum(1))
+    out = torch.empty(700, device="cuda", dtype=torch.float32)
+    assert SUM(x, dim=0, dtype=torch.float32, out=out) is out
+    check(out, x.sum(0, dtype=torch.float32))
+
+
+def test_deterministic_across_calls():
+    for x, dim in ((sample((1 << 24,), torch.float32), None), (sample((8192, 4096), torch.float32), 0),
+                   (sample((4096, 4096), torch.float32), 1)):
+        first = SUMSQ(x, dim=dim)
+        assert all(torch.equal(SUMSQ(x, dim=dim), first) for _ in range(5))
+
+
+def test_cupy_arrays():
+    cupy = pytest.importorskip("cupy")
+    x = cupy.arange(1 << 20, dtype=cupy.float32).reshape(1024, 1024) / 1024
+    result = SUMSQ(x, dim=1)
+    assert isinstance(result, cupy.ndarray)
+    cupy.testing.assert_allclose(result, (x * x).sum(axis=1), rtol=1e-5)

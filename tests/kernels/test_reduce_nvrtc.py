@@ -1,0 +1,88 @@
+"""Every generated CUDA reduction kernel compiles with NVRTC for sm_80 and sm_90, with no GPU.
+
+Each case renders a ReductionSpec by hand (each kernel shape, every dtype, vector widths, loop
+dims, maps with extras or two inputs, a finalize) and compiles it (compile only). The sources'
+`static_assert` on `sizeof(jm_Args)` checks the struct against the packer in each compile.
+"""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from jiter_magic import create_reduction_fn
+from jiter_magic.compilers.nvrtc import NvrtcCompiler
+from jiter_magic.planning.reduce_spec import BLOCK_ROWS, COLUMNS, CUDA_PATHS, GRID, WARP_ROWS
+
+try:
+    from cupy.cuda import nvrtc as _cupy_nvrtc  # noqa: F401 - NVRTC through CuPy; works with no GPU
+except ImportError:  # pragma: no cover - depends on the installation
+    pytest.skip("CuPy's NVRTC binding is not installed", allow_module_level=True)
+
+ARCHES = ("sm_80", "sm_90")
+DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "bool", "uint8", "int8", "int16")
+SQ = "template <typename T> T sq(T x) { return x * x; }\n"
+ADD = "template <typename T> T add(T a, T b) { return a + b; }\n"
+MAX = "template <typename T> T larger(T a, T b) { return (a != a || a > b) ? a : b; }\n"
+ROOT = "template <typename T> T root(T total, int64_t n) { return sqrt(total); }\n"
+DOT = "template <typename T> T scaled(T x, T y, T alpha) { return alpha * x * y; }\n"
+PLAIN = "float twice(float x) { return 2.0f * x; }\nfloat plus(float a, float b) { return a + b; }\n"
+
+FUNCTIONS = {
+    "sumsq": create_reduction_fn(SQ + ADD, 0, combine="add"),
+    "amax": create_reduction_fn(MAX, float("-inf"), combine="larger"),
+    "norm": create_reduction_fn(SQ + ADD + ROOT, 0, combine="add", finalize="root"),
+    "dot": create_reduction_fn(DOT + ADD, 0, combine="add", alpha=1.0),
+    "plain": create_reduction_fn(PLAIN, 0, combine="plus"),
+}
+_COMPILERS: dict[str, NvrtcCompiler] = {}
+
+
+def compile_cuda(fn, *dtypes, arch, **spec):
+    if arch not in _COMPILERS:
+        _COMPILERS[arch] = NvrtcCompiler(arch)
+    source = fn.source(*dtypes, **spec)
+    result = _COMPILERS[arch].compile(source, fn.name)
+    assert result.binary[:4] == b"\x7fELF"
+    return source
+
+
+@pytest.mark.parametrize(("path", "dtype", "arch"), list(itertools.product(CUDA_PATHS, DTYPES, ARCHES)))
+def test_every_path_and_dtype_compiles(path, dtype, arch):
+    source = compile_cuda(FUNCTIONS["sumsq"], dtype, path=path, arch=arch)
+    assert "atomic" not in source  # deterministic: fixed orders, no atomics
+    assert "extern \"C\" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a)" in source
+
+
+@pytest.mark.parametrize(("name", "path", "arch"), list(itertools.product(FUNCTIONS, CUDA_PATHS, ARCHES)))
+def test_maps_extras_finalize_and_plain_functions_compile(name, path, arch):
+    fn = FUNCTIONS[name]
+    dtypes = ("float32",) * fn.num_inputs
+    compile_cuda(fn, *dtypes, path=path, arch=arch)
+    if name == "amax":
+        compile_cuda(fn, "int32", path=path, arch=arch)  # -inf: the int64 accumulator's lowest
+
+
+@pytest.mark.parametrize(("path", "dtype", "vec", "arch"), [
+    (p, d, v, a) for p in (WARP_ROWS, BLOCK_ROWS) for d, v in (("float32", 4), ("float16", 8), ("bfloat16", 8),
+                                                                ("float64", 2), ("uint8", 8), ("int64", 2))
+    for a in ARCHES])
+def test_vector_loads_compile(path, dtype, vec, arch):
+    source = compile_cuda(FUNCTIONS["sumsq"], dtype, path=path, vec=vec, arch=arch)
+    assert "jm_vec<" in source and f", {vec}>" in source
+
+
+@pytest.mark.parametrize(("path", "kept", "reduced", "arch"),
+                         [(p, k, r, a) for p in (COLUMNS, GRID) for k, r in ((3, 1), (1, 3), (2, 2))
+                          for a in ARCHES] + [(p, 3, 1, a) for p in (WARP_ROWS, BLOCK_ROWS) for a in ARCHES])
+def test_loop_dims_compile(path, kept, reduced, arch):
+    compile_cuda(FUNCTIONS["dot"], "float32", "float16", path=path, kept_ndim=kept, reduced_ndim=reduced, arch=arch)
+
+
+def test_a_compile_error_points_at_the_users_line():
+    from jiter_magic.errors import CompileError
+
+    fn = create_reduction_fn(ADD + "template <typename T> T bad(T x) { return x + undefined_name; }\n", 0,
+                             combine="add")
+    with pytest.raises(CompileError, match="line 2"):
+        compile_cuda(fn, "float32", path=GRID, arch="sm_90")

@@ -1,0 +1,91 @@
+"""Which CUDA reduction kernel a call's layout takes, its launches, and the host kernel's source."""
+from __future__ import annotations
+
+import pytest
+
+from jiter_magic import create_reduction_fn
+from jiter_magic.kernels.reduce_common import reduce_args
+from jiter_magic.kernels.reduce_cuda import (
+    MAX_GRID_BLOCKS,
+    ROW_BLOCK_COUNT,
+    choose_path,
+    grid_blocks,
+    launches,
+)
+from jiter_magic.planning.reduce_layout import plan_reduction_layout
+from jiter_magic.planning.reduce_spec import BLOCK_ROWS, COLUMNS, GRID, HOST, WARP_ROWS, ReductionSpec
+
+ADD = "template <typename T> T add(T a, T b) { return a + b; }\n"
+
+
+def layout(shape, dims, strides=None):
+    if strides is None:
+        strides, step = [], 1
+        for size in reversed(shape):
+            strides.insert(0, step)
+            step *= size
+    return plan_reduction_layout(shape, [(shape, tuple(strides))], dims, False)
+
+
+@pytest.mark.parametrize(("shape", "dims", "expected"), [
+    ((4096, 1000), (1,), WARP_ROWS),  # short dense rows: a warp each
+    ((4096, ROW_BLOCK_COUNT), (1,), BLOCK_ROWS),  # long dense rows: a block each
+    ((65536, 4096), (0,), COLUMNS),  # the leading dim: coalesced columns
+    ((4096, 65536), (0, 1), GRID),  # everything: the two-stage grid reduction
+    ((3, 1_000_000), (1,), GRID),  # a few long rows: several blocks each
+    ((512, 6, 7), (0, 2), GRID),  # strided reduced dims
+])
+def test_choose_path(shape, dims, expected):
+    assert choose_path(layout(shape, dims), ("float32",), [4096])[0] == expected
+
+
+def test_vector_width_needs_aligned_rows():
+    dense = layout((256, 1024), (1,))
+    assert choose_path(dense, ("float32",), [4096]) == (WARP_ROWS, 4)
+    assert choose_path(dense, ("float16",), [4096]) == (WARP_ROWS, 8)
+    assert choose_path(dense, ("float32",), [4100]) == (WARP_ROWS, 1)  # a misaligned pointer
+    assert choose_path(layout((256, 1022), (1,)), ("float32",), [4096]) == (WARP_ROWS, 1)  # rows not a multiple
+    two = plan_reduction_layout((256, 1024), [((256, 1024), (1024, 1)), ((256, 1024), (1024, 1))], (1,), False)
+    assert choose_path(two, ("float32", "float64"), [4096, 8192]) == (WARP_ROWS, 1)  # mixed itemsizes
+
+
+def test_grid_blocks_and_launches():
+    everything = layout((4096, 65536), (0, 1))
+    blocks = grid_blocks(everything)
+    assert blocks == MAX_GRID_BLOCKS
+    spec = ReductionSpec(("float32",), "float32", "float32", (), "0", path=GRID, kept_ndim=1, reduced_ndim=1)
+    assert launches(spec, 1, blocks) == [((blocks, 1, 1), (256, 1, 1), 0), ((1, 1, 1), (256, 1, 1), 1)]
+    assert launches(spec, 10, 1) == [((10, 1, 1), (256, 1, 1), 0)]  # one block a row stores directly
+    assert grid_blocks(layout((100_000, 50), (1,))) == 1
+    warp = ReductionSpec(("float32",), "float32", "float32", (), "0", path=WARP_ROWS, kept_ndim=1, reduced_ndim=1)
+    assert launches(warp, 1000, 1) == [((125, 1, 1), (32, 8, 1), 0)]
+
+
+def test_args_struct_is_eight_byte_fields_packed_in_order():
+    spec = ReductionSpec(("float32", "int32"), "float32", "float32", ("float64", "bool"), "0", path=HOST,
+                         kept_ndim=2, reduced_ndim=3)
+    args = reduce_args(spec)
+    names = [name for name, _, _ in args.fields]
+    assert names[:8] == ["jm_out", "jm_in0", "jm_in1", "jm_partials", "jm_rows", "jm_count", "jm_blocks", "jm_stage"]
+    # 8 plain fields, 2 extras, sizes and 3 operands' strides of 2 dims, sizes and 2 inputs' strides of 3
+    assert args.packer.size == 8 * (8 + 2 + 2 * 4 + 3 * 3)
+    assert f"static_assert(sizeof(jm_Args) == {args.packer.size}" in args.declaration()
+
+
+def test_host_source_folds_in_a_fixed_order_under_the_fault_guard():
+    fn = create_reduction_fn(ADD, 0, combine="add")
+    source = fn.source("int32")
+    assert "typedef int64_t jm_acc_t;" in source
+    assert "jm_fold" in source and "jm_split_row" in source and "sigsetjmp" in source
+    assert "atomic write" in source and "jm_part[jm_t]" in source  # only the fault status is atomic
+
+
+def test_host_path_folds_rows_or_walks_columns():
+    from jiter_magic.kernels.reduce_host import choose_path as host_path
+    from jiter_magic.planning.reduce_spec import HOST_COLUMNS
+
+    assert host_path(layout((300, 70), (1,))) == HOST
+    assert host_path(layout((300, 70), (0,))) == HOST_COLUMNS
+    assert host_path(layout((300, 4), (0,))) == HOST  # too few neighbouring outputs
+    assert host_path(layout((70, 300), (0,), strides=(1, 70))) == HOST  # a transposed input: rows are dense
+    assert "jm_by_columns" in create_reduction_fn(ADD, 0, combine="add").source("float32", path=HOST_COLUMNS)
