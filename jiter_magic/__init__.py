@@ -35,12 +35,12 @@ from jiter_magic.errors import (
     UnsupportedArrayError,
 )
 from jiter_magic.function import JitFunction
-from jiter_magic.reduction import ReductionFunction
+from jiter_magic.reduction import ReductionFunction, ValuesIndices
 from jiter_magic.runtime.build import Specialization
 
 __all__ = [
-    "create_jit_fn", "create_multi_output_jit_fn", "create_reduction_fn", "JitFunction", "ReductionFunction",
-    "Specialization",
+    "create_jit_fn", "create_multi_output_jit_fn", "create_reduction_fn", "create_multi_output_reduction_fn",
+    "JitFunction", "ReductionFunction", "ValuesIndices", "Specialization",
     "cache_stats", "clear_cache", "cache_dir", "benchmark", "sweep", "BenchmarkResult", "SweepResult",
     "JiterError", "ParseError", "BindError", "DTypeError", "ShapeError", "DeviceError", "CompileError",
     "ToolchainError", "LaunchError", "ArgumentTypeError", "InvalidArgumentError", "UnknownKwargError",
@@ -88,6 +88,27 @@ def create_reduction_fn(code_string: str, identity: object, map: str | None = No
     Calls take `dim=`, `keepdim=`, `dtype=` and `out=` as torch.sum does."""
     try:
         return ReductionFunction(code_string, identity, map, combine, finalize, kwargs)
+    except JiterError as error:  # as in create_jit_fn
+        if settings.DEBUG.get():
+            raise
+        raise error.with_traceback(None) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
+
+
+def create_multi_output_reduction_fn(code_string: str, identity: object = None, map: str | None = None, *,  # noqa: A002
+                                     combine: str, finalize: str | None = None, num_outputs: int = 2,
+                                     **kwargs: object) -> ReductionFunction:
+    """Jit a reduction that gives each result's value and the index of the element it came from
+    (argmax, a max with its index), as a `ValuesIndices(values, indices)` pair like torch.max(x, dim).
+    `combine` folds two (value, index) pairs and writes the one it keeps through two references:
+    `template <typename T> void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index)`;
+    it breaks ties by index to be deterministic. An index is the element's flat position over the
+    reduced dims. `identity` is optional here: no element is compared with it. `num_outputs` is 2."""
+    if num_outputs != 2 or isinstance(num_outputs, bool):
+        raise BindError(f"a multi-output reduction gives 2 outputs, its values and their indices; "
+                        f"got num_outputs={num_outputs!r}")
+    try:
+        return ReductionFunction(code_string, 0 if identity is None else identity, map, combine, finalize, kwargs,
+                                 indexed=True)
     except JiterError as error:  # as in create_jit_fn
         if settings.DEBUG.get():
             raise

@@ -12,16 +12,21 @@ from jiter_magic.frontend.reduction import bind_reduction
 from jiter_magic.planning.reduce_spec import CUDA_PATHS, HOST, HOST_PATHS, ReductionSpec, check_identity
 from jiter_magic.planning.values import scalar_value
 from jiter_magic.runtime import reduce_call
+from jiter_magic.runtime.reduce_call import ValuesIndices
 from jiter_magic.runtime.reduce_loader import BuiltReduction, ReductionKernels, render
+
+__all__ = ["ReductionFunction", "ValuesIndices"]
 
 
 class ReductionFunction:
-    """A jitted reduction; call it as torch.sum: `fn(*inputs, dim=None, keepdim=False, dtype=None, out=None)`."""
+    """A jitted reduction; call it as torch.sum: `fn(*inputs, dim=None, keepdim=False, dtype=None, out=None)`.
+    One with indices (`create_multi_output_reduction_fn`) returns `ValuesIndices(values, indices)`
+    and takes `out=(values, indices)`, as torch.max(x, dim) does."""
 
     def __init__(self, code_string: str, identity: object, map_name: str | None, combine: object,
-                 finalize: object, kwargs: dict[str, object]) -> None:
+                 finalize: object, kwargs: dict[str, object], indexed: bool = False) -> None:
         check_identity(identity)
-        self.binding = bind_reduction(code_string, map_name, combine, finalize, list(kwargs))
+        self.binding = bind_reduction(code_string, map_name, combine, finalize, list(kwargs), indexed)
         self.identity = identity
         self.code = code_string
         self.kwargs = {name: scalar_value(value, name) for name, value in kwargs.items()}
@@ -36,6 +41,11 @@ class ReductionFunction:
     @property
     def num_inputs(self) -> int:
         return self.binding.num_inputs
+
+    @property
+    def num_outputs(self) -> int:
+        """1, or 2 for a reduction with indices (its values and their indices)."""
+        return 2 if self.binding.indexed else 1
 
     @property
     def specializations(self) -> list[BuiltReduction]:
@@ -57,14 +67,14 @@ class ReductionFunction:
         from jiter_magic.planning.values import scalar_kind
 
         inputs = tuple(dtypes) or ("float32",) * self.num_inputs
-        result = result_dtype(inputs[0], output)
+        result = result_dtype(inputs[0], output, self.binding.indexed)
         accumulate = accumulate_dtype(result)
         extras = reduce_call.extra_values(self.binding, self.kwargs, kwargs)
         if path not in HOST_PATHS + CUDA_PATHS:
             raise InvalidArgumentError(f"path must be one of {list(HOST_PATHS + CUDA_PATHS)}, got {path!r}")
         return ReductionSpec(inputs, result, accumulate, tuple(scalar_kind(v) for v in extras),
                              identity_literal(self.identity, accumulate), path=path, kept_ndim=kept_ndim,
-                             reduced_ndim=reduced_ndim, vec=vec)
+                             reduced_ndim=reduced_ndim, vec=vec, indexed=self.binding.indexed)
 
     def __repr__(self) -> str:
         return f"<jiter_magic.ReductionFunction {self.name} combine={self.binding.combine.name}>"

@@ -6,6 +6,10 @@ value; by default the last function that is neither combine nor finalize, and no
 the element itself) and `finalize(result, count)` (optional: the result and how many elements it
 holds, for means and norms). The map's parameters are bound as `create_jit_fn` binds its entry's:
 kwargs name extras, the other value parameters are the array inputs in declaration order.
+
+A reduction with indices (argmax, a max with its index) folds a value and the index of the
+element it came from: its combine takes two of them and writes the one it keeps through two
+references, `void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index)`.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ class ReductionBinding:
     combine: Functor
     map: Binding | None  # None: no map function, each element (of one input) is its own value
     finalize: Functor | None
+    indexed: bool = False  # the combine folds (value, index) pairs: a result and its index
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -66,12 +71,28 @@ def _check_arity(functor: Functor, role: str, expected: str) -> None:
                         f"{functor.name} takes {len(functor.parameters)}: {functor.signature}")
 
 
+_INDEXED_COMBINE = "void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index)"
+
+
+def _check_indexed_combine(functor: Functor) -> None:
+    """The combine of a reduction with indices: two (value, index) pairs in, the kept pair written
+    through the last two parameters, which are references, and nothing returned."""
+    refs = [p.is_reference for p in functor.parameters]
+    if functor.returns_value or refs != [False] * 4 + [True] * 2:
+        raise BindError(f"the combine function of a reduction with indices takes two values and their indices "
+                        f"and writes the one it keeps through two references, such as `{_INDEXED_COMBINE}`; "
+                        f"{functor.name} is: {functor.signature}")
+
+
 def bind_reduction(code: str, map_name: str | None, combine: object, finalize: object,
-                   kwarg_names: list[str]) -> ReductionBinding:
+                   kwarg_names: list[str], indexed: bool = False) -> ReductionBinding:
     """Find the named functions in `code` and bind the map's parameters; errors name what was wrong."""
     functions = {f.name: f for f in parse_definitions(code)}
     combine_fn = _named(functions, combine, "combine")
-    _check_arity(combine_fn, "combine", "two accumulator values, such as `T add(T a, T b)`")
+    if indexed:
+        _check_indexed_combine(combine_fn)
+    else:
+        _check_arity(combine_fn, "combine", "two accumulator values, such as `T add(T a, T b)`")
     finalize_fn = None
     if finalize is not None:
         finalize_fn = _named(functions, finalize, "finalize")
@@ -84,6 +105,6 @@ def bind_reduction(code: str, map_name: str | None, combine: object, finalize: o
         if kwarg_names:
             raise BindError(f"keyword arguments {kwarg_names} need a map function to pass them to; "
                             "the code string has none besides combine and finalize")
-        return ReductionBinding(code, combine_fn, None, finalize_fn)
+        return ReductionBinding(code, combine_fn, None, finalize_fn, indexed)
     mapped = bind(_named(functions, map_name, "map"), list(kwarg_names), None)
-    return ReductionBinding(code, combine_fn, mapped, finalize_fn)
+    return ReductionBinding(code, combine_fn, mapped, finalize_fn, indexed)

@@ -4,10 +4,16 @@ Every field of a reduction's `jm_Args` is 8-byte aligned (pointers, int64 counts
 geometry, the map's extras), so one struct format packs it on both backends. The user's
 functions are called with the accumulator type as their `T`: `map` on each element's inputs
 converted to it, `combine` on two accumulator values, `finalize` on the result and the count.
+
+A reduction with indices folds `jm_state_t` pairs instead, a value and the index of its element
+(-1: no element yet, which every combine passes over, so that lanes and threads holding no
+element never win a tie whatever the user's combine prefers); plain reductions fold `jm_acc_t`
+values themselves, and their sources name no pair at all.
 """
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -55,12 +61,14 @@ def reduce_args(spec: ReductionSpec) -> ReduceArgs:
     """Pointers (the result, each input, the partials of a grid reduction), rows and count, blocks a
     row and stage (the grid reduction's), the extras, then the kept and reduced loop geometry."""
     fields: list[tuple[str, str, int]] = [("jm_out", f"{ctype(spec.output)}*", 0)]
+    if spec.indexed:
+        fields.append(("jm_out_index", "int64_t*", 0))
     fields += [(f"jm_in{i}", f"const {ctype(d)}*", 0) for i, d in enumerate(spec.inputs)]
-    fields += [("jm_partials", "jm_acc_t*", 0), ("jm_rows", "int64_t", 0), ("jm_count", "int64_t", 0),
+    fields += [("jm_partials", f"{state_type(spec)}*", 0), ("jm_rows", "int64_t", 0), ("jm_count", "int64_t", 0),
                ("jm_blocks", "int64_t", 0), ("jm_stage", "int64_t", 0)]
     fields += [(f"jm_extra{k}", _EXTRA_FORMAT[d][0], 0) for k, d in enumerate(spec.extras)]
     fields.append(("jm_ksize", "int64_t", spec.kept_ndim))
-    fields += [(f"jm_kstride{k}", "int64_t", spec.kept_ndim) for k in range(len(spec.inputs) + 1)]
+    fields += [(f"jm_kstride{k}", "int64_t", spec.kept_ndim) for k in kept_operands(spec)]
     fields.append(("jm_rsize", "int64_t", spec.reduced_ndim))
     fields += [(f"jm_rstride{i}", "int64_t", spec.reduced_ndim) for i in range(len(spec.inputs))]
     fmt = "<"
@@ -80,6 +88,66 @@ def _template_call(functor: Functor, args: list[str]) -> str:
     params = functor.template_params
     typed = len(params) == 1 and not params[0].startswith(("int ", "bool "))
     return f"{functor.name}{'<jm_acc_t>' if typed else ''}({', '.join(args)})"
+
+
+def kept_operands(spec: ReductionSpec) -> range:
+    """The operands with kept strides: the result (0), each input (1..n), the indices' output (n+1)."""
+    return range(len(spec.inputs) + (2 if spec.indexed else 1))
+
+
+def state_type(spec: ReductionSpec) -> str:
+    """The C type a fold carries: the accumulator, or its pair with an index."""
+    return "jm_state_t" if spec.indexed else "jm_acc_t"
+
+
+def initial(spec: ReductionSpec) -> str:
+    """The state a fold starts from: the identity (and no element)."""
+    return f"jm_state_t{{{spec.identity}, -1}}" if spec.indexed else spec.identity
+
+
+def element(binding: ReductionBinding, spec: ReductionSpec, loaded: list[str], index: str) -> str:
+    """The state of one element: its mapped value, and with indices its reduced index `index`."""
+    value = mapped(binding, spec, loaded)
+    return f"jm_state_t{{{value}, (int64_t)({index})}}" if spec.indexed else value
+
+
+def folded(binding: ReductionBinding, spec: ReductionSpec, a: str, b: str) -> str:
+    """Two states folded into one: the user's combine, or with indices the generated `jm_pick`."""
+    return f"jm_pick({a}, {b})" if spec.indexed else combined(binding, a, b)
+
+
+def stored(binding: ReductionBinding, spec: ReductionSpec, state: str, count: str, offset: str = "jm_k{}") -> str:
+    """Statements storing a row's finalized result (and its index), at `offset` of each output
+    (a format of the operand number: the result is 0, the indices' output len(inputs) + 1)."""
+    value = f"{state}.v" if spec.indexed else state
+    text = f"{ARGS}.jm_out[{offset.format(0)}] = {finalized(binding, spec, value, count)};"
+    if spec.indexed:
+        text += f" {ARGS}.jm_out_index[{offset.format(len(spec.inputs) + 1)}] = {state}.i;"
+    return text
+
+
+def _state_code(binding: ReductionBinding, spec: ReductionSpec, cuda: bool) -> str:
+    """The pair type, `jm_pick` (which skips states of no element), and on CUDA its warp shuffle."""
+    if not spec.indexed:
+        return ""
+    inline = "__device__ __forceinline__ " if cuda else "static inline "
+    call = _template_call(binding.combine, ["jm_a.v", "jm_a.i", "jm_b.v", "jm_b.i", "jm_r.v", "jm_r.i"])
+    text = ("struct jm_state_t { jm_acc_t v; int64_t i; };\n"
+            f"{inline}jm_state_t jm_pick(jm_state_t jm_a, jm_state_t jm_b) {{\n"
+            "  if (jm_b.i < 0) return jm_a;\n  if (jm_a.i < 0) return jm_b;\n"
+            f"  jm_state_t jm_r = jm_a;\n  {call};\n  return jm_r;\n}}\n")
+    if cuda:
+        text += (f"{inline}jm_state_t jm_shuffle_xor(jm_state_t jm_s, int jm_off) {{\n"
+                 "  return jm_state_t{__shfl_xor_sync(0xffffffffu, jm_s.v, jm_off), "
+                 "(int64_t)__shfl_xor_sync(0xffffffffu, (long long)jm_s.i, jm_off)};\n}\n")
+    return text
+
+
+def shuffled(spec: ReductionSpec, state: str, offset: str) -> str:
+    """A warp lane's state `offset` lanes over (xor), on CUDA."""
+    if spec.indexed:
+        return f"jm_shuffle_xor({state}, {offset})"
+    return f"__shfl_xor_sync(0xffffffffu, {state}, {offset})"
 
 
 def mapped(binding: ReductionBinding, spec: ReductionSpec, loaded: list[str]) -> str:
@@ -113,6 +181,7 @@ def render_with(binding: ReductionBinding, spec: ReductionSpec, backend: str, ke
     text = head + f'#line 1 "{USER_FILE}"\n' + code + "\n"
     text += "".join(f"#undef {name}\n" for name in sorted(defined_macros(code)))
     text += f'#line {text.count(chr(10)) + 2} "{KERNEL_FILE}"\n'
+    text += _state_code(binding, spec, backend == "cuda")
     return text + reduce_args(spec).declaration() + "\n" + kernel
 
 
@@ -129,7 +198,7 @@ def _odometer(ndim: int, rest: str, sizes: str, strides: list[tuple[str, str]]) 
     return lines
 
 
-def kept_offsets(spec: ReductionSpec, row: str, operands: range) -> list[str]:
+def kept_offsets(spec: ReductionSpec, row: str, operands: Sequence[int]) -> list[str]:
     """Statements setting `jm_k{k}`, operand k's offset of output element `row` (0: the output)."""
     lines = [f"jm_index_t {', '.join(f'jm_k{k} = 0' for k in operands)}, jm_krest = {row};"]
     return lines + _odometer(spec.kept_ndim, "jm_krest", f"{ARGS}.jm_ksize",

@@ -17,12 +17,16 @@ from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.kernels.reduce_common import (
     ARGS,
-    combined,
-    finalized,
+    element,
+    folded,
+    initial,
     kept_offsets,
-    mapped,
+    kept_operands,
     reduced_offsets,
     render_with,
+    shuffled,
+    state_type,
+    stored,
 )
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.reduce_layout import ReductionLayout
@@ -43,7 +47,7 @@ def choose_path(layout: ReductionLayout, inputs: tuple[str, ...], pointers: list
     if layout.inner_reduced_dense and layout.rows >= MIN_ROWS:
         path = WARP_ROWS if layout.count < ROW_BLOCK_COUNT else BLOCK_ROWS
         return path, _vector_width(layout, inputs, pointers)
-    if layout.kept_sizes and all(s[0] == 1 for s in layout.kept_strides[1:]) and layout.rows >= MIN_ROWS:
+    if layout.kept_sizes and all(s[0] == 1 for s in layout.input_kept_strides) and layout.rows >= MIN_ROWS:
         return COLUMNS, 1
     return GRID, 1
 
@@ -54,7 +58,7 @@ def _vector_width(layout: ReductionLayout, inputs: tuple[str, ...], pointers: li
     if len(sizes) != 1:
         return 1
     vec = min(16 // sizes.pop(), 8)
-    aligned = all(p % 16 == 0 for p in pointers) and all(s % vec == 0 for st in layout.kept_strides[1:] for s in st)
+    aligned = all(p % 16 == 0 for p in pointers) and all(s % vec == 0 for st in layout.input_kept_strides for s in st)
     return vec if aligned and layout.count % vec == 0 else 1
 
 
@@ -76,15 +80,16 @@ def launches(spec: ReductionSpec, rows: int, blocks: int) -> list[tuple[Grid, Gr
     return [first] if blocks == 1 else [first, ((-(-rows // BLOCK), 1, 1), (BLOCK, 1, 1), 1)]
 
 
-def _folds(binding: ReductionBinding) -> CodeBlock:
+def _folds(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
     """Device functions: a warp's butterfly fold (every lane gets it) and a block's (thread 0 gets it)."""
+    state = state_type(spec)
     code = CodeBlock()
-    with code.block("__device__ __forceinline__ jm_acc_t jm_warp_fold(jm_acc_t jm_v)"):
+    with code.block(f"__device__ __forceinline__ {state} jm_warp_fold({state} jm_v)"):
         code.line("#pragma unroll")
         with code.block("for (int jm_off = 16; jm_off > 0; jm_off >>= 1)"):
-            code.line(f"jm_v = {combined(binding, 'jm_v', '__shfl_xor_sync(0xffffffffu, jm_v, jm_off)')};")
+            code.line(f"jm_v = {folded(binding, spec, 'jm_v', shuffled(spec, 'jm_v', 'jm_off'))};")
         code.line("return jm_v;")
-    with code.block("__device__ __forceinline__ jm_acc_t jm_block_fold(jm_acc_t jm_v, jm_acc_t* jm_shared)"):
+    with code.block(f"__device__ __forceinline__ {state} jm_block_fold({state} jm_v, {state}* jm_shared)"):
         code.line("const unsigned int jm_t = jm_thread_y() * 32 + jm_thread_x();")
         code.line("jm_v = jm_warp_fold(jm_v);")
         code.line("if (jm_t % 32 == 0) jm_shared[jm_t / 32] = jm_v;")
@@ -95,7 +100,7 @@ def _folds(binding: ReductionBinding) -> CodeBlock:
             # below WARPS (a power of two), lane 0's butterfly reads lanes 0..WARPS-1 only.
             code.line("#pragma unroll")
             with code.block(f"for (int jm_off = {WARPS // 2}; jm_off > 0; jm_off >>= 1)"):
-                code.line(f"jm_v = {combined(binding, 'jm_v', '__shfl_xor_sync(0xffffffffu, jm_v, jm_off)')};")
+                code.line(f"jm_v = {folded(binding, spec, 'jm_v', shuffled(spec, 'jm_v', 'jm_off'))};")
         code.line("return jm_v;")
     return code
 
@@ -103,7 +108,7 @@ def _folds(binding: ReductionBinding) -> CodeBlock:
 def _dense_row(binding: ReductionBinding, spec: ReductionSpec, lane: str, step: int) -> CodeBlock:
     """A thread's fold of a dense row from element `lane` on, `step` threads sharing it."""
     ins, vec = range(len(spec.inputs)), spec.vec
-    code = CodeBlock(f"jm_acc_t jm_acc = {spec.identity};")
+    code = CodeBlock(f"{state_type(spec)} jm_acc = {initial(spec)};")
     with code.block(f"for (jm_index_t jm_j = (jm_index_t)({lane}) * {vec}; jm_j < {ARGS}.jm_count; "
                     f"jm_j += {step * vec})"):
         for i in ins:
@@ -113,42 +118,42 @@ def _dense_row(binding: ReductionBinding, spec: ReductionSpec, lane: str, step: 
         code.line("#pragma unroll")
         with code.block(f"for (int jm_e = 0; jm_e < {vec}; ++jm_e)"):
             loaded = [f"jm_v{i}.jm_v[jm_e]" for i in ins]
-            code.line(f"jm_acc = {combined(binding, 'jm_acc', mapped(binding, spec, loaded))};")
+            code.line(f"jm_acc = {folded(binding, spec, 'jm_acc', element(binding, spec, loaded, 'jm_j + jm_e'))};")
     return code
 
 
 def _strided_share(binding: ReductionBinding, spec: ReductionSpec, first: str, step: str) -> CodeBlock:
     """A thread's fold of reduced elements `first`, `first + step`, ... of the row at the bases."""
     ins = range(len(spec.inputs))
-    code = CodeBlock(f"jm_acc_t jm_acc = {spec.identity};")
+    code = CodeBlock(f"{state_type(spec)} jm_acc = {initial(spec)};")
     with code.block(f"for (jm_index_t jm_r = {first}; jm_r < {ARGS}.jm_count; jm_r += {step})"):
         code.line("jm_index_t " + ", ".join(f"jm_o{i} = jm_k{i + 1}" for i in ins) + ";")
         for line in reduced_offsets(spec, "jm_r"):
             code.line(line)
         loaded = [f"{ARGS}.jm_in{i}[jm_o{i}]" for i in ins]
-        code.line(f"jm_acc = {combined(binding, 'jm_acc', mapped(binding, spec, loaded))};")
+        code.line(f"jm_acc = {folded(binding, spec, 'jm_acc', element(binding, spec, loaded, 'jm_r'))};")
     return code
 
 
 def _body(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
-    operands = range(len(spec.inputs) + 1)
-    store = f"{ARGS}.jm_out[jm_k0] = {finalized(binding, spec, 'jm_acc', f'{ARGS}.jm_count')};"
+    operands = kept_operands(spec)
+    store = stored(binding, spec, "jm_acc", f"{ARGS}.jm_count")
     code = CodeBlock()
     if spec.path != WARP_ROWS:  # a warp a row folds in registers only
-        code.line(f"__shared__ jm_acc_t jm_shared[{WARPS * 33}];")
+        code.line(f"__shared__ {state_type(spec)} jm_shared[{WARPS * 33}];")
     if spec.path == WARP_ROWS:
         code.line(f"const jm_index_t jm_row = (jm_index_t)jm_block_x() * {WARPS} + jm_thread_y();")
         code.line(f"if (jm_row >= {ARGS}.jm_rows) return;  // a whole warp: no block-wide sync follows")
         code.extend(CodeBlock(*kept_offsets(spec, "jm_row", operands)))
         code.extend(_dense_row(binding, spec, "jm_thread_x()", 32))
         code.line("jm_acc = jm_warp_fold(jm_acc);")
-        code.line(f"if (jm_thread_x() == 0) {store}")
+        code.line(f"if (jm_thread_x() == 0) {{ {store} }}")
     elif spec.path == BLOCK_ROWS:
         code.line("const jm_index_t jm_row = (jm_index_t)jm_block_x();")
         code.extend(CodeBlock(*kept_offsets(spec, "jm_row", operands)))
         code.extend(_dense_row(binding, spec, "jm_thread_x()", BLOCK))
         code.line("jm_acc = jm_block_fold(jm_acc, jm_shared);")
-        code.line(f"if (jm_thread_x() == 0) {store}")
+        code.line(f"if (jm_thread_x() == 0) {{ {store} }}")
     elif spec.path == COLUMNS:
         code.line("const jm_index_t jm_row = (jm_index_t)jm_block_x() * 32 + jm_thread_x();")
         code.line(f"const bool jm_active = jm_row < {ARGS}.jm_rows;")
@@ -160,7 +165,7 @@ def _body(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
         with code.block("if (jm_thread_y() == 0 && jm_active)"):
             code.line("jm_acc = jm_shared[jm_thread_x()];")
             code.line(f"for (int jm_w = 1; jm_w < {WARPS}; ++jm_w) "
-                      f"jm_acc = {combined(binding, 'jm_acc', 'jm_shared[jm_w * 33 + jm_thread_x()]')};")
+                      f"jm_acc = {folded(binding, spec, 'jm_acc', 'jm_shared[jm_w * 33 + jm_thread_x()]')};")
             code.line(store)
     else:
         code.extend(_grid_body(binding, spec, store))
@@ -168,16 +173,19 @@ def _body(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
 
 
 def _grid_body(binding: ReductionBinding, spec: ReductionSpec, store: str) -> CodeBlock:
-    operands = range(len(spec.inputs) + 1)
+    operands = kept_operands(spec)
+    state = state_type(spec)
     code = CodeBlock()
     with code.block(f"if ({ARGS}.jm_stage == 1)"):
         code.line(f"const jm_index_t jm_row = (jm_index_t)jm_block_x() * {BLOCK} + jm_thread_x();")
         code.line(f"if (jm_row >= {ARGS}.jm_rows) return;")
-        code.extend(CodeBlock(*kept_offsets(spec, "jm_row", range(1))))
-        code.line(f"const jm_acc_t* jm_p = {ARGS}.jm_partials + jm_row * {ARGS}.jm_blocks;")
-        code.line("jm_acc_t jm_acc = jm_p[0];")
+        # The outputs' offsets alone: an input's jm_k stays 0, unused.
+        outputs = [0, len(spec.inputs) + 1] if spec.indexed else [0]
+        code.extend(CodeBlock(*kept_offsets(spec, "jm_row", outputs)))
+        code.line(f"const {state}* jm_p = {ARGS}.jm_partials + jm_row * {ARGS}.jm_blocks;")
+        code.line(f"{state} jm_acc = jm_p[0];")
         code.line(f"for (jm_index_t jm_g = 1; jm_g < {ARGS}.jm_blocks; ++jm_g) "
-                  f"jm_acc = {combined(binding, 'jm_acc', 'jm_p[jm_g]')};")
+                  f"jm_acc = {folded(binding, spec, 'jm_acc', 'jm_p[jm_g]')};")
         code.line(store)
         code.line("return;")
     code.line(f"const jm_index_t jm_row = (jm_index_t)jm_block_x() / {ARGS}.jm_blocks, "
@@ -186,13 +194,13 @@ def _grid_body(binding: ReductionBinding, spec: ReductionSpec, store: str) -> Co
     code.extend(_strided_share(binding, spec, f"jm_g * {BLOCK} + jm_thread_x()", f"{ARGS}.jm_blocks * {BLOCK}"))
     code.line("jm_acc = jm_block_fold(jm_acc, jm_shared);")
     with code.block("if (jm_thread_x() == 0)"):
-        code.line(f"if ({ARGS}.jm_blocks == 1) {store}")
+        code.line(f"if ({ARGS}.jm_blocks == 1) {{ {store} }}")
         code.line(f"else {ARGS}.jm_partials[jm_row * {ARGS}.jm_blocks + jm_g] = jm_acc;")
     return code
 
 
 def render_cuda(binding: ReductionBinding, spec: ReductionSpec) -> str:
-    code = _folds(binding)
+    code = _folds(binding, spec)
     with code.block(f'extern "C" __global__ void __launch_bounds__({BLOCK}) jm_kernel(const jm_Args {ARGS})'):
         code.extend(_body(binding, spec))
     return render_with(binding, spec, "cuda", code.text() + "\n")

@@ -20,12 +20,15 @@ from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.kernels.host import guarded
 from jiter_magic.kernels.reduce_common import (
     ARGS,
-    combined,
-    finalized,
+    element,
+    folded,
+    initial,
     kept_offsets,
-    mapped,
+    kept_operands,
     reduced_offsets,
     render_with,
+    state_type,
+    stored,
 )
 from jiter_magic.planning.reduce_layout import ReductionLayout
 from jiter_magic.planning.reduce_spec import HOST, HOST_COLUMNS, ReductionSpec
@@ -42,7 +45,7 @@ def choose_path(layout: ReductionLayout) -> str:
     input (a sum over the leading dims): each reduced element's row is then read densely, for
     COLUMNS outputs at once, where a fold a row would stride across memory; else a fold a row."""
     if (layout.kept_sizes and layout.kept_sizes[0] >= MIN_INNER and not layout.inner_reduced_dense
-            and all(s[0] == 1 for s in layout.kept_strides[1:])):
+            and all(s[0] == 1 for s in layout.input_kept_strides)):
         return HOST_COLUMNS
     return HOST
 
@@ -53,7 +56,8 @@ def _lanes(binding: ReductionBinding, spec: ReductionSpec, steps: list[str]) -> 
     with code.block(f"for (; jm_j + {LANES} <= jm_len; jm_j += {LANES})"):
         with code.block(f"for (int jm_l = 0; jm_l < {LANES}; ++jm_l)"):
             loaded = [f"{ARGS}.jm_in{i}[jm_o{i} + (jm_j + jm_l) * {step}]" for i, step in enumerate(steps)]
-            code.line(f"jm_lane[jm_l] = {combined(binding, 'jm_lane[jm_l]', mapped(binding, spec, loaded))};")
+            value = element(binding, spec, loaded, "jm_r + jm_j + jm_l")
+            code.line(f"jm_lane[jm_l] = {folded(binding, spec, 'jm_lane[jm_l]', value)};")
     return code
 
 
@@ -62,12 +66,13 @@ def _fold(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
     start at the bases, folded into one accumulator value."""
     ins = range(len(spec.inputs))
     bases = ", ".join(f"jm_index_t jm_b{i}" for i in ins)
+    state = state_type(spec)
     code = CodeBlock()
-    with code.block(f"static inline jm_acc_t jm_fold(const jm_Args& {ARGS}, {bases}, jm_index_t jm_begin, "
+    with code.block(f"static inline {state} jm_fold(const jm_Args& {ARGS}, {bases}, jm_index_t jm_begin, "
                     "jm_index_t jm_end)"):
-        code.line(f"if (jm_begin >= jm_end) return {spec.identity};")
-        code.line(f"jm_acc_t jm_lane[{LANES}];")
-        code.line(f"for (int jm_l = 0; jm_l < {LANES}; ++jm_l) jm_lane[jm_l] = {spec.identity};")
+        code.line(f"if (jm_begin >= jm_end) return {initial(spec)};")
+        code.line(f"{state} jm_lane[{LANES}];")
+        code.line(f"for (int jm_l = 0; jm_l < {LANES}; ++jm_l) jm_lane[jm_l] = {initial(spec)};")
         code.line(f"jm_index_t jm_c[{spec.reduced_ndim}];")
         code.line("jm_index_t " + ", ".join(f"jm_o{i} = jm_b{i}" for i in ins) + ", jm_rest = jm_begin;")
         with code.block(f"for (int jm_d = 0; jm_d < {spec.reduced_ndim}; ++jm_d)"):
@@ -88,7 +93,8 @@ def _fold(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
                 code.extend(_lanes(binding, spec, [f"jm_s{i}" for i in ins]))
             with code.block("for (; jm_j < jm_len; ++jm_j)"):
                 loaded = [f"{ARGS}.jm_in{i}[jm_o{i} + jm_j * jm_s{i}]" for i in ins]
-                code.line(f"jm_lane[0] = {combined(binding, 'jm_lane[0]', mapped(binding, spec, loaded))};")
+                value = element(binding, spec, loaded, "jm_r + jm_j")
+                code.line(f"jm_lane[0] = {folded(binding, spec, 'jm_lane[0]', value)};")
             code.line("jm_r += jm_len; jm_c[0] += jm_len;")
             code.line(" ".join(f"jm_o{i} += jm_len * jm_s{i};" for i in ins))
             # Carry into the outer reduced dims, one at a time, as an odometer does.
@@ -97,23 +103,23 @@ def _fold(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
                 code.line(" ".join(f"jm_o{i} += {ARGS}.jm_rstride{i}[jm_d + 1] - {ARGS}.jm_rsize[jm_d] * "
                                    f"{ARGS}.jm_rstride{i}[jm_d];" for i in ins))
                 code.line("jm_c[jm_d] = 0; ++jm_c[jm_d + 1];")
-        code.line("jm_acc_t jm_acc = jm_lane[0];")
+        code.line(f"{state} jm_acc = jm_lane[0];")
         code.line(f"for (int jm_l = 1; jm_l < {LANES}; ++jm_l) "
-                  f"jm_acc = {combined(binding, 'jm_acc', 'jm_lane[jm_l]')};")
+                  f"jm_acc = {folded(binding, spec, 'jm_acc', 'jm_lane[jm_l]')};")
         code.line("return jm_acc;")
     return code
 
 
 def _by_rows(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
     """`jm_by_rows`: each thread folds the rows of its share whole and stores them."""
-    operands = range(len(spec.inputs) + 1)
+    operands = kept_operands(spec)
     work = CodeBlock()
     with work.block("for (jm_index_t jm_row = jm_begin; jm_row < jm_end; ++jm_row)"):
         for line in kept_offsets(spec, "jm_row", operands):
             work.line(line)
-        bases = ", ".join(f"jm_k{k}" for k in operands[1:])
-        work.line(f"const jm_acc_t jm_acc = jm_fold({ARGS}, {bases}, 0, {ARGS}.jm_count);")
-        work.line(f"{ARGS}.jm_out[jm_k0] = {finalized(binding, spec, 'jm_acc', f'{ARGS}.jm_count')};")
+        bases = ", ".join(f"jm_k{i + 1}" for i in range(len(spec.inputs)))
+        work.line(f"const {state_type(spec)} jm_acc = jm_fold({ARGS}, {bases}, 0, {ARGS}.jm_count);")
+        work.line(stored(binding, spec, "jm_acc", f"{ARGS}.jm_count"))
     code = CodeBlock()
     with code.block(f"static int jm_by_rows(const jm_Args& {ARGS})"):
         code.line(f"const jm_index_t jm_n = {ARGS}.jm_rows * ({ARGS}.jm_count > 0 ? {ARGS}.jm_count : 1);")
@@ -128,7 +134,7 @@ def _split_row(spec: ReductionSpec) -> CodeBlock:
     work.line(f"jm_part[jm_thread()] = jm_fold({ARGS}, {', '.join(f'jm_b{i}' for i in ins)}, jm_begin, jm_end);")
     code = CodeBlock()
     bases = ", ".join(f"jm_index_t jm_b{i}" for i in ins)
-    with code.block(f"static int jm_split_row(const jm_Args& {ARGS}, {bases}, jm_acc_t* jm_part)"):
+    with code.block(f"static int jm_split_row(const jm_Args& {ARGS}, {bases}, {state_type(spec)}* jm_part)"):
         code.line(f"const jm_index_t jm_n = {ARGS}.jm_count;")
         code.extend(guarded(work, "jm_n"))
     return code
@@ -138,24 +144,25 @@ def _by_columns(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
     """`jm_by_columns`: tiles of up to COLUMNS neighbouring output elements (along the innermost
     kept dim, which every input reads densely), a thread's static share of them; each reduced
     element in order, its run of the tile's inputs folded into the tile's accumulators."""
-    operands, ins = range(len(spec.inputs) + 1), range(len(spec.inputs))
-    work = CodeBlock(f"jm_acc_t jm_col[{COLUMNS}];")
+    operands, ins = kept_operands(spec), range(len(spec.inputs))
+    work = CodeBlock(f"{state_type(spec)} jm_col[{COLUMNS}];")
     with work.block("for (jm_index_t jm_t = jm_begin; jm_t < jm_end; ++jm_t)"):
         work.line(f"const jm_index_t jm_lo = jm_t % jm_width * {COLUMNS};")
         work.line(f"const jm_index_t jm_len = jm_inner - jm_lo < {COLUMNS} ? jm_inner - jm_lo : {COLUMNS};")
         for line in kept_offsets(spec, "jm_t / jm_width * jm_inner + jm_lo", operands):
             work.line(line)
-        work.line(f"for (int jm_j = 0; jm_j < {COLUMNS}; ++jm_j) jm_col[jm_j] = {spec.identity};")
+        work.line(f"for (int jm_j = 0; jm_j < {COLUMNS}; ++jm_j) jm_col[jm_j] = {initial(spec)};")
         with work.block(f"for (jm_index_t jm_r = 0; jm_r < {ARGS}.jm_count; ++jm_r)"):
             work.line("jm_index_t " + ", ".join(f"jm_o{i} = jm_k{i + 1}" for i in ins) + ";")
             for line in reduced_offsets(spec, "jm_r"):
                 work.line(line)
             with work.block("for (jm_index_t jm_j = 0; jm_j < jm_len; ++jm_j)"):
                 loaded = [f"{ARGS}.jm_in{i}[jm_o{i} + jm_j]" for i in ins]
-                work.line(f"jm_col[jm_j] = {combined(binding, 'jm_col[jm_j]', mapped(binding, spec, loaded))};")
+                value = element(binding, spec, loaded, "jm_r")
+                work.line(f"jm_col[jm_j] = {folded(binding, spec, 'jm_col[jm_j]', value)};")
         with work.block("for (jm_index_t jm_j = 0; jm_j < jm_len; ++jm_j)"):
-            work.line(f"{ARGS}.jm_out[jm_k0 + jm_j * {ARGS}.jm_kstride0[0]] = "
-                      f"{finalized(binding, spec, 'jm_col[jm_j]', f'{ARGS}.jm_count')};")
+            work.line(stored(binding, spec, "jm_col[jm_j]", f"{ARGS}.jm_count",
+                             f"jm_k{{0}} + jm_j * {ARGS}.jm_kstride{{0}}[0]"))
     code = CodeBlock()
     with code.block(f"static int jm_by_columns(const jm_Args& {ARGS})"):
         code.line(f"const jm_index_t jm_inner = {ARGS}.jm_ksize[0], jm_width = (jm_inner + {COLUMNS - 1}) / {COLUMNS};")
@@ -177,7 +184,7 @@ def render_host(binding: ReductionBinding, spec: ReductionSpec) -> str:
     code.extend(_fold(binding, spec))
     code.extend(_by_rows(binding, spec))
     code.extend(_split_row(spec))
-    operands = range(len(spec.inputs) + 1)
+    operands = kept_operands(spec)
     with code.block('extern "C" int jm_kernel(const jm_Args* jm_args)'):
         code.line(f"const jm_Args& {ARGS} = *jm_args;")
         code.line("const int jm_threads = jm_max_threads();")
@@ -186,14 +193,14 @@ def render_host(binding: ReductionBinding, spec: ReductionSpec) -> str:
         with code.block(f"for (jm_index_t jm_row = 0; jm_row < {ARGS}.jm_rows; ++jm_row)"):
             for line in kept_offsets(spec, "jm_row", operands):
                 code.line(line)
-            code.line(f"jm_acc_t jm_part[{MAX_THREADS}];")
-            code.line(f"for (int jm_t = 0; jm_t < jm_threads; ++jm_t) jm_part[jm_t] = {spec.identity};")
-            bases = ", ".join(f"jm_k{k}" for k in operands[1:])
+            code.line(f"{state_type(spec)} jm_part[{MAX_THREADS}];")
+            code.line(f"for (int jm_t = 0; jm_t < jm_threads; ++jm_t) jm_part[jm_t] = {initial(spec)};")
+            bases = ", ".join(f"jm_k{i + 1}" for i in range(len(spec.inputs)))
             code.line(f"const int jm_status = jm_split_row({ARGS}, {bases}, jm_part);")
             code.line("if (jm_status) return jm_status;")
-            code.line("jm_acc_t jm_acc = jm_part[0];")
+            code.line(f"{state_type(spec)} jm_acc = jm_part[0];")
             code.line(f"for (int jm_t = 1; jm_t < jm_threads; ++jm_t) "
-                      f"jm_acc = {combined(binding, 'jm_acc', 'jm_part[jm_t]')};")
-            code.line(f"{ARGS}.jm_out[jm_k0] = {finalized(binding, spec, 'jm_acc', f'{ARGS}.jm_count')};")
+                      f"jm_acc = {folded(binding, spec, 'jm_acc', 'jm_part[jm_t]')};")
+            code.line(stored(binding, spec, "jm_acc", f"{ARGS}.jm_count"))
         code.line("return 0;")
     return render_with(binding, spec, "cpu", code.text() + "\n")

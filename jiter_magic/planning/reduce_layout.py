@@ -4,8 +4,10 @@
 count from the end; a 0-d array takes dim 0 or -1). `plan_reduction_layout` splits the broadcast
 shape into kept dimensions (one output element each) and reduced ones, then coalesces each group
 on its own, innermost first: kept dimensions in the output's order, reduced ones ordered by the
-first input's strides so the innermost walk is the densest. A kernel then sees a few loop
-dimensions, usually one of each.
+first input's strides so the innermost walk is the densest. A reduction that also gives each
+result's index (argmax) walks its reduced dimensions in their logical order instead, so that an
+element's position in the walk is its flat index over the reduced dims, as torch.argmax counts.
+A kernel then sees a few loop dimensions, usually one of each.
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ class ReductionLayout:
 
     out_shape: tuple[int, ...]
     kept_sizes: tuple[int, ...]  # coalesced kept dims, innermost first
-    kept_strides: tuple[tuple[int, ...], ...]  # per operand: the output, then each input
+    kept_strides: tuple[tuple[int, ...], ...]  # per operand: the output, each input, then the indices' output
     reduced_sizes: tuple[int, ...]  # coalesced reduced dims, innermost first
     reduced_strides: tuple[tuple[int, ...], ...]  # per input
     rows: int  # output elements
@@ -65,6 +67,11 @@ class ReductionLayout:
     def inner_reduced_dense(self) -> bool:
         """One reduced dim that every input walks with unit stride: each row a dense run."""
         return len(self.reduced_sizes) == 1 and all(s == (1,) for s in self.reduced_strides)
+
+    @property
+    def input_kept_strides(self) -> tuple[tuple[int, ...], ...]:
+        """The kept strides of the inputs alone (not the outputs')."""
+        return self.kept_strides[1:1 + len(self.reduced_strides)]
 
     @property
     def inner_kept_dense(self) -> bool:
@@ -90,24 +97,30 @@ def _product(sizes: tuple[int, ...] | list[int]) -> int:
 
 
 def plan_reduction_layout(shape: tuple[int, ...], input_strides: list[tuple[tuple[int, ...], tuple[int, ...]]],
-                          dims: tuple[int, ...], keepdim: bool,
-                          out_strides: tuple[int, ...] | None = None) -> ReductionLayout:
+                          dims: tuple[int, ...], keepdim: bool, out_strides: tuple[int, ...] | None = None, *,
+                          indexed: bool = False, index_strides: tuple[int, ...] | None = None) -> ReductionLayout:
     """The layout of reducing `dims` of `shape`. `input_strides` holds each input's own (shape,
     element strides), broadcast here; `out_strides` are an `out=` array's element strides (over the
-    result's shape), None for a dense result."""
+    result's shape), None for a dense result. `indexed`: the call also writes each result's index
+    (into an array of `index_strides`, None for dense), and walks the reduced dims in logical order."""
     inputs = [broadcast_strides(s, st, shape) for s, st in input_strides]
     out_shape = reduced_shape(shape, dims, keepdim)
-    if out_strides is None:
-        out_strides = dense_strides(out_shape)
+    outputs = [out_strides if out_strides is not None else dense_strides(out_shape)]
+    if indexed:
+        outputs.append(index_strides if index_strides is not None else dense_strides(out_shape))
     kept = [axis for axis in range(len(shape)) if axis not in dims]
-    # The output's stride of each kept axis: its own axis, which keepdim leaves at the same place.
+    # An output's stride of each kept axis: its own axis, which keepdim leaves at the same place.
     out_axis = {axis: (axis if keepdim else index) for index, axis in enumerate(kept)}
     kept_inner = kept[::-1]
+    per_output = [[strides[out_axis[a]] for a in kept_inner] for strides in outputs]
     kept_sizes, kept_strides = coalesce([shape[a] for a in kept_inner],
-                                        [[out_strides[out_axis[a]] for a in kept_inner]]
-                                        + [[st[a] for a in kept_inner] for st in inputs])
+                                        per_output[:1] + [[st[a] for a in kept_inner] for st in inputs]
+                                        + per_output[1:])
     sub_shape = tuple(shape[a] for a in dims)
-    order = dimension_order(sub_shape, [tuple(st[a] for a in dims) for st in inputs]) if dims else []
+    if indexed:  # innermost first, in logical order: a walk's position is the flat index
+        order = list(range(len(dims) - 1, -1, -1))
+    else:
+        order = dimension_order(sub_shape, [tuple(st[a] for a in dims) for st in inputs]) if dims else []
     reduced_inner = [dims[i] for i in order]
     reduced_sizes, reduced_strides = coalesce([shape[a] for a in reduced_inner],
                                               [[st[a] for a in reduced_inner] for st in inputs])

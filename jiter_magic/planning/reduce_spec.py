@@ -36,14 +36,16 @@ def accumulate_dtype(result: str) -> str:
     return "float32" if result in ("float16", "bfloat16") else result
 
 
-def result_dtype(inputs: str, requested: str | None) -> str:
-    """The result dtype of reducing elements of (promoted) dtype `inputs`: `dtype=` when given."""
+def result_dtype(inputs: str, requested: str | None, indexed: bool = False) -> str:
+    """The result dtype of reducing elements of (promoted) dtype `inputs`: `dtype=` when given. A
+    reduction with indices keeps the inputs' dtype, as torch.max(x, dim) does: its value is one of
+    the elements (or their map), not a sum that could outgrow them."""
     if requested is not None:
         return dtype(requested).name
     kind = dtype(inputs).kind
     if kind == "c":
         accumulate_dtype(inputs)  # the same error
-    return "int64" if kind in "bui" else inputs
+    return "int64" if kind in "bui" and not indexed else inputs
 
 
 def check_identity(value: object) -> None:
@@ -99,10 +101,12 @@ class ReductionSpec:
     kept_ndim: int  # loop dims of the output elements (at least 1)
     reduced_ndim: int  # loop dims of the reduced elements (at least 1)
     vec: int = 1  # elements a vector load (the CUDA row paths, where every row is aligned)
+    indexed: bool = False  # also the index of each result (an int64 output), as argmax gives
 
     def describe(self) -> str:
         """One line for people: dtypes, the kernel shape and its loop dims."""
         ins = ", ".join(self.inputs)
         vector = f", {self.vec}-wide loads" if self.vec > 1 else ""
-        return (f"reduce ({ins}) -> {self.output} accumulating {self.accumulate}, {self.path} "
+        output = f"({self.output}, int64 index)" if self.indexed else self.output
+        return (f"reduce ({ins}) -> {output} accumulating {self.accumulate}, {self.path} "
                 f"{self.kept_ndim}-d kept x {self.reduced_ndim}-d reduced{vector}")

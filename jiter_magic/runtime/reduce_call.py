@@ -7,7 +7,7 @@ Every check of an argument happens before anything is allocated or launched.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from jiter_magic.arrays import BY_TYPE, adapter_for, coerce
 from jiter_magic.arrays.base import ArrayAdapter
@@ -15,6 +15,7 @@ from jiter_magic.errors import (
     ArgumentTypeError,
     BindError,
     DeviceError,
+    DimensionError,
     DTypeError,
     GradientError,
     ShapeError,
@@ -110,28 +111,41 @@ def extra_values(binding: ReductionBinding, defaults: dict[str, object], given: 
     return [values[name] for name in binding.extra_names]
 
 
+def _checked_out(out: tuple[ArrayDesc, ...], expected: tuple[int, ...], dtypes: tuple[str, ...], dims: tuple[int, ...],
+                 shape: tuple[int, ...], keepdim: bool) -> None:
+    """`out=` arrays of the result's shape and dtypes (the values', then the indices' int64)."""
+    for position, (desc, wanted) in enumerate(zip(out, dtypes)):
+        which = "out=" if len(out) == 1 else f"out[{position}]"
+        if desc.shape != expected:
+            raise ShapeError(f"{which} has shape {desc.shape}, but the result of reducing dims {list(dims)} of shape "
+                             f"{shape} (keepdim={keepdim}) has shape {expected}")
+        if desc.dtype != wanted:
+            hint = f"pass dtype={desc.dtype} to reduce into it, or " if position == 0 else ""
+            raise DTypeError(f"{which} has dtype {desc.dtype}, but the result is {wanted}; {hint}an {which} of "
+                             f"dtype {wanted}")
+
+
 def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, device: int, identity: object,
               extras: list, dim: object, keepdim: bool, requested: str | None,
-              out: ArrayDesc | None) -> ReductionPlan:
+              out: tuple[ArrayDesc, ...] | None) -> ReductionPlan:
     """Everything a call's launch needs, checked: dtypes, dims, `out=`, the layout and the kernel."""
     common = descs[0].dtype
     for desc in descs[1:]:
         common = promote_types(common, desc.dtype, rules)
-    result = result_dtype(common, requested)
+    indexed = binding.indexed
+    result = result_dtype(common, requested, indexed)
     accumulate = accumulate_dtype(result)
     shape = broadcast_shape([d.shape for d in descs])
     dims = normalize_dims(dim, len(shape))
-    out_strides = None
+    if indexed and any(shape[axis] == 0 for axis in dims):
+        raise DimensionError(f"{binding.name} gives the index of its result, and reducing dims {list(dims)} of "
+                             f"shape {shape} leaves no element to give: expected reduced dims of non-zero size")
+    expected = reduced_shape(shape, dims, bool(keepdim))
     if out is not None:
-        expected = reduced_shape(shape, dims, bool(keepdim))
-        if out.shape != expected:
-            raise ShapeError(f"out= has shape {out.shape}, but the result of reducing dims {list(dims)} of shape "
-                             f"{shape} (keepdim={bool(keepdim)}) has shape {expected}")
-        if out.dtype != result:
-            raise DTypeError(f"out= has dtype {out.dtype}, but the result is {result}; pass dtype={out.dtype} "
-                             f"to reduce into it, or an out= of dtype {result}")
-        out_strides = out.strides
-    layout = plan_reduction_layout(shape, [(d.shape, d.strides) for d in descs], dims, bool(keepdim), out_strides)
+        _checked_out(out, expected, (result, "int64"), dims, shape, bool(keepdim))
+    layout = plan_reduction_layout(shape, [(d.shape, d.strides) for d in descs], dims, bool(keepdim),
+                                   None if out is None else out[0].strides, indexed=indexed,
+                                   index_strides=None if out is None or not indexed else out[1].strides)
     inputs = tuple(d.dtype for d in descs)
     path, vec, blocks = reduce_host.choose_path(layout), 1, 1
     if device >= 0:
@@ -139,7 +153,7 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
         blocks = reduce_cuda.grid_blocks(layout) if path == reduce_cuda.GRID else 1
     spec = ReductionSpec(inputs, result, accumulate, tuple(scalar_kind(v) for v in extras),
                          identity_literal(identity, accumulate), path=path, kept_ndim=max(len(layout.kept_sizes), 1),
-                         reduced_ndim=max(len(layout.reduced_sizes), 1), vec=vec)
+                         reduced_ndim=max(len(layout.reduced_sizes), 1), vec=vec, indexed=indexed)
     return ReductionPlan(spec, layout, blocks)
 
 
@@ -147,11 +161,12 @@ def _padded(values: tuple[int, ...], length: int, fill: int) -> list[int]:
     return list(values) + [fill] * (length - len(values))
 
 
-def packed_values(plan: ReductionPlan, out_pointer: int, pointers: list[int], partials: int, stage: int,
+def packed_values(plan: ReductionPlan, out_pointers: list[int], pointers: list[int], partials: int, stage: int,
                   extras: list) -> list:
-    """The `jm_Args` values of a launch, in `reduce_args` order."""
+    """The `jm_Args` values of a launch, in `reduce_args` order (`out_pointers`: the result's, then
+    the indices' output's with indices)."""
     spec, layout = plan.spec, plan.layout
-    values: list = [out_pointer, *pointers, partials, layout.rows, layout.count, plan.blocks, stage]
+    values: list = [*out_pointers, *pointers, partials, layout.rows, layout.count, plan.blocks, stage]
     values += [bool(v) if kind == "bool" else float(v) if kind == "float64" else int(v)
                for v, kind in zip(extras, spec.extras)]
     values += _padded(layout.kept_sizes, spec.kept_ndim, 1)
@@ -164,13 +179,13 @@ def packed_values(plan: ReductionPlan, out_pointer: int, pointers: list[int], pa
 
 
 def _memo_key(descs: list[ArrayDesc], device: int, extras: list, options: dict[str, Any], requested: str | None,
-              out: ArrayDesc | None) -> tuple | None:
+              out: tuple[ArrayDesc, ...] | None) -> tuple | None:
     """What decides a call's plan, as a hashable tuple (None where a `dim=` cannot be hashed): every
     field of the inputs' and `out=`'s descriptions but the pointers, whose alignment alone counts."""
     dim = options["dim"]
     dim = tuple(dim) if isinstance(dim, list) else dim
     arrays = tuple((d.dtype, d.shape, d.strides, d.pointer % 16) for d in descs)
-    written = None if out is None else (out.dtype, out.shape, out.strides)
+    written = None if out is None else tuple((d.dtype, d.shape, d.strides) for d in out)
     key = (arrays, device, tuple(scalar_kind(v) for v in extras), dim, bool(options["keepdim"]), requested, written)
     try:
         hash(key)
@@ -180,7 +195,8 @@ def _memo_key(descs: list[ArrayDesc], device: int, extras: list, options: dict[s
 
 
 def _planned(kernels: ReductionKernels, descs: list[ArrayDesc], rules: str, device: int, identity: object,
-             extras: list, options: dict[str, Any], requested: str | None, out: ArrayDesc | None) -> ReductionPlan:
+             extras: list, options: dict[str, Any], requested: str | None,
+             out: tuple[ArrayDesc, ...] | None) -> ReductionPlan:
     """The call's plan: from the function's memo of plans, or planned (and checked) now and kept."""
     key = _memo_key(descs, device, extras, options, requested, out)
     plan = kernels.plans.get(key) if key is not None else None
@@ -199,9 +215,51 @@ def run(kernels: ReductionKernels, identity: object, defaults: dict[str, object]
     arrays, descs, adapter, device = _described(args, binding)
     extras = extra_values(binding, defaults, given)
     requested = None if options["dtype"] is None else dtype_name(options["dtype"])
-    out = options["out"]
-    out_desc = None
-    if out is not None:
+    given = options["out"]
+    outs, out_descs = _out_arrays(given, binding, adapter, device)
+    plan = _planned(kernels, descs, adapter.rules, device, identity, extras, options, requested, out_descs)
+    layout, spec = plan.layout, plan.spec
+    if outs is None:
+        dtypes = [spec.output, "int64"] if spec.indexed else [spec.output]
+        outs = [adapter.allocator(layout.out_shape, dense_strides(layout.out_shape), d, arrays[0])() for d in dtypes]
+    result = ValuesIndices(*outs) if spec.indexed else outs[0]
+    if layout.rows == 0:
+        return result
+    launcher = kernels.launcher(spec, device)
+    stream = adapter.stream(device) if device >= 0 else 0
+    partials, keep = 0, None
+    if device >= 0 and plan.blocks > 1:
+        # A pair (value, index) is 16 bytes: two int64 slots, whatever the accumulator.
+        size, kind = (layout.rows * plan.blocks * 2, "int64") if spec.indexed else \
+            (layout.rows * plan.blocks, spec.accumulate)
+        keep = adapter.allocator((size,), (1,), kind, arrays[0])()
+        partials = adapter.pointer(keep)
+    pointers = [d.pointer for d in descs]
+    out_pointers = [adapter.pointer(o) for o in outs]
+    launches = reduce_cuda.launches(spec, layout.rows, plan.blocks) if device >= 0 else [((1, 1, 1), (1, 1, 1), 0)]
+    for grid, block, stage in launches:
+        launcher(packed_values(plan, out_pointers, pointers, partials, stage, extras), grid, block, stream)
+    del keep  # the partials stay allocated until the launches are queued: the allocator orders reuse on the stream
+    if given is not None:
+        adapter.written(list(outs))
+    return result
+
+
+def _out_arrays(given: object, binding: ReductionBinding, adapter: ArrayAdapter,
+                device: int) -> tuple[list | None, tuple[ArrayDesc, ...] | None]:
+    """The `out=` arrays of a call and their descriptions, checked for their library, writability
+    and device: one array, or with indices a (values, indices) pair as torch.max(x, dim, out=...) takes."""
+    if given is None:
+        return None, None
+    if binding.indexed:
+        if not isinstance(given, (tuple, list)) or len(given) != 2:
+            raise ArgumentTypeError(f"{binding.name} gives values and their indices: out= takes a (values, indices) "
+                                    f"pair of arrays, got {type(given).__name__}")
+        outs = list(given)
+    else:
+        outs = [given]
+    descs = []
+    for out in outs:
         if adapter_for(out) is not adapter:
             raise ArgumentTypeError(f"out= must be a {adapter.library} array like the inputs, "
                                     f"got {type(out).__name__}")
@@ -209,24 +267,12 @@ def run(kernels: ReductionKernels, identity: object, defaults: dict[str, object]
         described = adapter.describe(out)
         if described.device != device:
             raise DeviceError(f"out= lives on {device_name(described.device)}, the inputs on {device_name(device)}")
-        out_desc = adapter.normalize(described)
-    plan = _planned(kernels, descs, adapter.rules, device, identity, extras, options, requested, out_desc)
-    layout, spec = plan.layout, plan.spec
-    if out is None:
-        out = adapter.allocator(layout.out_shape, dense_strides(layout.out_shape), spec.output, arrays[0])()
-    if layout.rows == 0:
-        return out
-    launcher = kernels.launcher(spec, device)
-    stream = adapter.stream(device) if device >= 0 else 0
-    partials, keep = 0, None
-    if device >= 0 and plan.blocks > 1:
-        keep = adapter.allocator((layout.rows * plan.blocks,), (1,), spec.accumulate, arrays[0])()
-        partials = adapter.pointer(keep)
-    pointers = [d.pointer for d in descs]
-    launches = reduce_cuda.launches(spec, layout.rows, plan.blocks) if device >= 0 else [((1, 1, 1), (1, 1, 1), 0)]
-    for grid, block, stage in launches:
-        launcher(packed_values(plan, adapter.pointer(out), pointers, partials, stage, extras), grid, block, stream)
-    del keep  # the partials stay allocated until the launches are queued: the allocator orders reuse on the stream
-    if options["out"] is not None:
-        adapter.written([out])
-    return out
+        descs.append(adapter.normalize(described))
+    return outs, tuple(descs)
+
+
+class ValuesIndices(NamedTuple):
+    """The result of a reduction with indices, as torch.max(x, dim) returns it."""
+
+    values: Any
+    indices: Any

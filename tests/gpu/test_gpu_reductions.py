@@ -93,3 +93,41 @@ def test_cupy_arrays():
     result = SUMSQ(x, dim=1)
     assert isinstance(result, cupy.ndarray)
     cupy.testing.assert_allclose(result, (x * x).sum(axis=1), rtol=1e-5)
+
+
+KEEP_MAX = ("template <typename T> void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index) {\n"
+            "  const bool take_b = (b != b && a == a) || b > a || ((b == a || (a != a && b != b)) && ib < ia);\n"
+            "  value = take_b ? b : a; index = take_b ? ib : ia;\n}\n")
+
+
+@pytest.mark.parametrize(("shape", "dim", "path"), SHAPES, ids=lambda v: str(v))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int8, torch.int64], ids=str)
+def test_max_with_indices_on_every_kernel_shape(shape, dim, path, dtype):
+    from jiter_magic import create_multi_output_reduction_fn
+
+    argmax = create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")
+    x = torch.randint(0, 5, shape, device="cuda").to(dtype)  # many ties: the first index must win
+    values, indices = argmax(x, dim=dim)
+    assert argmax.specializations[-1].spec.path == path and argmax.specializations[-1].spec.indexed
+    if dim is None:
+        assert int(indices) == int(torch.argmax(x)) and values.item() == x.max().item()
+    elif isinstance(dim, tuple):
+        flat = x.permute(1, 0, 2).reshape(x.shape[1], -1)
+        assert torch.equal(indices, flat.argmax(1)) and torch.equal(values, flat.amax(1))
+    else:
+        expected = x.max(dim=dim)
+        assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
+    assert values.dtype == dtype and indices.dtype == torch.int64 and indices.is_cuda
+
+
+def test_max_with_indices_nan_out_and_repeats():
+    from jiter_magic import create_multi_output_reduction_fn
+
+    argmax = create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")
+    x = torch.randn(300, 5000, device="cuda")
+    x[7, 4000] = x[7, 4100] = float("nan")
+    values, indices = torch.empty(300, device="cuda"), torch.empty(300, device="cuda", dtype=torch.int64)
+    argmax(x, dim=1, out=(values, indices))
+    expected = x.max(dim=1)
+    assert torch.equal(indices, expected.indices) and values[7].isnan() and int(indices[7]) == 4000
+    assert all(torch.equal(argmax(x, dim=1).indices, indices) for _ in range(3))

@@ -86,3 +86,21 @@ def test_a_compile_error_points_at_the_users_line():
                              combine="add")
     with pytest.raises(CompileError, match="line 2"):
         compile_cuda(fn, "float32", path=GRID, arch="sm_90")
+
+
+KEEP_MAX = ("template <typename T> void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index) {\n"
+            "  const bool take_b = (b != b && a == a) || b > a || ((b == a || (a != a && b != b)) && ib < ia);\n"
+            "  value = take_b ? b : a; index = take_b ? ib : ia;\n}\n")
+
+
+@pytest.mark.parametrize(("path", "dtype", "arch"),
+                         list(itertools.product(CUDA_PATHS, ("float32", "float64", "float16", "int8", "int64"), ARCHES)))
+def test_reductions_with_indices_compile(path, dtype, arch):
+    from jiter_magic import create_multi_output_reduction_fn
+
+    argmax = create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")
+    source = compile_cuda(argmax, dtype, path=path, arch=arch)
+    assert "jm_shuffle_xor" in source or path == COLUMNS  # a warp's pairs are shuffled member by member
+    assert "int64_t* jm_out_index;" in source and "atomic" not in source
+    if path in (WARP_ROWS, BLOCK_ROWS):
+        compile_cuda(argmax, dtype, path=path, vec=2, arch=arch)  # the index of a vector's element
