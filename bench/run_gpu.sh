@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: GPU tests, then the benchmark. Results land in $OUT (or ./gpu-out).
-# Usage on the GPU machine: bash bench/run_gpu.sh [tests|bench|notebooks|two-gpus|cpu|all]
+# Usage on the GPU machine: bash bench/run_gpu.sh [tests|bench|reduce|notebooks|two-gpus|cpu|all]
 # `tests` runs the GPU tests on the C call path, then test_gpu.py again on the Python one.
 # `notebooks` runs every notebook through nbval, strict and --nbval-lax; the GPU machine has no
 # IPython or nbval, so it installs them from wheels carried in .whl/ (pip download --python-version 3.12 --only-binary=:all: -d .whl ...).
@@ -30,7 +30,8 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   carried "dask, distributed" "dask[array]" distributed  # tests/integrations/test_dask.py's CuPy chunks
   JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_gpu.py \
     tests/gpu/test_gpu_fast_call.py tests/integrations/test_torch_compile.py tests/integrations/test_dask.py \
-    tests/integrations/test_dtensor.py tests/gpu/test_gpu_trust.py \
+    tests/integrations/test_dtensor.py tests/gpu/test_gpu_trust.py tests/gpu/test_gpu_reductions.py \
+    tests/runtime/test_reduce_opinfo.py \
     --junitxml="$OUT/gpu-junit.xml" 2>&1 | tee "$OUT/gpu-tests.log" | tail -n 60
   status=${PIPESTATUS[0]}
   # Numbers under torch.compile with this machine's torch (another version than CI's).
@@ -78,6 +79,20 @@ if [ "$what" = cpu ]; then
   status=${PIPESTATUS[0]}
   JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 bench/bench_cpu.py --threads all --rounds "${CPU_ROUNDS:-5}" --out "$OUT/cpu-all-cores" 2>&1 \
     | tee "$OUT/bench-cpu-all-cores.log" | tail -n 70
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+if [ "$what" = reduce ] || [ "$what" = all ]; then
+  # Issue 32's sum of squares of 4096 x 65536 on the GPU, then on the host's CPU at 2 threads (on 2
+  # cores) and at every core; numexpr comes from the carried wheels.
+  carried "numexpr" numexpr
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 bench/bench_reduce.py --device cuda --out "$OUT/reduce" 2>&1 \
+    | tee "$OUT/bench-reduce.log" | tail -n 20
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) OMP_NUM_THREADS=2 taskset -c 0,1 python3 bench/bench_reduce.py --device cpu \
+    --out "$OUT/reduce-cpu-2-cores" 2>&1 | tee "$OUT/bench-reduce-cpu-2.log" | tail -n 20
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 bench/bench_reduce.py --device cpu --out "$OUT/reduce-cpu-all-cores" 2>&1 \
+    | tee "$OUT/bench-reduce-cpu-all.log" | tail -n 20
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then

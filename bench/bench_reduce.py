@@ -1,0 +1,171 @@
+"""Reduction benchmark: a sum of squares by jiter_magic against torch, Inductor, CuPy and numexpr.
+
+The case is issue 32's: the sum of squares of a 4096 x 65536 tensor (GPU) over its rows (dim=1),
+its columns (dim=0) and everything, in float32 and bfloat16, as GB/s of the input read. The
+contenders: `x.sum(dim)` (the read reference: one pass, no multiply), the fused
+`torch.linalg.vector_norm(x, 2, dim) ** 2`, Inductor (`torch.compile(dynamic=False)` of
+`(x * x).sum(dim)`, compiled before timing), torch eager `(x * x).sum(dim)` (two kernels), CuPy's
+`ReductionKernel` (float32), and on the CPU numexpr's `sum(x * x, axis)` and NumPy's einsum. Every
+result is checked against a float64 reference before anything is timed. Contenders take turns in
+each of --rounds rounds, so that a slow stretch of the machine falls on all of them; a figure is
+the median of all its calls.
+
+On the CPU (`--device cpu`) the tensor is 4096 x 8192 by default; the thread count is the
+process's: run it under `taskset -c 0,1` with OMP_NUM_THREADS=2 for two threads (bench/run_gpu.sh
+`reduce-cpu` does both counts). Writes bench_reduce_<device>.json and .md into --out.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import jiter_magic  # noqa: E402
+
+SUMSQ = ("template <typename T> T sq(T x) { return x * x; }\n"
+         "template <typename T> T add(T a, T b) { return a + b; }\n")
+DIMS = {"rows": 1, "columns": 0, "all": None}
+
+
+def _sum_sq(x, dim):
+    return (x * x).sum() if dim is None else (x * x).sum(dim)
+
+
+def contenders(x: torch.Tensor, dim, device: str) -> dict:
+    """Calls of no arguments, each giving the sum of squares of `x` over `dim` (None: everything)."""
+    ours = jiter_magic.create_reduction_fn(SUMSQ, 0, map="sq", combine="add")
+    dims = () if dim is None else (dim,)
+    found = {
+        "jiter_magic": lambda: ours(x, dim=dim),
+        "x.sum (read reference)": lambda: x.sum() if dim is None else x.sum(dim),
+        "vector_norm ** 2 (fused)": lambda: torch.linalg.vector_norm(x, 2, dim=dims or None) ** 2,
+        "torch (x*x).sum": lambda: _sum_sq(x, dim),
+    }
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t: _sum_sq(t, dim), dynamic=False)
+    found["Inductor"] = lambda: compiled(x)
+    if device == "cuda" and x.dtype == torch.float32:
+        try:
+            import cupy
+
+            kernel = cupy.ReductionKernel("T x", "T y", "x * x", "a + b", "y = a", "0", "jm_bench_sumsq")
+            xc = cupy.asarray(x)
+            found["CuPy ReductionKernel"] = lambda: kernel(xc, axis=None if dim is None else dim)
+        except ImportError:
+            pass
+    if device == "cpu" and x.dtype == torch.float32:
+        import numpy as np
+
+        xn = x.numpy()
+        try:
+            import numexpr
+
+            text = "sum(xn * xn)" if dim is None else f"sum(xn * xn, axis={dim})"
+            found["numexpr"] = lambda: numexpr.evaluate(text, local_dict={"xn": xn})
+        except ImportError:
+            pass
+        subscripts = {None: "ij,ij->", 0: "ij,ij->j", 1: "ij,ij->i"}[dim]
+        found["NumPy einsum"] = lambda: np.einsum(subscripts, xn, xn)
+    return found
+
+
+def check(found: dict, x: torch.Tensor, dim) -> None:
+    """Each contender's result against the float64 sum of squares, before any timing."""
+    squares = _sum_sq(x.double(), dim)
+    plain = x.double().sum() if dim is None else x.double().sum(dim)
+    # numexpr's sum of everything adds float32 values one after another: 4e-3 off on 2^22 of them.
+    tolerance = 2e-2 if x.dtype == torch.bfloat16 or dim is None else 1e-3
+    for name, fn in found.items():
+        expected = plain if name.startswith("x.sum") else squares  # the read reference sums x itself
+        result = torch.as_tensor(fn()).to(device=expected.device, dtype=torch.float64)
+        torch.testing.assert_close(result, expected, rtol=tolerance, atol=tolerance, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def _seconds(fn, device: str) -> float:
+    if device == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+    start_s = time.perf_counter()
+    fn()
+    return time.perf_counter() - start_s
+
+
+def timed(found: dict, device: str, rounds: int, reps: int) -> dict[str, float]:
+    """The median seconds of each contender's calls, over interleaved rounds."""
+    for fn in found.values():
+        for _ in range(3):
+            fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {name: [] for name in found}
+    for _ in range(rounds):
+        for name, fn in found.items():
+            samples[name] += [_seconds(fn, device) for _ in range(reps)]
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def markdown(rows: list[dict], device: str, threads: int) -> str:
+    names = list(dict.fromkeys(name for row in rows for name in row["GBps"]))
+    where = torch.cuda.get_device_name() if device == "cuda" else f"CPU, {threads} threads"
+    lines = [f"Sum of squares, GB/s of the input read ({where}); higher is better.", "",
+             "| case | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names)]
+    for row in rows:
+        cells = [f"{row['GBps'][n]:.0f}" if n in row["GBps"] else "" for n in names]
+        lines.append(f"| {row['case']} | " + " | ".join(cells) + " |")
+    lines += ["", "jiter_magic against the best other contender and against x.sum (the issue asks at least 0.95):"]
+    for row in rows:
+        ours = row["GBps"]["jiter_magic"]
+        others = {n: v for n, v in row["GBps"].items() if n not in ("jiter_magic", "x.sum (read reference)")}
+        best = max(others, key=others.__getitem__)
+        lines.append(f"- {row['case']}: {ours / others[best]:.3f}x {best}, "
+                     f"{ours / row['GBps']['x.sum (read reference)']:.3f}x x.sum")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--shape", default=None, help="ROWSxCOLS (default 4096x65536 on CUDA, 4096x8192 on the CPU)")
+    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--out", default=".")
+    args = parser.parse_args()
+    device = args.device
+    shape = tuple(int(v) for v in (args.shape or ("4096x65536" if device == "cuda" else "4096x8192")).split("x"))
+    threads = torch.get_num_threads()
+    rows = []
+    for dtype_name in args.dtypes.split(","):
+        dtype = getattr(torch, dtype_name)
+        generator = torch.Generator(device=device).manual_seed(0)
+        x = torch.randn(shape, device=device, generator=generator).to(dtype)
+        for label, dim in DIMS.items():
+            found = contenders(x, dim, device)
+            check(found, x, dim)
+            seconds = timed(found, device, args.rounds, args.reps)
+            read = x.numel() * x.element_size()
+            row = {"case": f"{dtype_name} {label}", "GBps": {n: read / s / 1e9 for n, s in seconds.items()}}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, f"bench_reduce_{device}")
+    with open(stem + ".json", "w") as f:
+        json.dump({"device": device, "shape": shape, "threads": threads, "rows": rows}, f, indent=1)
+    table = markdown(rows, device, threads)
+    with open(stem + ".md", "w") as f:
+        f.write(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
