@@ -21,6 +21,7 @@ from jiter_magic.kernels.reduce_host import render_host
 from jiter_magic.planning.reduce_spec import HOST_PATHS, ReductionSpec
 from jiter_magic.runtime.backends import backend_for
 from jiter_magic.runtime.build import Built, build_source
+from jiter_magic.state import RUNTIME
 
 PLAN_LIMIT = 1024  # plans a function remembers
 
@@ -87,6 +88,19 @@ class CudaReduction:
             cuda_driver.launch(self.function, grid, block, stream, ctypes.addressof(self.params), self.name)
 
 
+class ReductionKernelSets:
+    """Every reduction function's kernels of this process, held weakly: a part of `RUNTIME`, so that
+    a forked child gives each a fresh lock (a parent's thread may have been building under one at
+    the fork, and that thread does not exist in the child)."""
+
+    def __init__(self) -> None:
+        self.sets: weakref.WeakSet[ReductionKernels] = weakref.WeakSet()
+
+    def after_fork_in_child(self) -> None:
+        for kernels in list(self.sets):
+            kernels._lock = threading.Lock()
+
+
 class ReductionKernels:
     """One function's kernels by (spec, device), threads missing together building once, and the
     plans of its calls."""
@@ -97,6 +111,7 @@ class ReductionKernels:
         self.plans: dict[tuple, Any] = {}  # a call's plan by what decides it (runtime/reduce_call.py)
         self._loaded: dict[tuple[ReductionSpec, int], Any] = {}
         self._lock = threading.Lock()
+        RUNTIME.part(ReductionKernelSets).sets.add(self)
 
     def keep_plan(self, key: tuple, plan: Any) -> None:
         """Remember a plan; a full memo starts again (calls of a function rarely vary that much)."""

@@ -85,6 +85,28 @@ fast_call.wait(240)
 print("parent-after " + json.dumps({"status": fast_call.status(), "values": f(x, x).tolist()}))
 """
 
+WHILE_A_REDUCTION_BUILDS = """
+import json, os, signal, threading, numpy as np, jiter_magic
+""" + FORK_AND_REPORT + """
+total = jiter_magic.create_reduction_fn("template <typename T> T fk_add(T a, T b) { return a + b; }", 0,
+                                        combine="fk_add")
+x = np.arange(10, dtype=np.float64)
+held, release = threading.Event(), threading.Event()
+def build_under_the_lock():  # as a thread building a reduction kernel holds its function's lock
+    with total._kernels._lock:
+        held.set()
+        release.wait()
+worker = threading.Thread(target=build_under_the_lock)
+worker.start()
+held.wait()
+def in_child():  # the building thread is not in the child: the child builds on its own
+    return {"sum": float(total(x)), "rows": total(x.reshape(2, 5), dim=1).tolist()}
+fork_and_report(in_child)
+release.set()
+worker.join()
+print("parent-after " + json.dumps({"sum": float(total(x))}))
+"""
+
 
 def _run(script: str, env: dict) -> dict[str, dict]:
     environment = {**os.environ, "PYTHONPATH": ROOT, **env}
@@ -118,3 +140,10 @@ def test_a_child_forked_while_the_c_path_builds_computes_on_the_python_path(tmp_
     assert found["parent"] == {"status": 0}
     assert found["child"] == {"building": "building", "values": expected, "status": "building"}
     assert found["parent-after"] == {"status": "loaded", "values": expected}
+
+
+def test_a_child_forked_while_a_reduction_builds_builds_on_its_own(tmp_path):
+    found = _run(WHILE_A_REDUCTION_BUILDS, {"JITER_MAGIC_CACHE_DIR": str(tmp_path)})
+    assert found["parent"] == {"status": 0}  # not killed by the alarm: the child did not wait on the lock
+    assert found["child"] == {"sum": 45.0, "rows": [10.0, 35.0]}
+    assert found["parent-after"] == {"sum": 45.0}
