@@ -5,6 +5,7 @@ which plans it and launches the function's kernels (runtime/reduce_loader.py).
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Container
 from typing import Any
 
 from jiter_magic.errors import InvalidArgumentError
@@ -78,3 +79,52 @@ class ReductionFunction:
 
     def __repr__(self) -> str:
         return f"<jiter_magic.ReductionFunction {self.name} combine={self.binding.combine.name}>"
+
+    # Inspection and the notebook: compiled listings, warnings, and the panel, which follows builds.
+
+    def inspect(self, *dtypes: str, kind: str = "ptx", path: str | None = None, output: str | None = None,
+                kept_ndim: int = 1, reduced_ndim: int = 1, vec: int = 1, **kwargs: object) -> str:
+        """The compiled code of one kernel as text (no GPU needed): kind='ptx' or 'sass' of a CUDA
+        kernel shape (`path`, 'grid' by default), compiled by NVRTC, or kind='asm' of a host one
+        ('host' by default); other arguments as `source` takes them. The code string's lines the
+        compiler's line tables point at are shown as comments before their instructions."""
+        from jiter_magic.compilers.nvrtc_archs import default_arch
+        from jiter_magic.planning.reduce_spec import GRID
+        from jiter_magic.runtime import inspection
+        from jiter_magic.runtime.compiled_code import compiled_text
+
+        path = path if path is not None else (HOST if kind == "asm" else GRID)
+        backend = "cpu" if path in HOST_PATHS else "cuda"
+        if kind in ("ptx", "sass") and backend == "cpu":
+            raise InvalidArgumentError(f"kind={kind!r} is CUDA code: pass a CUDA path, one of {list(CUDA_PATHS)} "
+                                       f"(for the host kernel path={path!r}, kind='asm')")
+        if kind == "asm" and backend == "cuda":
+            raise InvalidArgumentError(f"kind='asm' is a host kernel's assembly: pass path='host' or 'host_columns' "
+                                       f"(for path={path!r}, kind='ptx' or kind='sass')")
+        text = self.source(*dtypes, path=path, output=output, kept_ndim=kept_ndim, reduced_ndim=reduced_ndim,
+                           vec=vec, **kwargs)
+        arch = default_arch()
+        if backend == "cuda" and inspection.cuda_available():
+            from jiter_magic.runtime.backends.cuda import current_device, device_arch
+
+            arch = device_arch(current_device())
+        return compiled_text(kind, text, backend, arch, self.code)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Compiler warnings of the kernels built so far."""
+        return [made.built.log for made in self._kernels.built if made.built.log.strip()]
+
+    def add_listener(self, callback: Callable[[BuiltReduction], None]) -> None:
+        """Call `callback(built)` whenever a new kernel is built (the notebook panel follows them)."""
+        self._kernels.listeners.append(callback)
+
+    def remove_listener(self, callback: Callable[[BuiltReduction], None]) -> None:
+        if callback in self._kernels.listeners:
+            self._kernels.listeners.remove(callback)
+
+    def _repr_mimebundle_(self, include: Container[str] | None = None,
+                          exclude: Container[str] | None = None) -> dict[str, Any]:
+        from jiter_magic.notebook.reduce_panel import mimebundle  # a display in a notebook is its panel
+
+        return mimebundle(self, include, exclude)

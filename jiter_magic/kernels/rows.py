@@ -81,7 +81,7 @@ class Rows(CudaPath):
     def shape_text(self, spec: KernelSpec) -> str:
         params = params_of(spec, RowsParams)
         broadcast = f", inputs {list(params.row_broadcast)} broadcast along rows" if params.row_broadcast else ""
-        return f"{spec.ndim}-d rows of vec{params.vec}{broadcast}"
+        return f"{spec.ndim}-d, vec{params.vec}{broadcast}"  # "rows 2-d, vec4": the path already says rows
 
     def body(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
         params = params_of(spec, RowsParams)

@@ -17,6 +17,9 @@ from IPython.display import display
 import jiter_magic
 from jiter_magic import BindError, CompileError, DTypeError, JitFunction, ParseError, ToolchainError
 from jiter_magic.compilers.nvrtc_archs import default_arch
+from jiter_magic.errors import ScalarOverflowError
+from jiter_magic.notebook import cell_reduce
+from jiter_magic.notebook.cell_reduce import CellReduction, ReduceOptions
 from jiter_magic.runtime import notice as compile_notice
 from jiter_magic.runtime.inspection import cuda_available
 
@@ -32,6 +35,7 @@ class CellOptions:
     dtypes: tuple[str, ...]  # one name (used for every input) or one per input; () means float32
     panel: bool
     quiet: bool = False  # no summary line after the cell
+    reduce: ReduceOptions | None = None  # a `--reduce` cell: a reduction, not an elementwise function
 
 
 class _ShortTraceback:
@@ -70,8 +74,10 @@ def _in_the_cell(message: str) -> str:
     return message.replace("of the code string", "of the cell")
 
 
-def _create(cell: str, options: CellOptions) -> JitFunction:
+def _create(cell: str, options: CellOptions) -> JitFunction | CellReduction:
     try:
+        if options.reduce is not None:
+            return cell_reduce.create(cell, options.reduce, options.kwargs)
         if options.outputs is None:
             fn = jiter_magic.create_jit_fn(cell, **options.kwargs)
         else:
@@ -84,8 +90,11 @@ def _create(cell: str, options: CellOptions) -> JitFunction:
     return fn
 
 
-def _compile(fn: JitFunction, options: CellOptions) -> None:
+def _compile(fn: JitFunction | CellReduction, options: CellOptions) -> None:
     """Build the default specialization now; a failure fails the cell with the mapped compiler log."""
+    if isinstance(fn, CellReduction):
+        assert options.reduce is not None
+        return _compile_reduction(fn, options, options.reduce)
     dtypes = options.dtypes
     if len(dtypes) == 1:
         dtypes = dtypes * fn.num_inputs
@@ -109,7 +118,26 @@ def _compile(fn: JitFunction, options: CellOptions) -> None:
         raise CellCompileError(str(exc), exc.log, exc.source) from None
 
 
-def _show_failed(fn: JitFunction, name: str, log: str, backend: str) -> None:
+def _compile_reduction(fn: CellReduction, options: CellOptions, reduce: ReduceOptions) -> None:
+    """Build the kernel of a call on zero arrays (of --dtype, on the GPU where there is one); the same
+    failures as an elementwise cell's, and a --dtype the reduction refuses as a UsageError."""
+    cuda = cuda_available()
+    try:
+        with compile_notice.silenced():
+            cell_reduce.compile_now(fn, options.dtypes, reduce.dim, cuda)
+    except (DTypeError, BindError, ScalarOverflowError) as exc:
+        if not options.dtypes:
+            raise
+        raise UsageError(f"--dtype {','.join(options.dtypes)}: {exc}") from None
+    except ToolchainError as exc:
+        raise CellToolchainError(str(exc)) from None
+    except CompileError as exc:
+        if options.panel:
+            _show_failed(fn, options.name, exc.log, "cuda" if cuda else "cpu")
+        raise CellCompileError(str(exc), exc.log, exc.source) from None
+
+
+def _show_failed(fn: JitFunction | CellReduction, name: str, log: str, backend: str) -> None:
     from jiter_magic.notebook.panel_html import failed_html  # pygments: imported when a panel is shown, not at load
 
     display({"text/html": failed_html(name, fn.code, log, backend),

@@ -19,7 +19,9 @@ MAGIC = "%%jiterator"
 BENCH_OPTIONS = ("--against", "-n", "-w")
 BENCH_VALUED = ("--against", "-n", "-w")  # options followed by a value
 BENCH_LINE = re.compile(r"\s*(?:[A-Za-z_]\w*\s*=\s*)?%jiterator_bench\s")  # also `r = %jiterator_bench ...`
-OPTIONS = ("--outputs", "--backend", "--dtype", "--no-panel", "--quiet", "--help")
+OPTIONS = ("--outputs", "--backend", "--dtype", "--reduce", "--no-panel", "--quiet", "--help")
+REDUCE_KEYS = ("identity=", "combine=", "map=", "finalize=", "dim=")  # a --reduce line's own keys
+NAMES_A_FUNCTION = ("combine", "map", "finalize")  # keys whose values are the cell's function names
 VALUES = {
     "--backend": ("auto", "cuda", "cpu"),
     "--dtype": ("float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
@@ -55,15 +57,41 @@ def _complete(context: CompletionContext, namespace: Callable[[], dict[str, Any]
     if token.startswith("-"):
         return [SimpleCompletion(option, type="option") for option in OPTIONS if option.startswith(token)]
     naming = len(words) == (1 if token else 0)  # the NAME position, right after the magic
-    return _jitted_names(namespace, token) if naming else []
+    if naming:
+        return _jitted_names(namespace, token)
+    if "--reduce" in words:
+        return _complete_reduce(before, token, context.full_text)
+    return []
+
+
+def _complete_reduce(before: str, token: str, cell: str) -> list[SimpleCompletion]:
+    """On a `--reduce` line: its keys (`identity=`, `combine=`, ...) not given yet, and after
+    `combine=`, `map=` or `finalize=` the names of the functions the cell defines."""
+    word = before.split()[-1] if before and not before[-1].isspace() else ""
+    key, sep, _value = word.partition("=")
+    if sep:
+        if key not in NAMES_A_FUNCTION:
+            return []
+        names = dict.fromkeys(_FUNCTION_NAME.findall(cell.partition("\n")[2]))  # in order, once each
+        return [SimpleCompletion(name, type="function") for name in names if name.startswith(token)]
+    given = {w.partition("=")[0] + "=" for w in before.split()[:-1] if "=" in w} if word else \
+        {w.partition("=")[0] + "=" for w in before.split() if "=" in w}
+    return [SimpleCompletion(k, type="keyword") for k in REDUCE_KEYS if k.startswith(token) and k not in given]
+
+
+# A C++ function definition's name, well enough for completion: the word before `(` that ends a
+# declaration line's head (`T add(T a, T b) {`); the cell need not parse yet while it is typed.
+_FUNCTION_NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\([^;{}()]*\)\s*(?:const\s*)?\{")
 
 
 def _jitted_names(namespace: Callable[[], dict[str, Any]], token: str) -> list[SimpleCompletion]:
     """The notebook's names bound to jitted functions that start with `token` (not IPython's `_1`)."""
     from jiter_magic.function import JitFunction
+    from jiter_magic.reduction import ReductionFunction
 
     names = sorted(name for name, value in namespace().items()
-                   if isinstance(value, JitFunction) and name.startswith(token) and not name.startswith("_"))
+                   if isinstance(value, (JitFunction, ReductionFunction)) and name.startswith(token)
+                   and not name.startswith("_"))
     return [SimpleCompletion(name, type="function") for name in names]
 
 

@@ -25,7 +25,7 @@ from IPython.display import display
 from IPython.utils.process import arg_split
 
 import jiter_magic
-from jiter_magic import BindError, JitFunction, ParseError
+from jiter_magic import BindError, JitFunction, ParseError, ReductionFunction
 from jiter_magic.notebook.bench_line import run_bench_line
 from jiter_magic.notebook.cell_build import (
     CELL_FIRST_LINE,
@@ -36,16 +36,21 @@ from jiter_magic.notebook.cell_build import (
     _create,
     _in_the_cell,
 )
+from jiter_magic.notebook.cell_reduce import ROLE_KEYS, split_reduce_params
 from jiter_magic.notebook.completion import jiterator_matcher
 from jiter_magic.notebook.names import refusal
 from jiter_magic.notebook.panel_html import human_size
-from jiter_magic.notebook.report import format_cache_stats, summary
+from jiter_magic.notebook.report import format_cache_stats, reduction_summary, summary
 from jiter_magic.tools.results import BenchmarkResult
 
-CELL_USAGE = "NAME [key=value ...] [--outputs N] [--backend auto|cuda|cpu] [--dtype DTYPE] [--no-panel] [--quiet]"
+CELL_USAGE = ("NAME [key=value ...] [--outputs N] [--backend auto|cuda|cpu] [--dtype DTYPE] [--reduce] [--no-panel] "
+              "[--quiet]")
+REDUCE_USAGE = ("NAME --reduce identity=VALUE [combine=NAME] [map=NAME] [finalize=NAME] [dim=DIM] [key=value ...] "
+                "[--dtype DTYPE] [--no-panel] [--quiet]")
 NEEDS_A_NAME = ("%%jiterator needs the name of the function to make, then optional key=value defaults of "
                 f"its extra arguments and flags: %%jiterator {CELL_USAGE}; for example: "
-                "%%jiterator my_kernel alpha=1.0 (see %%jiterator? for more)")
+                "%%jiterator my_kernel alpha=1.0; a reduction: %%jiterator NAME --reduce identity=0 "
+                "(see %%jiterator? for more)")
 
 BACKWARD_NEEDS_A_NAME = ("%%jiterator_backward needs the name of a function jitted earlier (by %%jiterator or "
                          "create_jit_fn), and the backward functor as the cell: %%jiterator_backward NAME; for "
@@ -97,8 +102,11 @@ class JiteratorMagics(Magics):
               help="extra scalar arguments and their defaults (Python literals: 1, 2.5, True, 1+2j)")
     @argument("--outputs", type=int, default=None, metavar="N",
               help="the functor writes N outputs through reference parameters (multi-output form)")
-    @argument("--backend", choices=("auto", "cuda", "cpu"), default="auto",
-              help="where the callable runs; 'auto' follows the inputs' device")
+    @argument("--backend", choices=("auto", "cuda", "cpu"), default=None,
+              help="where the callable runs; 'auto' (the default) follows the inputs' device")
+    @argument("--reduce", action="store_true",
+              help="make a reduction (create_reduction_fn): identity=VALUE is required; combine=, map=, "
+                   "finalize= name the cell's functions, dim= the calls' default dim")
     @argument("--dtype", default=None, metavar="DTYPE",
               help="input dtype(s) to compile for when the cell runs: one name for every input, "
                    "or a comma-separated list, one per input (default float32)")
@@ -116,23 +124,34 @@ class JiteratorMagics(Magics):
         float32 inputs (or --dtype) so that errors show where they are written, at the line
         numbers the editor shows (the magic line is line 1), and one line says what was built.
 
+        With --reduce the cell is a reduction (create_reduction_fn, called as torch.sum:
+        NAME(x, dim=1, keepdim=False, dtype=None, out=None)). identity=VALUE is required;
+        combine=NAME defaults to the one function of the cell taking two values of one type,
+        map=NAME to the last other function, finalize=NAME to none; dim=1 or dim=(0,1) is the
+        calls' default dim (a call's dim= overrides it); other key=value give the map's extras.
+        Reductions run where their inputs live, so --backend and --outputs do not apply.
+
         Example:
 
             %%jiterator axpby alpha=1.0 beta=0.0
             template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }
+
+            %%jiterator sum_sq --reduce identity=0 dim=-1
+            template <typename T> T sq(T x) { return x * x; }
+            template <typename T> T add(T a, T b) { return a + b; }
         """
         assert self.shell is not None, "a magic runs inside an IPython shell"
         options = parse_cell_line(line, self.shell.user_ns_hidden)
         fn = _create(CELL_FIRST_LINE + cell, options)
         _compile(fn, options)
         previous = self.shell.user_ns.get(options.name)
-        if isinstance(previous, JitFunction) and previous is not fn:
+        if isinstance(previous, (JitFunction, ReductionFunction)) and previous is not fn:
             from jiter_magic.notebook import widgets
 
             widgets.rebound(previous, options.name)  # its panels say the name now points elsewhere
         self.shell.push({options.name: fn})
         if not options.quiet:
-            print(summary(fn, options.name))
+            print(summary(fn, options.name) if isinstance(fn, JitFunction) else reduction_summary(fn, options.name))
         if options.panel:
             display(fn)
 
@@ -261,14 +280,41 @@ def parse_cell_line(line: str, ipython_names: Container[str] = frozenset()) -> C
         raise UsageError(refused)
     if args.outputs is not None and not 1 <= args.outputs <= 8:
         raise UsageError(f"--outputs {args.outputs}: a functor has 1 to 8 outputs")
+    dtypes = _dtype_list(args.dtype)
+    if args.reduce:
+        return _reduce_options(args, dtypes)
     kwargs: dict[str, object] = {}
     for token in args.params:
-        key, value = parse_literal(token)
+        key, value = _elementwise_literal(token)
         if key in kwargs:
             raise UsageError(f"{token!r}: {key} is given twice")
         kwargs[key] = value
-    return CellOptions(args.name, kwargs, args.outputs, args.backend, _dtype_list(args.dtype), args.panel,
-                       args.quiet)
+    return CellOptions(args.name, kwargs, args.outputs, args.backend or "auto", dtypes, args.panel, args.quiet)
+
+
+def _elementwise_literal(token: str) -> tuple[str, bool | int | float | complex]:
+    """An extra's default; `combine=add` without --reduce gets a hint that --reduce is missing."""
+    try:
+        return parse_literal(token)
+    except UsageError as exc:
+        key = token.partition("=")[0]
+        if key in ROLE_KEYS:
+            raise UsageError(f"{exc}; {key}= names a reduction's function: add --reduce "
+                             f"(%%jiterator {REDUCE_USAGE})") from None
+        raise
+
+
+def _reduce_options(args: argparse.Namespace, dtypes: tuple[str, ...]) -> CellOptions:
+    """A `--reduce` line: the reduction's keys apart from the map's extras; options that do not
+    apply to reductions refused, saying why."""
+    if args.outputs is not None:
+        raise UsageError(f"--reduce --outputs {args.outputs}: a reduction has one result (a value and its "
+                         "index, as argmax, is still to come); drop --outputs")
+    if args.backend is not None:
+        raise UsageError(f"--reduce --backend {args.backend}: a reduction runs where its inputs live (NumPy and "
+                         "CPU tensors on the CPU, CUDA tensors and CuPy arrays on the GPU); drop --backend")
+    reduce, extras = split_reduce_params(args.params, parse_literal)
+    return CellOptions(args.name, extras, None, "auto", dtypes, args.panel, args.quiet, reduce)
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:

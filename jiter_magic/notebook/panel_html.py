@@ -62,7 +62,7 @@ def static_html(fn: JitFunction) -> str:
         f"<p><b>{html.escape(fn.name)}</b> <code>{html.escape(fn.functor.signature)}</code><br>"
         f"kwargs: <code>{html.escape(_kwargs_text(fn))}</code>; outputs: {fn.num_outputs}; "
         f"backend: {fn.backend}</p>"
-        f"<pre>{html.escape(fn.code)}</pre>{table}{_generated_html(fn.specializations)}</div>"
+        f"{highlight(fn.code)}{table}{_generated_html(fn.specializations)}</div>"  # C++, as the live panel shows it
     )
 
 

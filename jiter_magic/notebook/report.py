@@ -1,7 +1,7 @@
 """What the magics print: the line after a `%%jiterator` cell, and the `%jiterator_cache` report."""
 from __future__ import annotations
 
-from jiter_magic import JitFunction
+from jiter_magic import JitFunction, ReductionFunction
 from jiter_magic.notebook.panel_html import human_size
 from jiter_magic.runtime.inspection import cuda_available, cuda_device_name
 
@@ -24,6 +24,23 @@ def summary(fn: JitFunction, bound_to: str) -> str:
     dtypes = spec.dtypes_text()
     name = bound_to if bound_to == fn.name else f"{bound_to} ({fn.name})"
     return f"{name}: {how} for {where}, {dtypes}{words}"
+
+
+def reduction_summary(fn: ReductionFunction, bound_to: str) -> str:
+    """The line after a `%%jiterator --reduce` cell, as `summary` says it of an elementwise one:
+    '(float32) -> float32, accumulating float32' names the dtypes (the kernel's shape is the panel's)."""
+    built = fn.specializations[-1]
+    if built.backend == "cpu":
+        where = "the CPU"
+    else:
+        where = f"CUDA {built.target} ({cuda_device_name()})"
+    event = built.built.cache_event
+    how = f"compiled in {built.built.compile_seconds:.2f} s" if event == "compiled" else _HOW[event]
+    words = f"; {len(fn.warnings)} compiler warning(s): see {bound_to}.warnings" if fn.warnings else ""
+    spec = built.spec
+    name = bound_to if bound_to == fn.name else f"{bound_to} ({fn.name})"
+    return (f"{name}: {how} for {where}, reduce ({', '.join(spec.inputs)}) -> {spec.output}, "
+            f"accumulating {spec.accumulate}{words}")
 
 
 def format_cache_stats(stats: dict) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Container
 from typing import Any
 
 import jiter_magic
-from jiter_magic import JitFunction, settings
+from jiter_magic import JitFunction, ReductionFunction, settings
 from jiter_magic.notebook.listings import compiled_listing, cuda_archs, preferred_arch
 from jiter_magic.notebook.panel_html import (
     _cache_html,
@@ -68,7 +68,7 @@ class Panel:
 
     TITLES = ("Functor", "Kernel", "Compile log", "Cache")
 
-    def __init__(self, fn: JitFunction):
+    def __init__(self, fn: JitFunction | ReductionFunction):
         import ipywidgets as w
 
         self._fn = weakref.ref(fn)  # the function owns the panel (through its listener), not the reverse
@@ -99,7 +99,8 @@ class Panel:
         self.view.observe(self._show_source, names="value")
         self.arch.observe(self._show_source, names="value")
         fn.add_listener(self._on_specialization)
-        fn.add_start_listener(self._on_build_start)
+        if hasattr(fn, "add_start_listener"):  # reductions build without telling before (no "compiling ..." line)
+            fn.add_start_listener(self._on_build_start)
         weakref.finalize(fn, self._close_widgets)
         self.refresh()
 
@@ -109,13 +110,13 @@ class Panel:
     def _on_build_start(self, spec, device: int) -> None:
         """Say in the header that a call waits for a build (replaced by the next refresh)."""
         fn = self._fn()
-        if fn is not None:
+        if isinstance(fn, JitFunction):  # only elementwise functions tell of a build before it
             earlier = [s.spec for s in fn.specializations]
             what = what_is_built(fn.name, spec, device, len(earlier)) + why_new(spec, earlier)
             busy = html.escape(f"compiling {what}")
             self.header.value = f"{self._header(fn)}<div><i>{busy} &hellip;</i></div>"
 
-    def _header(self, fn: JitFunction) -> str:
+    def _header(self, fn: Any) -> str:
         notice = ("" if self.rebound_as is None else
                   f"<div><b>{html.escape(self.rebound_as)}</b> now names another function (its cell ran again); "
                   "this panel shows the earlier one.</div>")
@@ -132,15 +133,33 @@ class Panel:
         self.header.value = self._header(fn)
         self._refreshing = True  # one highlight per refresh, not one per dropdown event
         try:
-            self.choice.options = [(_label(i, s), i) for i, s in enumerate(specs)]
+            self.choice.options = [(self.label(i, s), i) for i, s in enumerate(specs)]
             self.choice.value = len(specs) - 1 if specs else None
             self.choice.disabled = not specs
         finally:
             self._refreshing = False
         self._show_source()
-        self.log.value = _log_html(specs)
-        self.cache.value = _cache_html(specs, jiter_magic.cache_stats())
-        self.static.value = static_html(fn)
+        self.log.value = self.log_html(specs)
+        self.cache.value = self.cache_html(specs, jiter_magic.cache_stats())
+        self.static.value = self.static_html(fn)
+
+    # What differs between the panels of elementwise functions and reductions (reduce_panel.py):
+    # the labels of specializations, the log, cache and static HTML, and the compiled listings.
+
+    def label(self, index: int, specialization: Any) -> str:
+        return _label(index, specialization)
+
+    def log_html(self, specializations: list) -> str:
+        return _log_html(specializations)
+
+    def cache_html(self, specializations: list, stats: dict) -> str:
+        return _cache_html(specializations, stats)
+
+    def static_html(self, fn: Any) -> str:
+        return static_html(fn)
+
+    def listing(self, fn: Any, specialization: Any, kind: str, arch: str) -> str:
+        return compiled_listing(fn, specialization, kind, arch)
 
     def _show_source(self, _change: Any = None) -> None:
         if self._refreshing:
@@ -157,7 +176,7 @@ class Panel:
             self.source.value = kernel_html(specialization.source, specialization.backend)
             return
         try:  # compiled on demand, only when this view is chosen
-            self.source.value = compiled_listing(fn, specialization, kind, self.arch.value)
+            self.source.value = self.listing(fn, specialization, kind, self.arch.value)
         except (jiter_magic.JiterError, OSError) as exc:
             self.source.value = f"<p><i>{html.escape(str(exc))}</i></p>"
 
@@ -171,7 +190,8 @@ class Panel:
         fn = self._fn()
         if fn is not None:
             fn.remove_listener(self._on_specialization)
-            fn.remove_start_listener(self._on_build_start)
+            if hasattr(fn, "remove_start_listener"):
+                fn.remove_start_listener(self._on_build_start)
             live = _live().get(fn, [])
             if self in live:
                 live.remove(self)
@@ -202,12 +222,12 @@ def panel(fn: JitFunction) -> Panel:
     return made
 
 
-def panels(fn: JitFunction) -> list[Panel]:
+def panels(fn: JitFunction | ReductionFunction) -> list[Panel]:
     """The live panels of `fn`."""
     return list(_live().get(fn, []))
 
 
-def rebound(previous: JitFunction, name: str) -> None:
+def rebound(previous: JitFunction | ReductionFunction, name: str) -> None:
     """`name` was bound to `previous` and now names another function: its panels say so."""
     for shown in panels(previous):
         shown.rebound(name)

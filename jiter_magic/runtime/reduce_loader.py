@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,6 +109,7 @@ class ReductionKernels:
     def __init__(self, binding: ReductionBinding) -> None:
         self.binding = binding
         self.built: list[BuiltReduction] = []
+        self.listeners: list[Callable[[BuiltReduction], None]] = []  # told of each new build (notebook panels)
         self.plans: dict[tuple, Any] = {}  # a call's plan by what decides it (runtime/reduce_call.py)
         self._loaded: dict[tuple[ReductionSpec, int], Any] = {}
         self._lock = threading.Lock()
@@ -142,4 +144,6 @@ class ReductionKernels:
         built = build_source(self.binding.name, self.binding.code, spec.describe(), source, backend.name, compiler)
         made = BuiltReduction(spec, backend.name, compiler.target, source, built)
         self.built.append(made)
+        for listener in list(self.listeners):
+            listener(made)
         return made

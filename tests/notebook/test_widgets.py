@@ -277,3 +277,12 @@ def test_static_html_carries_the_generated_kernel_and_logs_which_nbval_leaves_ou
     section = next(s for s in config.sections() if s.startswith("the static panel's generated kernel"))
     sanitized = re.sub(config[section]["regex"], config[section]["replace"], markup)
     assert sanitized == markup[:markup.index('<details class="jiter-magic-generated">')] + "GENERATED</div>"
+
+
+def test_the_static_html_highlights_the_functor_as_cpp(fn):
+    """Issue 31: nbconvert and GitHub show the static form; its functor is coloured as in the live panel."""
+    markup = panel_html.static_html(fn)
+    assert "<pre>template" not in markup  # no longer plain text
+    box = panel_html.highlight(fn.code)
+    assert box in markup and box.startswith('<div class="jiter-magic-code"')
+    assert 'style="color:var(--jp-mirror-editor-keyword-color,#008000);font-weight:bold">template</span>' in box

@@ -41,7 +41,7 @@ def test_an_outer_product_takes_the_rows_loop_and_describe_names_it():
     x, y = random_tensor((300, 1), "float32", g), random_tensor((1, 200), "float32", g)
     spec = spec_of(x, y)
     assert spec.path == "rows" and spec.params.row_broadcast == (0,) and spec.params.vec == 1
-    assert "rows 2-d rows of vec1, inputs [0] broadcast along rows" in describe(spec)
+    assert "rows 2-d, vec1, inputs [0] broadcast along rows" in describe(spec)
     source = FUSED.source(x, y, backend="cpu")
     assert "const float jm_c0 = jm_a.jm_in0[jm_o1];" in source  # loaded once a row
     assert "jm_a.jm_in1[jm_o2 + jm_j]" in source and "jm_a.jm_out0[jm_o0 + jm_j]" in source

@@ -1,0 +1,181 @@
+"""A `%%jiterator NAME --reduce identity=VALUE ...` cell: its options, the reduction it makes, and
+the compile at cell time.
+
+The cell is C++ functions, as for `create_reduction_fn`; the line names the identity, and may name
+the combine, map and finalize functions and a default `dim`. A missing `combine=` is found when the
+cell defines exactly one function that could be one (two parameters of one type, returning a value),
+so that a plain sum cell needs no more than its identity. The reduction then compiles at once, on a
+zero array of the `--dtype` given (float32 by default), so that a broken functor fails the cell that
+holds it, as an elementwise cell does.
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Container
+from dataclasses import dataclass
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from jiter_magic import BindError
+from jiter_magic.errors import ArgumentTypeError, DTypeError
+from jiter_magic.frontend.parse import Functor, parse_definitions
+from jiter_magic.planning.dtypes import dtype as dtype_of
+from jiter_magic.reduction import ReductionFunction
+
+# The keys a `--reduce` line gives to create_reduction_fn (and dim to the calls); every other
+# key=value is a default of one of the map's extra arguments, as on an elementwise line.
+REDUCE_KEYS = ("identity", "combine", "map", "finalize", "dim")
+ROLE_KEYS = ("combine", "map", "finalize")  # keys whose value names a function of the cell
+
+# Stands for "no dim given to this call": `fn(x, dim=None)` must still reduce every dim.
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ReduceOptions:
+    """The `--reduce` part of a `%%jiterator` line, parsed."""
+
+    identity: object
+    combine: str | None  # None: the one function of the cell that can combine
+    map: str | None
+    finalize: str | None
+    dim: object = _UNSET  # the calls' default dim; _UNSET: torch.sum's (every dim)
+
+    @property
+    def has_dim(self) -> bool:
+        return self.dim is not _UNSET
+
+
+class CellReduction(ReductionFunction):
+    """A reduction made by a `%%jiterator --reduce` cell: a `ReductionFunction` whose calls take
+    the cell's `dim=` when they give none (`fn(x, dim=...)`, `dim=None` included, overrides it)."""
+
+    default_dim: object = None
+
+    def __call__(self, *inputs: object, dim: object = _UNSET, **options: Any) -> Any:
+        return super().__call__(*inputs, dim=self.default_dim if dim is _UNSET else dim, **options)
+
+
+def parse_dim(text: str) -> object:
+    """`dim=1`, `dim=-1`, `dim=(0,1)`, `dim=0,1` or `dim=None`: an int, a tuple of ints or None."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        value = text
+    if isinstance(value, list):
+        value = tuple(value)
+    ints = isinstance(value, tuple) and all(isinstance(d, int) and not isinstance(d, bool) for d in value)
+    if value is None or ints or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise UsageError(f"'dim={text}': dim must be an int, a tuple of ints such as (0,1), or None "
+                     "(write it without spaces)")
+
+
+def parse_role(key: str, text: str) -> str:
+    if not text.isidentifier():
+        raise UsageError(f"'{key}={text}': {key}= names a C++ function of the cell, such as {key}=add")
+    return text
+
+
+def split_reduce_params(tokens: list[str], literal) -> tuple[ReduceOptions, dict[str, object]]:
+    """The line's key=value tokens as the reduction's options and the map's extras (`literal`
+    parses an extra's default, as on an elementwise line)."""
+    found: dict[str, object] = {}
+    extras: dict[str, object] = {}
+    for token in tokens:
+        key, _sep, text = token.partition("=")
+        if key in found or key in extras:
+            raise UsageError(f"{token!r}: {key} is given twice")
+        if key in ROLE_KEYS and _sep:
+            found[key] = parse_role(key, text)
+        elif key == "dim" and _sep:
+            found[key] = parse_dim(text)
+        elif key == "identity" and _sep:
+            found[key] = literal(token)[1]
+        else:
+            name, value = literal(token)
+            extras[name] = value
+    if "identity" not in found:
+        raise UsageError("%%jiterator NAME --reduce needs identity=VALUE, the value combine leaves every value "
+                         "unchanged with: identity=0 for a sum, identity=1 for a product, identity=-inf for a max")
+    return ReduceOptions(found["identity"], found.get("combine"), found.get("map"),  # type: ignore[arg-type]
+                         found.get("finalize"), found.get("dim", _UNSET)), extras  # type: ignore[arg-type]
+
+
+def _could_combine(functor: Functor) -> bool:
+    """Two parameters of one type, by value, and a value returned: `T add(T a, T b)`."""
+    params = functor.parameters
+    return (functor.returns_value and len(params) == 2 and not any(p.is_reference for p in params)
+            and params[0].type == params[1].type)
+
+
+def default_combine(code: str, reduce: ReduceOptions, extras: Container[str] = ()) -> str:
+    """The function combine= names, or the one function of the cell that can combine (not the map
+    or finalize named, nor one taking an extra of the line: that is the map); several or none: a
+    UsageError listing them, asking for combine=NAME."""
+    if reduce.combine is not None:
+        return reduce.combine
+    functions = parse_definitions(code)
+    taken = {reduce.map, reduce.finalize}
+    candidates = [f.name for f in functions if _could_combine(f) and f.name not in taken
+                  and not any(p.name in extras for p in f.parameters)]
+    if len(candidates) == 1:
+        return candidates[0]
+    defined = [f.name for f in functions]
+    why = (f"several functions could combine, {candidates}" if candidates else
+           f"none of its functions {defined} takes two values of one type and returns one")
+    raise UsageError(f"%%jiterator --reduce: name the combine function with combine=NAME: {why}")
+
+
+def create(code: str, reduce: ReduceOptions, extras: dict[str, object]) -> CellReduction:
+    """The cell's reduction; errors as an elementwise cell's (ParseError, BindError) or UsageErrors
+    for what the line got wrong."""
+    combine = default_combine(code, reduce, extras)
+    try:
+        fn = CellReduction(code, reduce.identity, reduce.map, combine, reduce.finalize, extras)
+    except ArgumentTypeError as exc:  # the identity is no real number (1j, True is fine)
+        raise UsageError(f"identity={reduce.identity!r}: {exc}") from None
+    if reduce.has_dim:
+        fn.default_dim = reduce.dim
+    return fn
+
+
+def _example_ndim(dim: object) -> int:
+    """Dims of the zero array the cell compiles on: enough for the default dim (2 at least, so a
+    dim=1 cell compiles the row kernel a call of that dim will use)."""
+    if dim is _UNSET or dim is None:
+        return 1
+    dims = dim if isinstance(dim, tuple) else (dim,)
+    return max([2] + [d + 1 if d >= 0 else -d for d in dims])
+
+
+def zeros(name: str, shape: tuple[int, ...], cuda: bool) -> Any:
+    """A zero array of dtype `name`: NumPy on the host, CuPy on a GPU; torch where NumPy has no such
+    dtype (bfloat16)."""
+    dtype_of(name)  # an unknown name: the DTypeError names the known ones
+    if name == "bfloat16":
+        try:
+            import torch
+        except ImportError:
+            raise DTypeError("bfloat16 arrays need torch, which is not installed") from None
+        return torch.zeros(shape, dtype=torch.bfloat16, device="cuda" if cuda else "cpu")
+    if cuda:
+        import cupy
+
+        return cupy.zeros(shape, dtype=name)
+    import numpy
+
+    return numpy.zeros(shape, dtype=name)
+
+
+def compile_now(fn: CellReduction, dtypes: tuple[str, ...], dim: object, cuda: bool) -> None:
+    """Build the kernel a call on zero arrays of `dtypes` (float32 by default) and the default dim
+    needs, where the inputs would live (a GPU where there is one)."""
+    names = dtypes * fn.num_inputs if len(dtypes) == 1 else (dtypes or ("float32",) * fn.num_inputs)
+    if len(names) != fn.num_inputs:
+        raise BindError(f"{fn.name} takes {fn.num_inputs} input(s) {list(fn.binding.input_names)}, "
+                        f"got {len(names)} dtypes")
+    shape = (2,) * _example_ndim(dim)
+    fn(*(zeros(name, shape, cuda) for name in names))
+

@@ -1,0 +1,151 @@
+"""The panel's text for a reduction: its header facts, the static forms (HTML and text), the log and
+cache tabs, and the Kernel tab's compiled listings.
+
+Pure functions of a `ReductionFunction` and its built kernels, as panel_html.py is for elementwise
+functions. The static forms hold only deterministic facts (code, the functions' roles, identity,
+kernels built: no timings, paths or keys), so stored notebook outputs compare equal from run to run;
+the kernel shape of a call differs between the CPU and a GPU, which notebooks/nbval_sanitize.cfg
+hides.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import replace
+
+from jiter_magic import ReductionFunction
+from jiter_magic.notebook.code_html import highlight
+from jiter_magic.notebook.panel_html import _short_path, counted, human_size, kernel_html
+from jiter_magic.planning.reduce_spec import COLUMNS, GRID, HOST_COLUMNS
+from jiter_magic.runtime.reduce_loader import BuiltReduction, render
+
+
+def label(index: int, built: BuiltReduction) -> str:
+    """'#0 cpu: reduce (float32) -> float32 accumulating float32, host 1-d kept x 1-d reduced'."""
+    return f"#{index} {built.backend}: {built.describe()}"
+
+
+def roles_text(fn: ReductionFunction) -> str:
+    """'combine add, map sq, finalize root': the cell's functions by what the reduction does with them."""
+    binding = fn.binding
+    parts = [f"combine {binding.combine.name}",
+             f"map {binding.map.functor.name}" if binding.map is not None else "no map (the elements themselves)"]
+    if binding.finalize is not None:
+        parts.append(f"finalize {binding.finalize.name}")
+    return ", ".join(parts)
+
+
+def default_dim_text(fn: ReductionFunction) -> str:
+    """A `%%jiterator --reduce dim=...` cell's default dim; every dim (torch.sum's) otherwise."""
+    dim = getattr(fn, "default_dim", None)
+    return "every dim" if dim is None else repr(dim)
+
+
+def kwargs_text(fn: ReductionFunction) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in fn.kwargs.items()) or "none"
+
+
+def static_text(fn: ReductionFunction) -> str:
+    """Plain text of a reduction: stable across runs and machines of one kind (no timings or paths)."""
+    lines = [
+        f"ReductionFunction {fn.name}: {roles_text(fn)}",
+        f"  inputs: {', '.join(fn.binding.input_names)}; identity: {fn.identity!r}; kwargs: {kwargs_text(fn)}; "
+        f"default dim: {default_dim_text(fn)}",
+        f"  kernels: {len(fn.specializations)}",
+    ]
+    lines += [f"    {label(i, s)}" for i, s in enumerate(fn.specializations)]
+    return "\n".join(lines)
+
+
+def static_html(fn: ReductionFunction) -> str:
+    """HTML of a reduction without widgets: the facts of `static_text`, the code highlighted as C++,
+    and the newest kernel's source with the compile logs, folded (`jiter-magic-generated`, which
+    nbval_sanitize.cfg leaves out: it is CUDA's on a GPU machine)."""
+    built = fn.specializations
+    rows = "".join(f"<tr><td>#{i}</td><td>{s.backend}</td><td><code>{html.escape(s.describe())}</code></td></tr>"
+                   for i, s in enumerate(built))
+    table = (f"<table><tr><th></th><th>backend</th><th>kernel</th></tr>{rows}</table>"
+             if rows else "<p><i>no kernel built yet</i></p>")
+    return (
+        f'<div class="jiter-magic">'
+        f"<p><b>{html.escape(fn.name)}</b> reduction: {html.escape(roles_text(fn))}<br>"
+        f"inputs: <code>{html.escape(', '.join(fn.binding.input_names))}</code>; identity: "
+        f"<code>{html.escape(repr(fn.identity))}</code>; kwargs: <code>{html.escape(kwargs_text(fn))}</code>; "
+        f"default dim: {html.escape(default_dim_text(fn))}</p>"
+        f"{highlight(fn.code)}{table}{_generated_html(built)}</div>"
+    )
+
+
+def _generated_html(built: list[BuiltReduction]) -> str:
+    if not built:
+        return ""
+    newest = built[-1]
+    logs = "".join(f"<p>{html.escape(label(i, s))}: " + (f"</p><pre>{html.escape(s.built.log.strip())}</pre>"
+                                                         if s.built.log.strip() else "no warnings</p>")
+                   for i, s in enumerate(built))
+    return (f'<details class="jiter-magic-generated"><summary>generated kernel of '
+            f"{html.escape(label(len(built) - 1, newest))}, and the compile logs</summary>"
+            f"{kernel_html(newest.source, newest.backend)}{logs}</details>")
+
+
+def log_html(built: list[BuiltReduction]) -> str:
+    """The Compile log tab: each kernel's target, how it was built, its options and its log."""
+    if not built:
+        return "<p><i>nothing compiled yet</i></p>"
+    parts = []
+    for i, s in enumerate(built):
+        made = s.built
+        how = (f"compiled in {made.compile_seconds:.3f} s" if made.cache_event == "compiled"
+               else "loaded from the disk cache")
+        log = html.escape(made.log.strip()) or "<i>(empty: no warnings)</i>"
+        parts.append(f"<h4>{html.escape(label(i, s))}</h4><p>target <code>{html.escape(s.target)}</code>, {how}<br>"
+                     f"options <code>{html.escape(' '.join(made.options))}</code></p><pre>{log}</pre>")
+    return "".join(parts)
+
+
+def cache_html(built: list[BuiltReduction], stats: dict) -> str:
+    """The Cache tab: one short row a kernel (the long facts as tooltips), then the cache's totals."""
+    head = "".join(f"<th>{h}</th>" for h in ("", "dtypes", "kernel", "event", "file", "size", "compile"))
+    root = str(stats["root"])
+    rows = "".join(
+        f"<tr><td>#{i}</td><td title='{html.escape(s.describe())}'>"
+        f"{html.escape('(' + ', '.join(s.spec.inputs) + ') → ' + s.spec.output)}</td>"
+        f"<td>{s.backend} {s.spec.path}</td><td>{s.built.cache_event}</td>"
+        f"<td>{_short_path(s.built.cache_file, root)}</td>"
+        f"<td>{human_size(len(s.built.binary))}</td>"
+        f"<td>{f'{s.built.compile_seconds:.2f} s' if s.built.cache_event == 'compiled' else ''}</td></tr>"
+        for i, s in enumerate(built)
+    )
+    totals = (f"<p>cache root <code>{html.escape(root)}</code>: {counted(stats['entries'], 'entry', 'entries')}, "
+              f"{human_size(stats['bytes'])}; this process: {counted(stats['memory_hits'], 'memory hit')}, "
+              f"{counted(stats['disk_hits'], 'disk hit')}, {counted(stats['compiles'], 'compile')} "
+              f"({stats['compile_seconds']:.2f} s)</p>")
+    return (f'<div style="max-height:24em;overflow:auto"><table class="jiter-magic-cache"><tr>{head}</tr>{rows}'
+            f"</table></div>{totals}")
+
+
+def listing(fn: ReductionFunction, built: BuiltReduction, kind: str, arch: str) -> str:
+    """The Kernel tab's compiled listing of a kernel. PTX and SASS of a host kernel are those of its
+    CUDA counterpart (the columns kernel for the host's column walk, the grid kernel otherwise: it
+    serves any layout), compiled by NVRTC for `arch` without a GPU."""
+    from jiter_magic.notebook.listings import listing_html
+    from jiter_magic.runtime.compiled_code import compiled_text
+
+    if kind == "asm":
+        text = compiled_text(kind, built.source, built.backend, built.target, fn.code)
+        return listing_html(text, f"{built.backend} assembly")
+    if built.backend == "cuda":
+        source, what = built.source, f"{kind.upper()} for {arch}"
+    else:
+        spec = replace(built.spec, path=COLUMNS if built.spec.path == HOST_COLUMNS else GRID, vec=1)
+        source = render(fn.binding, spec)
+        what = (f"{kind.upper()} for {arch} of this CPU kernel's CUDA counterpart, the {spec.path} kernel "
+                f"({spec.kept_ndim}-d kept x {spec.reduced_ndim}-d reduced), compiled by NVRTC (no GPU needed)")
+    return listing_html(compiled_text(kind, source, "cuda", arch, fn.code), what)
+
+
+def header(fn: ReductionFunction, where: str) -> str:
+    """The live panel's first line: the roles, identity, extras and default dim, where calls run."""
+    return (f"<b>{html.escape(fn.name)}</b> reduction: {html.escape(roles_text(fn))} &middot; identity "
+            f"<code>{html.escape(repr(fn.identity))}</code> &middot; kwargs <code>{html.escape(kwargs_text(fn))}"
+            f"</code> &middot; default dim {html.escape(default_dim_text(fn))} &middot; "
+            f"{counted(len(fn.specializations), 'kernel')} &middot; runs on {html.escape(where)}")

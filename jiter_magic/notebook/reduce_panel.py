@@ -1,0 +1,70 @@
+"""The inspection panel of a reduction: the elementwise panel's tabs (the functions, the generated
+kernel of each kernel built with its compiled listings, the compile log, the cache), filled from a
+`ReductionFunction`'s kernels (reduce_html.py), and the same static stand-in beside the widget.
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Container
+from typing import Any
+
+from jiter_magic import ReductionFunction
+from jiter_magic.notebook import reduce_html
+from jiter_magic.notebook.widgets import Panel, _live, _live_frontend
+
+
+class ReductionPanel(Panel):
+    """The panel of one reduction; it refreshes itself when the reduction builds a kernel."""
+
+    def _header(self, fn: Any) -> str:
+        notice = ("" if self.rebound_as is None else
+                  f"<div><b>{html.escape(self.rebound_as)}</b> now names another function (its cell ran again); "
+                  "this panel shows the earlier one.</div>")
+        return notice + reduce_html.header(fn, runs_where())
+
+    def label(self, index: int, specialization: Any) -> str:
+        return reduce_html.label(index, specialization)
+
+    def log_html(self, specializations: list) -> str:
+        return reduce_html.log_html(specializations)
+
+    def cache_html(self, specializations: list, stats: dict) -> str:
+        return reduce_html.cache_html(specializations, stats)
+
+    def static_html(self, fn: Any) -> str:
+        return reduce_html.static_html(fn)
+
+    def listing(self, fn: Any, specialization: Any, kind: str, arch: str) -> str:
+        return reduce_html.listing(fn, specialization, kind, arch)
+
+
+def runs_where() -> str:
+    """Where a reduction's calls run: where their inputs live."""
+    from jiter_magic.runtime.inspection import cuda_available, cuda_device_name
+
+    if not cuda_available():
+        return "the inputs' device (the CPU: no GPU found)"
+    return f"the inputs' device ({cuda_device_name()}, or the CPU)"
+
+
+def panel(fn: ReductionFunction) -> ReductionPanel:
+    """A new live panel of `fn`, kept with the function's others (widgets.panels, rebound)."""
+    made = ReductionPanel(fn)
+    _live().setdefault(fn, []).append(made)
+    return made
+
+
+def mimebundle(fn: ReductionFunction, include: Container[str] | None = None,
+               exclude: Container[str] | None = None) -> dict[str, Any]:
+    """`ReductionFunction._repr_mimebundle_`: the live panel where a kernel can host it, static HTML
+    and text always (as widgets.mimebundle for elementwise functions)."""
+    bundle: dict[str, Any] = {}
+    if _live_frontend():
+        bundle.update(panel(fn).widget._repr_mimebundle_())
+    bundle["text/plain"] = reduce_html.static_text(fn)
+    bundle["text/html"] = reduce_html.static_html(fn)
+    if include:
+        bundle = {k: v for k, v in bundle.items() if k in include}
+    if exclude:
+        bundle = {k: v for k, v in bundle.items() if k not in exclude}
+    return bundle
