@@ -41,6 +41,7 @@ class ReduceOptions:
     map: str | None
     finalize: str | None
     dim: object = _UNSET  # the calls' default dim; _UNSET: torch.sum's (every dim)
+    indexed: bool = False  # `--outputs 2`: values with their indices (create_multi_output_reduction_fn)
 
     @property
     def has_dim(self) -> bool:
@@ -78,9 +79,10 @@ def parse_role(key: str, text: str) -> str:
     return text
 
 
-def split_reduce_params(tokens: list[str], literal) -> tuple[ReduceOptions, dict[str, object]]:
+def split_reduce_params(tokens: list[str], literal, indexed: bool = False) -> tuple[ReduceOptions, dict[str, object]]:
     """The line's key=value tokens as the reduction's options and the map's extras (`literal`
-    parses an extra's default, as on an elementwise line)."""
+    parses an extra's default, as on an elementwise line). `indexed`: values with their indices,
+    whose identity is optional (no element is compared with it)."""
     found: dict[str, object] = {}
     extras: dict[str, object] = {}
     for token in tokens:
@@ -96,16 +98,22 @@ def split_reduce_params(tokens: list[str], literal) -> tuple[ReduceOptions, dict
         else:
             name, value = literal(token)
             extras[name] = value
+    if "identity" not in found and indexed:
+        found["identity"] = 0
     if "identity" not in found:
         raise UsageError("%%jiterator NAME --reduce needs identity=VALUE, the value combine leaves every value "
                          "unchanged with: identity=0 for a sum, identity=1 for a product, identity=-inf for a max")
     return ReduceOptions(found["identity"], found.get("combine"), found.get("map"),  # type: ignore[arg-type]
-                         found.get("finalize"), found.get("dim", _UNSET)), extras  # type: ignore[arg-type]
+                         found.get("finalize"), found.get("dim", _UNSET), indexed), extras  # type: ignore[arg-type]
 
 
-def _could_combine(functor: Functor) -> bool:
-    """Two parameters of one type, by value, and a value returned: `T add(T a, T b)`."""
+def _could_combine(functor: Functor, indexed: bool) -> bool:
+    """Two parameters of one type, by value, and a value returned: `T add(T a, T b)`; with indices,
+    two values and their indices in and the kept pair out through two references:
+    `void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index)`."""
     params = functor.parameters
+    if indexed:
+        return not functor.returns_value and [p.is_reference for p in params] == [False] * 4 + [True] * 2
     return (functor.returns_value and len(params) == 2 and not any(p.is_reference for p in params)
             and params[0].type == params[1].type)
 
@@ -118,13 +126,15 @@ def default_combine(code: str, reduce: ReduceOptions, extras: Container[str] = (
         return reduce.combine
     functions = parse_definitions(code)
     taken = {reduce.map, reduce.finalize}
-    candidates = [f.name for f in functions if _could_combine(f) and f.name not in taken
+    candidates = [f.name for f in functions if _could_combine(f, reduce.indexed) and f.name not in taken
                   and not any(p.name in extras for p in f.parameters)]
     if len(candidates) == 1:
         return candidates[0]
     defined = [f.name for f in functions]
-    why = (f"several functions could combine, {candidates}" if candidates else
-           f"none of its functions {defined} takes two values of one type and returns one")
+    shape = ("takes two values with their indices and writes the kept pair through two references"
+             if reduce.indexed else "takes two values of one type and returns one")
+    why = f"several functions could combine, {candidates}" if candidates else \
+        f"none of its functions {defined} {shape}"
     raise UsageError(f"%%jiterator --reduce: name the combine function with combine=NAME: {why}")
 
 
@@ -133,7 +143,8 @@ def create(code: str, reduce: ReduceOptions, extras: dict[str, object]) -> CellR
     for what the line got wrong."""
     combine = default_combine(code, reduce, extras)
     try:
-        fn = CellReduction(code, reduce.identity, reduce.map, combine, reduce.finalize, extras)
+        fn = CellReduction(code, reduce.identity, reduce.map, combine, reduce.finalize, extras,
+                           indexed=reduce.indexed)
     except ArgumentTypeError as exc:  # the identity is no real number (1j, True is fine)
         raise UsageError(f"identity={reduce.identity!r}: {exc}") from None
     if reduce.has_dim:

@@ -46,7 +46,7 @@ from jiter_magic.tools.results import BenchmarkResult
 CELL_USAGE = ("NAME [key=value ...] [--outputs N] [--backend auto|cuda|cpu] [--dtype DTYPE] [--reduce] [--no-panel] "
               "[--quiet]")
 REDUCE_USAGE = ("NAME --reduce identity=VALUE [combine=NAME] [map=NAME] [finalize=NAME] [dim=DIM] [key=value ...] "
-                "[--dtype DTYPE] [--no-panel] [--quiet]")
+                "[--outputs 2] [--dtype DTYPE] [--no-panel] [--quiet]")
 NEEDS_A_NAME = ("%%jiterator needs the name of the function to make, then optional key=value defaults of "
                 f"its extra arguments and flags: %%jiterator {CELL_USAGE}; for example: "
                 "%%jiterator my_kernel alpha=1.0; a reduction: %%jiterator NAME --reduce identity=0 "
@@ -129,7 +129,10 @@ class JiteratorMagics(Magics):
         combine=NAME defaults to the one function of the cell taking two values of one type,
         map=NAME to the last other function, finalize=NAME to none; dim=1 or dim=(0,1) is the
         calls' default dim (a call's dim= overrides it); other key=value give the map's extras.
-        Reductions run where their inputs live, so --backend and --outputs do not apply.
+        With --reduce --outputs 2 it gives values with their indices (argmax, as torch.max(x, dim);
+        create_multi_output_reduction_fn): the combine takes two values with their indices and
+        writes the kept pair through two references, and identity= is optional.
+        Reductions run where their inputs live, so --backend does not apply.
 
         Example:
 
@@ -307,13 +310,13 @@ def _elementwise_literal(token: str) -> tuple[str, bool | int | float | complex]
 def _reduce_options(args: argparse.Namespace, dtypes: tuple[str, ...]) -> CellOptions:
     """A `--reduce` line: the reduction's keys apart from the map's extras; options that do not
     apply to reductions refused, saying why."""
-    if args.outputs is not None:
-        raise UsageError(f"--reduce --outputs {args.outputs}: a reduction has one result (a value and its "
-                         "index, as argmax, is still to come); drop --outputs")
+    if args.outputs not in (None, 1, 2):
+        raise UsageError(f"--reduce --outputs {args.outputs}: a reduction has one result, or with --outputs 2 "
+                         "its values and their indices (as torch.max(x, dim) gives)")
     if args.backend is not None:
         raise UsageError(f"--reduce --backend {args.backend}: a reduction runs where its inputs live (NumPy and "
                          "CPU tensors on the CPU, CUDA tensors and CuPy arrays on the GPU); drop --backend")
-    reduce, extras = split_reduce_params(args.params, parse_literal)
+    reduce, extras = split_reduce_params(args.params, parse_literal, indexed=args.outputs == 2)
     return CellOptions(args.name, extras, None, "auto", dtypes, args.panel, args.quiet, reduce)
 
 

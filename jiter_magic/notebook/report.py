@@ -39,7 +39,8 @@ def reduction_summary(fn: ReductionFunction, bound_to: str) -> str:
     words = f"; {len(fn.warnings)} compiler warning(s): see {bound_to}.warnings" if fn.warnings else ""
     spec = built.spec
     name = bound_to if bound_to == fn.name else f"{bound_to} ({fn.name})"
-    return (f"{name}: {how} for {where}, reduce ({', '.join(spec.inputs)}) -> {spec.output}, "
+    output = f"({spec.output}, int64 index)" if spec.indexed else spec.output
+    return (f"{name}: {how} for {where}, reduce ({', '.join(spec.inputs)}) -> {output}, "
             f"accumulating {spec.accumulate}{words}")
 
 

@@ -106,6 +106,23 @@ def test_dtype_compiles_the_cell_for_that_dtype(shell):
     assert shell.user_ns["sb"].specializations[0].spec.accumulate == "float32"
 
 
+KEEP_MAX = ("template <typename T> void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index) {\n"
+            "  const bool take_b = b > a || (b == a && ib < ia);\n"
+            "  value = take_b ? b : a; index = take_b ? ib : ia;\n}\n")
+
+
+def test_outputs_2_gives_values_with_their_indices(shell, capsys):
+    shell.run_cell_magic("jiterator", "argmax --reduce --outputs 2 dim=1 --no-panel", KEEP_MAX)
+    assert re.fullmatch(r"argmax \(keep_max\): compiled in \d+\.\d\d s for the CPU, reduce \(float32\) -> "
+                        r"\(float32, int64 index\), accumulating float32\n", capsys.readouterr().out)
+    fn = shell.user_ns["argmax"]
+    assert fn.num_outputs == 2 and fn.binding.indexed and fn.binding.combine.name == "keep_max"
+    x = torch.tensor([[1.0, 7.0, 7.0], [9.0, 2.0, 9.0]])
+    values, indices = fn(x)
+    assert torch.equal(values, torch.tensor([7.0, 9.0])) and torch.equal(indices, torch.tensor([1, 0]))
+    assert int(fn(x, dim=None).indices) == 3  # the flat index, as torch.argmax
+
+
 def test_a_max_takes_inf_as_its_identity(shell):
     code = "template <typename T> T larger(T a, T b) { return a > b ? a : b; }\n"
     shell.run_cell_magic("jiterator", "amax --reduce identity=-inf dim=0 --no-panel --quiet", code)
@@ -117,7 +134,9 @@ def test_a_max_takes_inf_as_its_identity(shell):
 
 @pytest.mark.parametrize("line, code, expected", [
     ("s --reduce", SQ + ADD, "--reduce needs identity=VALUE"),
-    ("s --reduce identity=0 --outputs 2", SQ + ADD, "--reduce --outputs 2: a reduction has one result"),
+    ("s --reduce identity=0 --outputs 3", SQ + ADD, "--reduce --outputs 3: a reduction has one result, or with "
+                                                    "--outputs 2"),
+    ("s --reduce --outputs 2", SQ + ADD, "none of its functions ['sq', 'add'] takes two values with their indices"),
     ("s --reduce identity=0 --backend cpu", SQ + ADD, "--reduce --backend cpu: a reduction runs where its inputs live"),
     ("s --reduce identity=0", SHIFTED_EXP + ADD, "name the combine function with combine=NAME: several functions "
                                                  "could combine, ['shifted_exp', 'add']"),
