@@ -10,6 +10,8 @@
 - grid: everything else (a full reduction, a few long or strided rows): `blocks` blocks a row each
   fold a strided share into a partial (stage 0), then a thread a row folds the row's partials in
   order (stage 1, the same kernel launched again); with one block a row stage 0 stores the result.
+  Where each row is one dense run (a full reduction of a contiguous array), the shares are read
+  with the row paths' vector loads.
 """
 from __future__ import annotations
 
@@ -44,9 +46,11 @@ Grid = tuple[int, int, int]
 
 def choose_path(layout: ReductionLayout, inputs: tuple[str, ...], pointers: list[int]) -> tuple[str, int]:
     """The kernel shape of a call and its vector width (elements a load, 1 where rows are not aligned)."""
-    if layout.inner_reduced_dense and layout.rows >= MIN_ROWS:
-        path = WARP_ROWS if layout.count < ROW_BLOCK_COUNT else BLOCK_ROWS
-        return path, _vector_width(layout, inputs, pointers)
+    if layout.inner_reduced_dense:
+        vec = _vector_width(layout, inputs, pointers)
+        if layout.rows >= MIN_ROWS:
+            return (WARP_ROWS if layout.count < ROW_BLOCK_COUNT else BLOCK_ROWS), vec
+        return GRID, vec
     if layout.kept_sizes and all(s[0] == 1 for s in layout.input_kept_strides) and layout.rows >= MIN_ROWS:
         return COLUMNS, 1
     return GRID, 1
@@ -105,12 +109,13 @@ def _folds(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
     return code
 
 
-def _dense_row(binding: ReductionBinding, spec: ReductionSpec, lane: str, step: int) -> CodeBlock:
-    """A thread's fold of a dense row from element `lane` on, `step` threads sharing it."""
+def _dense_row(binding: ReductionBinding, spec: ReductionSpec, lane: str, step: int | str) -> CodeBlock:
+    """A thread's fold of a dense row from vector `lane` on, `step` threads (an expression on the
+    grid path) sharing it."""
     ins, vec = range(len(spec.inputs)), spec.vec
     code = CodeBlock(f"{state_type(spec)} jm_acc = {initial(spec)};")
     with code.block(f"for (jm_index_t jm_j = (jm_index_t)({lane}) * {vec}; jm_j < {ARGS}.jm_count; "
-                    f"jm_j += {step * vec})"):
+                    f"jm_j += {step * vec if isinstance(step, int) else f'(jm_index_t)({step}) * {vec}'})"):
         for i in ins:
             vector = f"jm_vec<{ctype(spec.inputs[i])}, {vec}>"
             pointer = f"{ARGS}.jm_in{i} + jm_k{i + 1} + jm_j"
@@ -191,7 +196,11 @@ def _grid_body(binding: ReductionBinding, spec: ReductionSpec, store: str) -> Co
     code.line(f"const jm_index_t jm_row = (jm_index_t)jm_block_x() / {ARGS}.jm_blocks, "
               f"jm_g = (jm_index_t)jm_block_x() % {ARGS}.jm_blocks;")
     code.extend(CodeBlock(*kept_offsets(spec, "jm_row", operands)))
-    code.extend(_strided_share(binding, spec, f"jm_g * {BLOCK} + jm_thread_x()", f"{ARGS}.jm_blocks * {BLOCK}"))
+    first, step = f"jm_g * {BLOCK} + jm_thread_x()", f"{ARGS}.jm_blocks * {BLOCK}"
+    if spec.vec > 1:  # a dense row read with vector loads (choose_path gives vec > 1 only then)
+        code.extend(_dense_row(binding, spec, first, step))
+    else:
+        code.extend(_strided_share(binding, spec, first, step))
     code.line("jm_acc = jm_block_fold(jm_acc, jm_shared);")
     with code.block("if (jm_thread_x() == 0)"):
         code.line(f"if ({ARGS}.jm_blocks == 1) {{ {store} }}")

@@ -131,3 +131,18 @@ def test_max_with_indices_nan_out_and_repeats():
     expected = x.max(dim=1)
     assert torch.equal(indices, expected.indices) and values[7].isnan() and int(indices[7]) == 4000
     assert all(torch.equal(argmax(x, dim=1).indices, indices) for _ in range(3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int8], ids=str)
+def test_grid_vector_loads_against_torch(dtype):
+    # A full reduction of a dense array and a few long aligned rows read vectors; an offset view does not.
+    flat = sample((1 << 22,), dtype)
+    few = sample((3, 1 << 20), dtype)
+    for x, dim, vec in ((flat, None, 16 // flat.element_size()), (few, 1, 16 // few.element_size()),
+                        (flat[1:-7], None, 1)):
+        wide = x.double() if dtype.is_floating_point else x.long()
+        result_dtype = dtype if dtype.is_floating_point else torch.int64
+        expected = (wide * wide).sum() if dim is None else (wide * wide).sum(dim)
+        check(SUMSQ(x, dim=dim), expected.to(result_dtype))
+        built = {(b.spec.path, b.spec.vec, b.spec.inputs) for b in SUMSQ.specializations}
+        assert (GRID, min(vec, 8), (str(dtype).removeprefix("torch."),)) in built, built

@@ -64,7 +64,7 @@ def test_maps_extras_finalize_and_plain_functions_compile(name, path, arch):
 
 
 @pytest.mark.parametrize(("path", "dtype", "vec", "arch"), [
-    (p, d, v, a) for p in (WARP_ROWS, BLOCK_ROWS) for d, v in (("float32", 4), ("float16", 8), ("bfloat16", 8),
+    (p, d, v, a) for p in (WARP_ROWS, BLOCK_ROWS, GRID) for d, v in (("float32", 4), ("float16", 8), ("bfloat16", 8),
                                                                 ("float64", 2), ("uint8", 8), ("int64", 2))
     for a in ARCHES])
 def test_vector_loads_compile(path, dtype, vec, arch):

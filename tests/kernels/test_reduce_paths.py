@@ -49,6 +49,18 @@ def test_vector_width_needs_aligned_rows():
     assert choose_path(two, ("float32", "float64"), [4096, 8192]) == (WARP_ROWS, 1)  # mixed itemsizes
 
 
+def test_full_reductions_of_dense_arrays_take_the_grid_path_with_vector_loads():
+    assert choose_path(layout((1 << 22,), (0,)), ("float32",), [4096]) == (GRID, 4)
+    assert choose_path(layout((4096, 65536), (0, 1)), ("bfloat16",), [4096]) == (GRID, 8)
+    assert choose_path(layout((3, 1_000_000), (1,)), ("float32",), [4096]) == (GRID, 4)  # a few long rows
+    assert choose_path(layout((3, 1_000_001), (1,)), ("float32",), [4096]) == (GRID, 1)  # rows not a multiple
+    assert choose_path(layout((512, 6, 7), (0, 2)), ("float32",), [4096]) == (GRID, 1)  # strided: no vectors
+    fn = create_reduction_fn(ADD, 0, combine="add")
+    vector = fn.source("float32", path=GRID, vec=4)
+    assert "jm_vec<float, 4>" in vector and "(jm_index_t)(jm_a.jm_blocks * 256) * 4" in vector
+    assert "jm_vec<" not in fn.source("float32", path=GRID)
+
+
 def test_grid_blocks_and_launches():
     everything = layout((4096, 65536), (0, 1))
     blocks = grid_blocks(everything)
