@@ -27,7 +27,8 @@ def label(index: int, built: BuiltReduction) -> str:
 def roles_text(fn: ReductionFunction) -> str:
     """'combine add, map sq, finalize root': the cell's functions by what the reduction does with them."""
     binding = fn.binding
-    parts = [f"combine {binding.combine.name}",
+    indices = " (values with their indices)" if binding.indexed else ""
+    parts = [f"combine {binding.combine.name}{indices}",
              f"map {binding.map.functor.name}" if binding.map is not None else "no map (the elements themselves)"]
     if binding.finalize is not None:
         parts.append(f"finalize {binding.finalize.name}")

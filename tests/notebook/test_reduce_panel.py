@@ -118,3 +118,16 @@ def test_inspect_gives_host_assembly_ptx_and_sass_without_a_gpu(norm):
         pytest.skip("no nvdisasm for SASS")
     sass = norm.inspect(kind="sass", path="warp_rows")
     assert re.search(r'//## File "[^"]*jiterator", line \d+: ', sass)
+
+
+def test_a_reduction_with_indices_says_so():
+    keep = ("template <typename T> void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index) "
+            "{ const bool t = b > a || (b == a && ib < ia); value = t ? b : a; index = t ? ib : ia; }")
+    argmax = jiter_magic.create_multi_output_reduction_fn(keep, combine="keep_max")
+    argmax(np.arange(10.0).reshape(2, 5), dim=1)
+    assert reduce_html.static_text(argmax).splitlines() == [
+        "ReductionFunction keep_max: combine keep_max (values with their indices), no map (the elements themselves)",
+        "  inputs: x; identity: 0; kwargs: none; default dim: every dim",
+        "  kernels: 1",
+        "    #0 cpu: reduce (float64) -> (float64, int64 index) accumulating float64, host 1-d kept x 1-d reduced",
+    ]
