@@ -158,11 +158,11 @@ def clear_cache(memory: bool = True, disk: bool = True) -> None:
         counters().reset()
 
 
-def register_torch_operators(*functions: JitFunction) -> list[str]:
+def register_torch_operators(*functions: JitFunction | ReductionFunction) -> list[str]:
     """Register the torch operators of `functions` now, as torch.compile and torch.export do on
     their first traced call; returns their names. A process that loads a saved `torch.export`
-    program calling jitted functions creates those functions again, with the same code, kwargs,
-    backward and backend, and registers them with this before `torch.export.load`."""
+    program calling jitted functions (or reductions) creates those functions again, with the same
+    code, kwargs, backward and backend, and registers them with this before `torch.export.load`."""
     from jiter_magic.integrations.torch_ops import register_operators
 
     return register_operators(*functions)

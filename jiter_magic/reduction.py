@@ -5,16 +5,22 @@ which plans it and launches the function's kernels (runtime/reduce_loader.py).
 """
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Container
 from typing import Any
 
-from jiter_magic.errors import InvalidArgumentError
+from jiter_magic.arrays import tracing
+from jiter_magic.arrays.base import Delegated
+from jiter_magic.errors import BindError, InvalidArgumentError, UnsupportedArrayError
 from jiter_magic.frontend.reduction import bind_reduction
+from jiter_magic.function import JitFunction
 from jiter_magic.planning.reduce_spec import CUDA_PATHS, HOST, HOST_PATHS, ReductionSpec, check_identity
 from jiter_magic.planning.values import scalar_value
 from jiter_magic.runtime import reduce_call
 from jiter_magic.runtime.reduce_call import ValuesIndices
 from jiter_magic.runtime.reduce_loader import BuiltReduction, ReductionKernels, render
+from jiter_magic.runtime.unpickled import UnpickledFunctions
+from jiter_magic.state import RUNTIME
 
 __all__ = ["ReductionFunction", "ValuesIndices"]
 
@@ -27,17 +33,86 @@ class ReductionFunction:
     def __init__(self, code_string: str, identity: object, map_name: str | None, combine: object,
                  finalize: object, kwargs: dict[str, object], indexed: bool = False) -> None:
         check_identity(identity)
+        # What made it: pickling rebuilds it from this, torch.compile names its operator by it.
+        self._made_from = (code_string, identity, map_name, combine, finalize, dict(kwargs), indexed)
         self.binding = bind_reduction(code_string, map_name, combine, finalize, list(kwargs), indexed)
         self.identity = identity
         self.code = code_string
         self.kwargs = {name: scalar_value(value, name) for name, value in kwargs.items()}
         self.name = self.__name__ = self.__qualname__ = self.binding.name
         self._kernels = ReductionKernels(self.binding)
+        self._recipe = pickle.dumps((*self._made_from[:5], self.kwargs))  # as JitFunction._recipe
+        self.backward: JitFunction | None = None  # the jitted gradient (def_backward)
 
     def __call__(self, *inputs: object, dim: object = None, keepdim: bool = False, dtype: object = None,
                  out: object = None, **kwargs: object) -> Any:
         options = {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": out}
-        return reduce_call.run(self._kernels, self.identity, self.kwargs, inputs, options, kwargs)
+        if tracing.compiling():  # torch.compile / torch.export: the call becomes one torch operator
+            return tracing.traced_reduction(self, inputs, options, kwargs)
+        try:
+            if self.backward is not None and _tracked(inputs):
+                return self._tracked_call(inputs, options, kwargs)
+            return reduce_call.run(self._kernels, self.identity, self.kwargs, inputs, options, kwargs)
+        except Delegated as delegated:  # Dask arrays, traced tensors: their integration runs the call
+            run_reduction = getattr(delegated.adapter, "run_reduction", None)
+            if run_reduction is None:
+                library = delegated.adapter.library
+                raise UnsupportedArrayError(f"{self.name}: reductions do not run on {library} arrays of this kind "
+                                            "yet; pass plain torch, NumPy, CuPy or Dask arrays") from None
+            return run_reduction(self, inputs, options, kwargs)
+
+    def _tracked_call(self, inputs: tuple, options: dict[str, Any], kwargs: dict[str, object]) -> Any:
+        """A call whose result autograd tracks through the backward (arrays/reduce_autograd.py)."""
+        from jiter_magic.arrays.reduce_autograd import tracked_call
+
+        def compute(detached: tuple) -> Any:
+            return reduce_call.run(self._kernels, self.identity, self.kwargs, detached, options, kwargs)
+
+        return tracked_call(self.name, compute, inputs, options, {**self.kwargs, **kwargs}, self.backward)
+
+    def def_backward(self, code_string: str | None) -> ReductionFunction:
+        """Give the reduction its gradient as an elementwise functor, for torch autograd; returns `self`.
+
+        The backward takes the forward's inputs, then the result and the incoming gradient (both
+        with every reduced dim kept as size 1, so they broadcast against the inputs), with the
+        map's extras bound by name (wherever they are declared), and writes one gradient an input
+        through non-const references, e.g. for a sum of squares:
+        `template <typename T> void sq_bwd(T x, T result, T g, T& gx) { gx = 2 * x * g; }`.
+        Gradients are summed over the dims a call broadcast an input along and cast to its dtype;
+        inputs that do not require grad get None. `None` removes the backward again."""
+        if code_string is None:
+            self.backward = None
+            return self
+        if getattr(self, "num_outputs", 1) != 1:
+            raise InvalidArgumentError(f"{self.name}: def_backward supports reductions of one output only, so far")
+        try:
+            backward = JitFunction(code_string, self.num_inputs, dict(self._made_from[5]))
+        except BindError as exc:
+            raise BindError(f"the backward of {self.name}: {exc}") from None
+        expected = self.num_inputs + 2
+        if backward.num_inputs != expected:
+            raise BindError(
+                f"the backward of {self.name} must take its {self.num_inputs} input(s) "
+                f"{list(self.binding.input_names)}, then the result, then its gradient: {expected} array "
+                f"parameters besides the extras {list(self.kwargs)}; {backward.name} takes {backward.num_inputs} "
+                f"{list(backward.binding.input_names)}")
+        self.backward = backward
+        return self
+
+    def __reduce__(self) -> tuple:
+        """Pickle by what made it (code string, identity, the named functions, kwargs, backward),
+        never by loaded kernels: another process rebuilds it and finds its kernels in the disk
+        cache, as `JitFunction` does."""
+        return _unpickle, self._pickled_state()
+
+    def _pickled_state(self) -> tuple:
+        return (*self._made_from, None if self.backward is None else self.backward._made_from[0])
+
+    def _now(self) -> bytes:
+        """What it is now, as bytes (`JitFunction._now`): its pickled state, the kwargs its calls
+        use and its backward's own state."""
+        backward = None if self.backward is None else self.backward._now()
+        return pickle.dumps((self._pickled_state(), self.kwargs, backward))
 
     @property
     def num_inputs(self) -> int:
@@ -128,3 +203,27 @@ class ReductionFunction:
         from jiter_magic.notebook.reduce_panel import mimebundle  # a display in a notebook is its panel
 
         return mimebundle(self, include, exclude)
+
+def _tracked(inputs: tuple) -> bool:
+    """Whether autograd tracks an input (only torch tensors have the flag; torch is then imported)."""
+    if not any(getattr(x, "requires_grad", False) for x in inputs):
+        return False
+    from jiter_magic.arrays.reduce_autograd import requires_grad
+
+    return requires_grad(inputs)
+
+
+def _rebuild(code_string: str, identity: object, map_name: str | None, combine: object, finalize: object,
+             kwargs: dict[str, object], indexed: bool, backward: str | None) -> ReductionFunction:
+    """The same reduction, made again from its pickled state."""
+    fn = ReductionFunction(code_string, identity, map_name, combine, finalize, kwargs, indexed)
+    if backward is not None:
+        fn.def_backward(backward)
+    return fn
+
+
+def _unpickle(*state: Any) -> ReductionFunction:
+    """Unpickling (a Dask worker does it for every task): the reduction rebuilt before from an
+    equal state, unless changed since, as `jiter_magic.function._unpickle` does."""
+    return RUNTIME.part(UnpickledFunctions).reuse_or_make(
+        pickle.dumps(state), lambda: _rebuild(*state), ReductionFunction._now)

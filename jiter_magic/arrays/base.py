@@ -100,7 +100,9 @@ class ArrayAdapter(Protocol):
 class DelegatingAdapter(Protocol):
     """Arrays a call runs over instead of reading: a DTensor (its local shards), a Dask array
     (its chunks), a tensor being traced (FakeTensor, FunctionalTensor: the function's torch
-    operator). A call with one of these among its inputs is handed to `run_call` whole."""
+    operator). A call with one of these among its inputs is handed to `run_call` whole; a
+    reduction's call to `run_reduction(reduction, inputs, options, kwargs)` where the adapter has
+    one (`options`: dim, keepdim, dtype, out), else it is refused."""
 
     library: str
     delegates: bool  # True

@@ -233,8 +233,9 @@ class TorchAdapter:
             return []
         needing = [d.array for d in items if isinstance(d, Described) and d.array.requires_grad]
         if outs is not None and (needing or any(o.array.requires_grad for o in outs)):
-            raise GradientError("functions with out=... arguments don't support automatic differentiation, "
-                                "but one of the arguments requires grad; call it under torch.no_grad()")
+            from jiter_magic.arrays.torch_autograd import out_with_grad
+
+            raise out_with_grad()
         return needing
 
     def with_gradient(self, name: str, needing: list, results: list, backward: Any, args: tuple,

@@ -40,6 +40,12 @@ def no_second_order(name: str) -> GradientError:
                          "through it (create_graph=True, then a gradient of that gradient) is not supported")
 
 
+def out_with_grad() -> GradientError:
+    """What a call with `out=` raises while autograd tracks one of its arrays, as torch's own ops do."""
+    return GradientError("functions with out=... arguments don't support automatic differentiation, "
+                         "but one of the arguments requires grad; call it under torch.no_grad()")
+
+
 def no_backward(name: str) -> GradientError:
     """What a backward through a function without `def_backward` raises (eager or compiled)."""
     return GradientError(f"{name} has no backward: give it one with {name}.def_backward(code_string) (a functor "

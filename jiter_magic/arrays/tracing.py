@@ -34,3 +34,11 @@ def traced_call(function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
     from jiter_magic.integrations.torch_ops import operator_call
 
     return operator_call(function, args, out, kwargs)
+
+
+def traced_reduction(function: Any, inputs: tuple, options: dict, kwargs: dict) -> Any:
+    """A reduction's call as its torch operator (integrations/reduce_ops.py), imported by name for
+    the same reason."""
+    from jiter_magic.integrations.reduce_ops import reduction_call
+
+    return reduction_call(function, inputs, options, kwargs)

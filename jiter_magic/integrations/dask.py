@@ -34,9 +34,7 @@ class DaskAdapter:
     def run_call(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
         """The lazy result of `function(*args, **kwargs)`: one Dask array an output."""
         if out is not None:
-            raise InvalidArgumentError(
-                "out= is not supported with Dask arrays, which are immutable: use the returned Dask array "
-                "(da.store(result, target) writes it into an existing array)")
+            raise out_is_refused()
         inputs = [as_dask_input(x) for x in args]
         arrays = [x for x in inputs if isinstance(x, da.Array)]
         broadcast_shape([known_sizes(a.shape) for a in arrays])  # a ShapeError now, not at compute time
@@ -58,6 +56,19 @@ class DaskAdapter:
             da.blockwise(operator.getitem, out_index, together, out_index, i, None, dtype=meta.dtype, meta=meta,
                          name=f"{function.name}_{i}-{token}")
             for i, meta in enumerate(metas))
+
+
+    def run_reduction(self, function: Any, args: tuple, options: dict, kwargs: dict) -> Any:
+        """A reduction's lazy result (reduce_dask.py)."""
+        from jiter_magic.integrations.reduce_dask import reduce_dask
+
+        return reduce_dask(function, args, options, kwargs)
+
+
+def out_is_refused() -> InvalidArgumentError:
+    return InvalidArgumentError(
+        "out= is not supported with Dask arrays, which are immutable: use the returned Dask array "
+        "(da.store(result, target) writes it into an existing array)")
 
 
 def as_dask_input(x: Any) -> Any:

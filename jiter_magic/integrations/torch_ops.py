@@ -20,12 +20,14 @@ import hashlib
 import pickle
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch._dynamo import assume_constant_result
 
-from jiter_magic.errors import BindError, GradientError, InvalidArgumentError
+from jiter_magic.arrays.torch_autograd import out_with_grad
+from jiter_magic.errors import BindError, InvalidArgumentError
 from jiter_magic.integrations import torch_op_parts as parts
 from jiter_magic.integrations.torch_extras import GraphNumber, extra_as_graph_input, input_as_graph_input
 from jiter_magic.runtime.keywords import check_kwarg_names
@@ -64,8 +66,7 @@ def operator_call(function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
     outs = None if out is None else tuple(out) if isinstance(out, (tuple, list)) else (out,)
     if outs is not None and torch.is_grad_enabled() and any(
             isinstance(t, torch.Tensor) and t.requires_grad for t in (*args, *outs)):
-        raise GradientError("functions with out=... arguments don't support automatic differentiation, "
-                            "but one of the arguments requires grad; call it under torch.no_grad()")
+        raise out_with_grad()
     backward = function.backward
     numbers = bool(function.binding.extra_names) or kinds.count("t") != len(kinds)
     name = operator_name(function._recipe, None if backward is None else backward._recipe, function.backend,
@@ -88,21 +89,14 @@ def operator_name(recipe: bytes, backward: bytes | None, backend: str, with_out:
     on first use; `numbers`: the variant for calls that take numbers (extras, number inputs). Dynamo
     runs this while tracing and records its result as a constant (registering is no graph
     operation)."""
-    made_of = (SCHEMA_VERSION, recipe, backward, backend, with_out, numbers)
-    digest = hashlib.sha256(repr(made_of).encode()).hexdigest()[:16]
-    registered = RUNTIME.part(TorchOperators)
-    with registered.lock:
-        if digest in registered.names_by_digest:
-            return registered.names_by_digest[digest]
+    def make() -> Any:
         from jiter_magic.function import _rebuild
 
         code, num_outputs, kwargs = pickle.loads(recipe)  # noqa: S301 - our own bytes, made in this process
-        function = _rebuild(code, num_outputs, kwargs, backend,
-                            None if backward is None else pickle.loads(backward)[0])  # noqa: S301
-        prefix = re.sub(r"[^A-Za-z0-9_]", "", function.name)
-        name = f"{prefix if prefix[:1].isalpha() else 'functor'}_{digest}"
-        _register(name, function, with_out, numbers)
-        registered.names_by_digest[digest] = name
+        return _rebuild(code, num_outputs, kwargs, backend, None if backward is None else pickle.loads(backward)[0])  # noqa: S301
+
+    name = registered_once((SCHEMA_VERSION, recipe, backward, backend, with_out, numbers), make,
+                           lambda name, function: _register(name, function, with_out, numbers))
     if backward is not None and not with_out:
         # The backward's operator too, now: a compiled backward that Inductor or AOTAutograd load
         # from their caches names it without tracing the call that would register it. It takes the
@@ -111,16 +105,40 @@ def operator_name(recipe: bytes, backward: bytes | None, backend: str, with_out:
     return name
 
 
+def registered_once(made_of: tuple, make: Callable[[], Any], register: Callable[[str, Any], None]) -> str:
+    """The name of the operator that `made_of` (hashable parts, bytes of what makes its function)
+    stands for: the first time this process asks, `make()` rebuilds the function and
+    `register(name, function)` registers it under a name of the function's and the digest's."""
+    digest = hashlib.sha256(repr(made_of).encode()).hexdigest()[:16]
+    registered = RUNTIME.part(TorchOperators)
+    with registered.lock:
+        if digest in registered.names_by_digest:
+            return registered.names_by_digest[digest]
+        function = make()
+        prefix = re.sub(r"[^A-Za-z0-9_]", "", function.name)
+        name = f"{prefix if prefix[:1].isalpha() else 'functor'}_{digest}"
+        register(name, function)
+        registered.names_by_digest[digest] = name
+    return name
+
+
 def register_operators(*functions: Any) -> list[str]:
     """The operators of `functions`, registered now (`jiter_magic.register_torch_operators`): with
     and without `out=`, and their backwards' operators."""
     from jiter_magic.function import JitFunction
+    from jiter_magic.reduction import ReductionFunction
 
     names = []
     for function in functions:
+        if isinstance(function, ReductionFunction):
+            from jiter_magic.integrations.reduce_ops import reduction_operator_name
+
+            backward = None if function.backward is None else function.backward._recipe
+            names.append(reduction_operator_name(function._recipe, backward))
+            continue
         if not isinstance(function, JitFunction):
-            raise InvalidArgumentError("register_torch_operators takes jitted functions (from create_jit_fn), "
-                                       f"got {type(function).__name__}")
+            raise InvalidArgumentError("register_torch_operators takes jitted functions (from create_jit_fn or "
+                                       f"create_reduction_fn), got {type(function).__name__}")
         backward = None if function.backward is None else function.backward._recipe
         variants = (True,) if function.binding.extra_names else (False, True)
         names += [operator_name(function._recipe, backward, function.backend, with_out, numbers)
@@ -128,7 +146,7 @@ def register_operators(*functions: Any) -> list[str]:
     return names
 
 
-def _library() -> torch.library.Library:
+def operator_library() -> torch.library.Library:
     registered = RUNTIME.part(TorchOperators)
     if registered.library is None:
         registered.library = torch.library.Library(NAMESPACE, "FRAGMENT")
@@ -154,7 +172,7 @@ def schema(name: str, num_inputs: int, num_extras: int, num_outputs: int, with_o
 
 
 def _register(name: str, function: Any, with_out: bool, numbers: bool) -> None:
-    library = _library()
+    library = operator_library()
     extras = function.binding.extra_names
     # A call that takes numbers reads them on the host (0-d CPU tensors) when it runs: captured in
     # a CUDA graph, it would launch with the values of the capture on every replay. So that
@@ -180,6 +198,12 @@ class TracedAdapter:
 
     def run_call(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
         return operator_call(function, args, out, kwargs)
+
+    def run_reduction(self, function: Any, inputs: tuple, options: dict, kwargs: dict) -> Any:
+        """A reduction's call on traced tensors: its own operator (reduce_ops.py)."""
+        from jiter_magic.integrations.reduce_ops import reduction_call
+
+        return reduction_call(function, inputs, options, kwargs)
 
 
 ADAPTER = TracedAdapter()

@@ -7,10 +7,10 @@ Every check of an argument happens before anything is allocated or launched.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from jiter_magic.arrays import BY_TYPE, adapter_for, coerce
-from jiter_magic.arrays.base import ArrayAdapter
+from jiter_magic.arrays.base import ArrayAdapter, Delegated, DelegatingAdapter
 from jiter_magic.errors import (
     ArgumentTypeError,
     BindError,
@@ -20,7 +20,6 @@ from jiter_magic.errors import (
     GradientError,
     ShapeError,
     UnknownKwargError,
-    UnsupportedArrayError,
     device_name,
 )
 from jiter_magic.frontend.reduction import ReductionBinding
@@ -68,11 +67,25 @@ def dtype_name(value: object) -> str:
         raise DTypeError(f"dtype= must be a torch or NumPy dtype or a dtype name, got {value!r}") from None
 
 
-def _described(args: tuple, binding: ReductionBinding) -> tuple[list[Any], list[ArrayDesc], ArrayAdapter, int]:
-    """Each input array, its description, and the one adapter and device they share."""
+def no_backward(name: str, indexed: bool = False) -> GradientError:
+    """What a call of a reduction without `def_backward` raises where autograd tracks an input."""
+    if indexed:
+        return GradientError(f"{name} gives values with their indices, which have no backward yet, and an input "
+                             "requires grad: call it under torch.no_grad() or on x.detach()")
+    return GradientError(f"{name} has no backward, and an input requires grad: give it one with "
+                         f"{name}.def_backward(code_string) (a functor of the inputs, the result and its gradient, "
+                         "writing one gradient an input), or call it under torch.no_grad()")
+
+
+def check_input_count(binding: ReductionBinding, args: tuple) -> None:
     if len(args) != binding.num_inputs:
         raise BindError(f"{binding.name} takes {binding.num_inputs} input array(s) {list(binding.input_names)}, "
                         f"got {len(args)}")
+
+
+def _described(args: tuple, binding: ReductionBinding) -> tuple[list[Any], list[ArrayDesc], ArrayAdapter, int]:
+    """Each input array, its description, and the one adapter and device they share."""
+    check_input_count(binding, args)
     arrays, descs, adapter, device = [], [], None, -1
     for x in args:
         a = BY_TYPE.get(type(x)) or adapter_for(x)
@@ -81,9 +94,8 @@ def _described(args: tuple, binding: ReductionBinding) -> tuple[list[Any], list[
                 raise ArgumentTypeError(f"{binding.name}: the inputs of a reduction are arrays, got the number "
                                         f"{x!r}; pass numbers as keyword arguments of the map function")
             x, a = coerce(x)
-        if a.delegates:
-            raise UnsupportedArrayError(f"{binding.name}: reductions do not run on {a.library} arrays yet; "
-                                        "pass plain torch, NumPy or CuPy arrays")
+        if a.delegates:  # Dask arrays, traced tensors: ReductionFunction hands the call to their integration
+            raise Delegated(cast(DelegatingAdapter, a))
         x = a.materialize(x)
         described = a.describe(x)
         if adapter is None:
@@ -97,8 +109,7 @@ def _described(args: tuple, binding: ReductionBinding) -> tuple[list[Any], list[
         descs.append(a.normalize(described))
     assert adapter is not None  # a binding has at least one input
     if adapter.gradient_inputs([adapter.describe(x) for x in arrays], None):
-        raise GradientError(f"{binding.name}: reductions have no backward yet, and an input requires grad; "
-                            "call it under torch.no_grad() or on x.detach()")
+        raise no_backward(binding.name, binding.indexed)
     return arrays, descs, adapter, device
 
 

@@ -29,25 +29,6 @@ def sc() -> JitFunction:
     return jm.create_multi_output_jit_fn(TWO_OUTPUTS, 2)
 
 
-@pytest.fixture(scope="module")
-def client():
-    """Two worker processes of one thread each: every block runs in a rebuilt copy of the function."""
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
-        with distributed.Client(cluster, set_as_default=False) as client:
-            yield client
-
-
-@pytest.fixture(params=["threads", "distributed"])
-def compute(request):
-    """Computes Dask arrays together, on the local threaded scheduler or on the cluster."""
-    if request.param == "threads":
-        return lambda *arrays: dask.compute(*arrays, scheduler="threads")
-    client = request.getfixturevalue("client")
-    return lambda *arrays: tuple(client.gather(client.compute(list(arrays))))
-
-
 def eager(function: JitFunction, *args, **kwargs):
     """The eager call on the computed inputs: what a lazy result must equal, values and dtype."""
     return function(*(a.compute(scheduler="sync") if isinstance(a, da.Array) else a for a in args), **kwargs)

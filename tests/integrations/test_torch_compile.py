@@ -9,6 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch_compile_helpers import GraphRecorder, assert_compiled_gradients_are_eager, causes, same  # noqa: E402 - tests/torch_compile_helpers.py
+
 import jiter_magic  # noqa: E402
 from jiter_magic import GradientError, ShapeError, UnknownKwargError, create_jit_fn, create_multi_output_jit_fn  # noqa: E402
 
@@ -20,38 +22,6 @@ SINCOS = create_multi_output_jit_fn(
 SINCOS.def_backward(
     "template <typename T> void sincos_bwd(T x, T gs, T gc, T& gx) { gx = gs * cos(x) - gc * sin(x); }")
 NO_GRAD = create_jit_fn("template <typename T> T square(T x) { return x * x; }")
-
-
-class GraphRecorder:
-    """A torch.compile backend that keeps the FX graphs it is given and runs them as they are."""
-
-    def __init__(self) -> None:
-        self.graphs: list = []
-
-    def __call__(self, graph_module, example_inputs):
-        self.graphs.append(graph_module)
-        return graph_module.forward
-
-    def operators(self) -> list[str]:
-        return [str(node.target) for g in self.graphs for node in g.graph.nodes
-                if node.op == "call_function" and "jiter_magic" in str(node.target)]
-
-
-def causes(error: BaseException | None) -> list[BaseException]:
-    """The error and those it was raised from (torch.compile wraps the errors raised while tracing)."""
-    chain = []
-    while error is not None:
-        chain.append(error)
-        error = error.__cause__ or error.__context__
-    return chain
-
-
-def same(result, expected) -> None:
-    """Equal values, dtype, shape and strides."""
-    assert result.dtype == expected.dtype
-    assert result.shape == expected.shape
-    assert result.stride() == expected.stride()
-    torch.testing.assert_close(result, expected, rtol=1e-6, atol=1e-6)
 
 
 def test_a_compiled_function_holds_each_jitted_call_as_one_operator_without_graph_breaks():
@@ -155,13 +125,7 @@ def test_gradients_under_compile_equal_the_eager_backward():
         return (AXPY(s, y, a=0.5) * c).sum()
 
     x0, y0 = torch.randn(4, 3, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
-    eager = [t.clone().requires_grad_() for t in (x0, y0)]
-    loss(*eager).backward()
-    compiled_inputs = [t.clone().requires_grad_() for t in (x0, y0)]
-    torch.compile(loss, fullgraph=True)(*compiled_inputs).backward()
-    for got, want in zip(compiled_inputs, eager):
-        assert got.grad.shape == want.grad.shape  # y was broadcast: its gradient is summed back to (3,)
-        torch.testing.assert_close(got.grad, want.grad)
+    assert_compiled_gradients_are_eager(loss, (x0, y0))  # y is broadcast: its gradient summed to (3,)
 
 
 def test_gradcheck_through_a_compiled_function():

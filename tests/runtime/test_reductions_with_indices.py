@@ -7,7 +7,16 @@ import numpy as np
 import pytest
 
 from jiter_magic import ValuesIndices, create_multi_output_reduction_fn
-from jiter_magic.errors import ArgumentTypeError, BindError, DimensionError, DTypeError, ShapeError
+from jiter_magic.errors import (
+    ArgumentTypeError,
+    BindError,
+    DimensionError,
+    DTypeError,
+    GradientError,
+    InvalidArgumentError,
+    ShapeError,
+    UnsupportedArrayError,
+)
 
 torch = pytest.importorskip("torch")
 
@@ -155,3 +164,18 @@ def test_errors_name_what_was_wrong():
     with pytest.raises(BindError, match=r"combine='keep' names no function.*did you mean 'keep_max'"):
         create_multi_output_reduction_fn(KEEP_MAX, combine="keep")
     assert MAX_WITH_INDEX.num_outputs == 2 and "int64 index" in MAX_WITH_INDEX.spec().describe()
+    with pytest.raises(GradientError, match="values with their indices, which have no backward yet"):
+        MAX_WITH_INDEX(torch.ones(2, 3, requires_grad=True), dim=1)
+
+
+def test_pickled_and_refused_where_not_supported_yet():
+    import pickle
+
+    again = pickle.loads(pickle.dumps(MAX_WITH_INDEX))
+    assert again.num_outputs == 2
+    check(again(torch.tensor([[1.0, 3.0, 3.0]]), dim=1), torch.tensor([3.0]), torch.tensor([1]))
+    with pytest.raises(InvalidArgumentError, match="def_backward supports reductions of one output only"):
+        MAX_WITH_INDEX.def_backward("template <typename T> void b(T x, T r, T g, T& gx) { gx = g; }")
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(UnsupportedArrayError, match="reductions of several outputs do not run on Dask arrays"):
+        MAX_WITH_INDEX(da.ones((4, 4), chunks=2), dim=1)

@@ -1,0 +1,184 @@
+"""Reductions as torch custom operators, so that torch.compile and torch.export see one operator.
+
+As torch_ops.py does for elementwise functions, a traced call of a `ReductionFunction` becomes
+`torch.ops.jiter_magic.<name>_<digest>(x0, ..., k0, ..., dims, keepdim, dtype)`: the inputs, the
+map's extras as 0-d tensors (torch_extras.py says why), the reduced dims (normalized while
+tracing), keepdim and `dtype=` as a name. It is registered once a process, under a name derived
+from what made the function (`ReductionFunction._recipe`) and its backward's code:
+- its CPU and CUDA kernels are the eager call;
+- its fake implementation gives the result's shape and dtype from planning/reduce_result.py, the
+  pure functions the call's own planning uses, dense as the eager call allocates it;
+- its autograd formula runs the jitted backward (`fn.def_backward`) through the backward's own
+  elementwise operator, on the inputs, the result and the gradient with the reduced dims kept
+  as 1, and reduces each gradient as the eager backward does.
+A traced call checks its arguments as the eager call does (a call on inputs requiring grad of a
+reduction without backward, `out=` under autograd), and writes `out=` by copying the result.
+"""
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch._dynamo import assume_constant_result
+
+from jiter_magic.arrays.reduce_autograd import KeptDimsBackward
+from jiter_magic.arrays.torch import _DTYPES
+from jiter_magic.arrays.torch_autograd import input_gradient, out_with_grad
+from jiter_magic.errors import ArgumentTypeError, DeviceError, DTypeError, ShapeError, UnsupportedArrayError
+from jiter_magic.integrations import torch_op_parts as parts
+from jiter_magic.integrations.torch_extras import extra_as_graph_input
+from jiter_magic.integrations.torch_ops import (
+    NAMESPACE,
+    operator_call,
+    operator_library,
+    operator_name,
+    registered_once,
+)
+from jiter_magic.planning.layout import broadcast_shape
+from jiter_magic.planning.reduce_layout import normalize_dims, reduced_shape
+from jiter_magic.planning.reduce_result import reduction_result
+from jiter_magic.runtime.keywords import check_kwarg_names
+from jiter_magic.runtime.reduce_call import check_input_count, dtype_name, no_backward
+
+# Part of every reduction operator's name (as torch_ops.SCHEMA_VERSION), and what keeps their
+# digests apart from elementwise operators'.
+SCHEMA = "reduction-1"
+
+
+def reduction_call(function: Any, inputs: tuple, options: dict[str, Any], kwargs: dict) -> Any:
+    """`function(*inputs, dim=, keepdim=, dtype=, out=, **kwargs)` as its torch operator (traceable by Dynamo)."""
+    name = function.name
+    if getattr(function, "num_outputs", 1) != 1:
+        raise UnsupportedArrayError(f"{name}: reductions of several outputs do not run under torch.compile yet")
+    check_input_count(function.binding, inputs)
+    for x in inputs:
+        if not isinstance(x, torch.Tensor):
+            raise ArgumentTypeError(f"{name}: traced by torch, the inputs of a reduction are torch tensors, got "
+                                    f"{type(x).__name__}")
+    check_kwarg_names(kwargs, function.kwargs)
+    out = options["out"]
+    if out is not None and not isinstance(out, torch.Tensor):
+        raise ArgumentTypeError(f"out= must be a torch tensor like the inputs, got {type(out).__name__}")
+    tracked = torch.is_grad_enabled() and any(x.requires_grad for x in inputs)
+    if out is not None and (tracked or (torch.is_grad_enabled() and out.requires_grad)):
+        raise out_with_grad()
+    if tracked and function.backward is None:
+        raise no_backward(name)
+    dims = normalize_dims(options["dim"], max(x.ndim for x in inputs))
+    requested = None if options["dtype"] is None else dtype_name(options["dtype"])
+    values = {**function.kwargs, **kwargs}
+    extras = [extra_as_graph_input(values[extra], extra, inputs[0]) for extra in function.binding.extra_names]
+    backward = None if function.backward is None else function.backward._recipe
+    operator = getattr(getattr(torch.ops, NAMESPACE), reduction_operator_name(function._recipe, backward))
+    result = operator(*inputs, *extras, list(dims), bool(options["keepdim"]), requested)
+    if out is None:
+        return result
+    if out.shape != result.shape:
+        raise ShapeError(f"out= has shape {tuple(out.shape)}, but the result has shape {tuple(result.shape)}")
+    if out.dtype != result.dtype:
+        given, made = (str(t.dtype).removeprefix("torch.") for t in (out, result))
+        raise DTypeError(f"out= has dtype {given}, but the result is {made}; pass dtype={given} to reduce into it, "
+                         f"or an out= of dtype {made}")
+    return out.copy_(result)
+
+
+@assume_constant_result
+def reduction_operator_name(recipe: bytes, backward: bytes | None) -> str:
+    """The operator of one reduction, registered on first use (Dynamo records the name as a
+    constant, as torch_ops.operator_name)."""
+    def make() -> Any:
+        from jiter_magic.reduction import _rebuild
+
+        code, identity, map_name, combine, finalize, kwargs = pickle.loads(recipe)  # noqa: S301 - our own bytes
+        # indexed=False: a reduction with indices is refused before it reaches an operator.
+        return _rebuild(code, identity, map_name, combine, finalize, kwargs, False,
+                        None if backward is None else pickle.loads(backward)[0])  # noqa: S301
+
+    name = registered_once((SCHEMA, recipe, backward), make, _register)
+    if backward is not None:
+        # The backward's operator too, now, as torch_ops.operator_name registers it: a compiled
+        # backward loaded from torch's caches names it without tracing the call that registers it.
+        # It takes tensors alone (inputs, result, gradient), so its variant takes numbers only
+        # where the reduction has extras, which it takes too.
+        operator_name(backward, None, "auto", False, bool(pickle.loads(recipe)[5]))  # noqa: S301
+    return name
+
+
+def schema(name: str, num_inputs: int, num_extras: int) -> str:
+    """The inputs, the extras as 0-d tensors, the normalized reduced dims, keepdim and dtype= by name."""
+    params = [f"Tensor x{i}" for i in range(num_inputs)] + [f"Tensor k{i}" for i in range(num_extras)]
+    return f"{name}({', '.join(params)}, int[] dims, bool keepdim, str? dtype) -> Tensor"
+
+
+def _register(name: str, function: Any) -> None:
+    library = operator_library()
+    count, extras = function.num_inputs, len(function.binding.extra_names)
+    # Extras are read on the host when the kernel runs: not safe to capture in a CUDA graph (torch_ops.py).
+    tags = (torch.Tag.cudagraph_unsafe,) if extras else ()
+    library.define(schema(name, count, extras), tags=tags)
+    kernel = _kernel(function)
+    library.impl(name, kernel, "CPU")
+    library.impl(name, kernel, "CUDA")
+    qualified = f"{NAMESPACE}::{name}"
+    torch.library.register_fake(qualified, _fake(function), lib=library)
+    backward, setup = _autograd(function)
+    torch.library.register_autograd(qualified, backward, setup_context=setup, lib=library)
+
+
+def _split(function: Any, args: tuple) -> tuple[tuple, tuple, list[int], bool, str | None]:
+    """The operator's arguments: inputs, extras, dims, keepdim, dtype."""
+    count, extras = function.num_inputs, len(function.binding.extra_names)
+    dims, keepdim, dtype = args[count + extras:]
+    return args[:count], args[count:count + extras], dims, keepdim, dtype
+
+
+def _kernel(function: Any) -> Callable[..., Any]:
+    """The eager call on the real tensors."""
+    def run(*args: Any) -> Any:
+        inputs, extras, dims, keepdim, dtype = _split(function, args)
+        return function(*inputs, dim=tuple(dims), keepdim=keepdim, dtype=dtype, **parts._extras_of(function, extras))
+
+    return run
+
+
+def _fake(function: Any) -> Callable[..., Any]:
+    """The result as the eager call allocates it: dense, of the planned shape and dtype."""
+    def result(*args: Any) -> Any:
+        inputs, _, dims, keepdim, dtype = _split(function, args)
+        device = inputs[0].device
+        if any(x.device != device for x in inputs):
+            raise DeviceError(f"inputs live on different devices ({', '.join(str(x.device) for x in inputs)}); "
+                              "move them to one device")
+        planned = reduction_result([parts._described(x).dtype for x in inputs], [tuple(x.shape) for x in inputs],
+                                   "torch", list(dims), keepdim, dtype, function.identity)
+        return inputs[0].new_empty(planned.out_shape, dtype=_DTYPES[planned.dtype])
+
+    return result
+
+
+def _autograd(function: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The operator's backward and setup_context (see the module docstring)."""
+    count, names = function.num_inputs, function.binding.extra_names
+
+    def remember(ctx: Any, inputs: tuple, output: Any) -> None:  # torch.library names the parameters
+        arrays, extras, dims, _, _ = _split(function, inputs)
+        ctx.save_for_backward(*arrays, *extras, output)
+        shape = broadcast_shape([tuple(x.shape) for x in arrays])
+        ctx.kept = reduced_shape(shape, tuple(dims), True)
+
+    def backward(ctx: Any, grad: Any) -> tuple:
+        gradient = function.backward
+        if gradient is None:
+            raise no_backward(function.name)
+        saved = ctx.saved_tensors
+        inputs, result = saved[:count], saved[-1]
+        traced = KeptDimsBackward(lambda *args, **kw: operator_call(gradient, args, None, kw), ctx.kept)
+        computed = traced(*inputs, result, grad, **dict(zip(names, saved[count:-1])))
+        if not isinstance(computed, tuple):
+            computed = (computed,)
+        grads = [input_gradient(inputs[i], computed[i]) if ctx.needs_input_grad[i] else None for i in range(count)]
+        return (*grads, *([None] * len(names)), None, None, None)
+
+    return backward, remember

@@ -1,0 +1,95 @@
+"""The pieces a reduction splits into when its elements are folded in a tree (Dask), not in one call.
+
+A tree folds each block into a partial result, then folds partial results together, then ends
+the total once with the count of every element it holds. So a `ReductionFunction` gives three
+pieces, each made of its own functors:
+- `partial`: its map and combine without the finalize (each block's partial result);
+- `fold`: its combine alone, with no map (the partials are already accumulator values) and the
+  same identity;
+- `finalize`: an elementwise function calling its finalize on each value with a count given
+  by the caller (None where it has none).
+`partial` and `fold` are reductions of bindings derived from the function's, run by the same call
+path (runtime/reduce_call.py) with kernels of their own; `finalize` is a `JitFunction` of the
+function's code string and one generated entry point. They are made once a function, on first use
+(in each Dask worker), and kept while the function lives.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, replace
+from typing import Any
+
+from jiter_magic.frontend.parse import Functor
+from jiter_magic.frontend.reduction import ReductionBinding
+from jiter_magic.function import JitFunction
+from jiter_magic.runtime import reduce_call
+from jiter_magic.runtime.reduce_loader import ReductionKernels
+from jiter_magic.state import RUNTIME
+
+FINALIZE_ENTRY = "jm_finalize_with_count"  # the generated entry point of `finalize` (reserved prefix)
+
+
+class DerivedReduction:
+    """A reduction of a derived binding, called as a `ReductionFunction` is (no `out=`)."""
+
+    def __init__(self, binding: ReductionBinding, identity: object, defaults: dict[str, object]) -> None:
+        self.kernels = ReductionKernels(binding)
+        self.identity = identity
+        self.defaults = defaults
+
+    def __call__(self, *arrays: Any, dim: object, keepdim: bool, dtype: object, **kwargs: object) -> Any:
+        options = {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": None}
+        return reduce_call.run(self.kernels, self.identity, self.defaults, arrays, options, kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeParts:
+    """A reduction's pieces for a tree (see the module docstring)."""
+
+    partial: DerivedReduction
+    fold: DerivedReduction
+    finalize: JitFunction | None
+
+
+def finalize_code(code: str, finalize: Functor) -> str:
+    """The code string with an elementwise entry point that finalizes one value with a count
+    (given as the extra `count`). The finalize gets the value's type as its template argument
+    where it has one type parameter, as the reduction kernels call it (kernels/reduce_common.py)."""
+    params = finalize.template_params
+    typed = len(params) == 1 and not params[0].startswith(("int ", "bool "))
+    call = f"{finalize.name}{'<T>' if typed else ''}(total, count)"
+    return f"{code}\ntemplate <typename T> T {FINALIZE_ENTRY}(T total, int64_t count) {{ return (T){call}; }}\n"
+
+
+class ReductionTrees:
+    """Each reduction's `TreeParts`, made once and kept (weakly) while it lives: a part of `RUNTIME`."""
+
+    def __init__(self) -> None:
+        self.by_function: weakref.WeakKeyDictionary[Any, TreeParts] = weakref.WeakKeyDictionary()
+        self.lock = threading.Lock()
+
+    def after_fork_in_child(self) -> None:
+        self.lock = threading.Lock()
+
+    def parts(self, function: Any) -> TreeParts:
+        with self.lock:
+            found = self.by_function.get(function)
+            if found is None:
+                found = self.by_function[function] = _made(function)
+        return found
+
+
+def _made(function: Any) -> TreeParts:
+    binding = function.binding
+    partial = DerivedReduction(replace(binding, finalize=None), function.identity, function.kwargs)
+    fold = DerivedReduction(replace(binding, map=None, finalize=None), function.identity, {})
+    finalize = None
+    if binding.finalize is not None:
+        finalize = JitFunction(finalize_code(binding.code, binding.finalize), None, {"count": 0})
+    return TreeParts(partial, fold, finalize)
+
+
+def tree_parts(function: Any) -> TreeParts:
+    """The tree parts of a `ReductionFunction`."""
+    return RUNTIME.part(ReductionTrees).parts(function)
