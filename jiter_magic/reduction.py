@@ -9,9 +9,10 @@ import pickle
 from collections.abc import Callable, Container
 from typing import Any
 
+from jiter_magic import settings
 from jiter_magic.arrays import tracing
 from jiter_magic.arrays.base import Delegated
-from jiter_magic.errors import BindError, InvalidArgumentError, UnsupportedArrayError
+from jiter_magic.errors import BindError, InvalidArgumentError, JiterError, UnsupportedArrayError
 from jiter_magic.frontend.reduction import bind_reduction
 from jiter_magic.function import JitFunction
 from jiter_magic.planning.reduce_spec import CUDA_PATHS, HOST, HOST_PATHS, ReductionSpec, check_identity
@@ -49,6 +50,16 @@ class ReductionFunction:
         options = {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": out}
         if tracing.compiling():  # torch.compile / torch.export: the call becomes one torch operator
             return tracing.traced_reduction(self, inputs, options, kwargs)
+        try:
+            return self._call(inputs, options, kwargs)
+        except JiterError as error:
+            # A mistake in the call's arguments: its message says all, so the traceback starts here,
+            # under the caller's line, as JitFunction's does (JITER_MAGIC_DEBUG=1 shows every frame).
+            if settings.DEBUG.get():
+                raise
+            raise error.with_traceback(None) from error.__cause__
+
+    def _call(self, inputs: tuple, options: dict[str, Any], kwargs: dict[str, object]) -> Any:
         try:
             if self.backward is not None and _tracked(inputs):
                 return self._tracked_call(inputs, options, kwargs)

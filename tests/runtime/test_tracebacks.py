@@ -136,3 +136,22 @@ def test_an_exception_of_another_type_keeps_every_frame(fresh_cache):
     assert frames[-1] == __file__.replace(os.sep, "/")  # the object's own method, at the bottom
     assert any(f.endswith("jiter_magic/runtime/dispatch.py") for f in frames)
     assert any(f.endswith("jiter_magic/arrays/__init__.py") for f in frames)
+
+
+SUM = "template <typename T> T add(T a, T b) { return a + b; }"
+
+
+@pytest.mark.parametrize("call, kind, message", [
+    (lambda fn, x: fn(x, dim=3), jiter_magic.DimensionError, "dim 3 is out of range"),
+    (lambda fn, x: fn(x, x), jiter_magic.BindError, "takes 1 input array(s)"),
+    (lambda fn, x: fn(x, axis=0), jiter_magic.UnknownKwargError, "axis is not declared"),
+    (lambda fn, x: fn(x, dim=0, out=np.ones(3, np.float32)), jiter_magic.ShapeError, "out= has shape (3,)"),
+], ids=["dim", "inputs", "keyword", "out-shape"])
+def test_a_reduction_call_mistake_starts_at_the_call(call, kind, message, fresh_cache):
+    total = jiter_magic.create_reduction_fn(SUM, 0, combine="add")
+    with pytest.raises(kind) as info:
+        call(total, np.ones((4, 2), np.float32))
+    assert message in str(info.value)
+    frames = frames_of(info.value)
+    assert frames[-1].endswith("jiter_magic/reduction.py") and frames[0] == __file__.replace(os.sep, "/")
+    assert [f for f in frames if "/jiter_magic/" in f] == [frames[-1]]
