@@ -11,8 +11,6 @@ in one layer that small `getitem` layers split into one Dask array an output.
 """
 from __future__ import annotations
 
-import math
-import numbers
 import operator
 from functools import partial
 from typing import Any
@@ -20,8 +18,8 @@ from typing import Any
 import dask.array as da
 from dask.array.utils import meta_from_array
 
-from jiter_magic.arrays import adapter_for, coerce
-from jiter_magic.errors import DeviceError, InvalidArgumentError, UnsupportedArrayError
+from jiter_magic.integrations.dask_inputs import as_dask_input, known_sizes, out_is_refused, zero_size
+from jiter_magic.integrations.reduce_dask import reduce_dask
 from jiter_magic.planning.layout import broadcast_shape
 
 
@@ -60,45 +58,7 @@ class DaskAdapter:
 
     def run_reduction(self, function: Any, args: tuple, options: dict, kwargs: dict) -> Any:
         """A reduction's lazy result (reduce_dask.py)."""
-        from jiter_magic.integrations.reduce_dask import reduce_dask
-
         return reduce_dask(function, args, options, kwargs)
-
-
-def out_is_refused() -> InvalidArgumentError:
-    return InvalidArgumentError(
-        "out= is not supported with Dask arrays, which are immutable: use the returned Dask array "
-        "(da.store(result, target) writes it into an existing array)")
-
-
-def as_dask_input(x: Any) -> Any:
-    """A Dask array as it is; a NumPy or CuPy array (or what `coerce` brings to one) as a one-chunk
-    Dask array, which `blockwise` rechunks to match the others; a number as it is, for every block."""
-    if isinstance(x, da.Array) or isinstance(x, numbers.Number):
-        return x
-    adapter = adapter_for(x)
-    if adapter is None:
-        x, adapter = coerce(x)
-    if adapter.library == "torch":
-        raise DeviceError(
-            "torch tensors cannot be mixed with Dask arrays in one call: Dask computes block by block on "
-            "NumPy or CuPy chunks; pass tensor.numpy() (CPU) or cupy.asarray(tensor) (GPU) instead, or call "
-            "the function on torch tensors alone")
-    if adapter.delegates:
-        raise UnsupportedArrayError(f"{type(x).__name__} cannot be an input of a call on Dask arrays; pass a Dask, "
-                                    "NumPy or CuPy array")
-    return da.from_array(x, chunks=-1)
-
-
-def known_sizes(shape: tuple) -> tuple[int, ...]:
-    """The shape with unknown sizes (NaN, after boolean indexing) as 1, which broadcasts with anything."""
-    return tuple(1 if math.isnan(n) else int(n) for n in shape)
-
-
-def zero_size(x: Any) -> Any:
-    """An input as the meta call takes it: a Dask array's meta with no elements (at least one
-    dimension, as a 0-d meta holds one element and would launch a kernel); a number as it is."""
-    return meta_from_array(x._meta, ndim=max(x.ndim, 1)) if isinstance(x, da.Array) else x
 
 
 ADAPTER = DaskAdapter()

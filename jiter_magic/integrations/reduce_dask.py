@@ -24,7 +24,7 @@ from dask.array.utils import meta_from_array
 
 from jiter_magic.arrays import adapter_for
 from jiter_magic.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedArrayError
-from jiter_magic.integrations.dask import as_dask_input, known_sizes, out_is_refused
+from jiter_magic.integrations.dask_inputs import as_dask_input, known_sizes, out_is_refused
 from jiter_magic.integrations.reduce_parts import tree_parts
 from jiter_magic.planning.reduce_result import ReductionResult, reduction_result
 from jiter_magic.runtime.reduce_call import check_input_count, dtype_name, extra_values
