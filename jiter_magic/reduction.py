@@ -42,7 +42,7 @@ class ReductionFunction:
         self.kwargs = {name: scalar_value(value, name) for name, value in kwargs.items()}
         self.name = self.__name__ = self.__qualname__ = self.binding.name
         self._kernels = ReductionKernels(self.binding)
-        self._recipe = pickle.dumps((*self._made_from[:5], self.kwargs))  # as JitFunction._recipe
+        self._recipe = pickle.dumps((*self._made_from[:5], self.kwargs, indexed))  # as JitFunction._recipe
         self.backward: JitFunction | None = None  # the jitted gradient (def_backward)
 
     def __call__(self, *inputs: object, dim: object = None, keepdim: bool = False, dtype: object = None,

@@ -12,7 +12,9 @@ from what made the function (`ReductionFunction._recipe`) and its backward's cod
   elementwise operator, on the inputs, the result and the gradient with the reduced dims kept
   as 1, and reduces each gradient as the eager backward does.
 A traced call checks its arguments as the eager call does (a call on inputs requiring grad of a
-reduction without backward, `out=` under autograd), and writes `out=` by copying the result.
+reduction without backward, `out=` under autograd), and writes `out=` by copying the result. A
+reduction with indices is an operator of two results (values, int64 indices), with no autograd
+formula (it has no backward yet).
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from torch._dynamo import assume_constant_result
 from jiter_magic.arrays.reduce_autograd import KeptDimsBackward
 from jiter_magic.arrays.torch import _DTYPES
 from jiter_magic.arrays.torch_autograd import input_gradient, out_with_grad
-from jiter_magic.errors import ArgumentTypeError, DeviceError, DTypeError, ShapeError, UnsupportedArrayError
+from jiter_magic.errors import ArgumentTypeError, DeviceError, DTypeError, ShapeError
 from jiter_magic.integrations import torch_op_parts as parts
 from jiter_magic.integrations.torch_extras import extra_as_graph_input
 from jiter_magic.integrations.torch_ops import (
@@ -40,7 +42,7 @@ from jiter_magic.planning.layout import broadcast_shape
 from jiter_magic.planning.reduce_layout import normalize_dims, reduced_shape
 from jiter_magic.planning.reduce_result import reduction_result
 from jiter_magic.runtime.keywords import check_kwarg_names
-from jiter_magic.runtime.reduce_call import check_input_count, dtype_name, no_backward
+from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, dtype_name, no_backward
 
 # Part of every reduction operator's name (as torch_ops.SCHEMA_VERSION), and what keeps their
 # digests apart from elementwise operators'.
@@ -50,8 +52,7 @@ SCHEMA = "reduction-1"
 def reduction_call(function: Any, inputs: tuple, options: dict[str, Any], kwargs: dict) -> Any:
     """`function(*inputs, dim=, keepdim=, dtype=, out=, **kwargs)` as its torch operator (traceable by Dynamo)."""
     name = function.name
-    if getattr(function, "num_outputs", 1) != 1:
-        raise UnsupportedArrayError(f"{name}: reductions of several outputs do not run under torch.compile yet")
+    indexed = function.binding.indexed
     check_input_count(function.binding, inputs)
     for x in inputs:
         if not isinstance(x, torch.Tensor):
@@ -59,13 +60,12 @@ def reduction_call(function: Any, inputs: tuple, options: dict[str, Any], kwargs
                                     f"{type(x).__name__}")
     check_kwarg_names(kwargs, function.kwargs)
     out = options["out"]
-    if out is not None and not isinstance(out, torch.Tensor):
-        raise ArgumentTypeError(f"out= must be a torch tensor like the inputs, got {type(out).__name__}")
+    outs = _out_tensors(name, out, indexed)
     tracked = torch.is_grad_enabled() and any(x.requires_grad for x in inputs)
-    if out is not None and (tracked or (torch.is_grad_enabled() and out.requires_grad)):
+    if outs and (tracked or (torch.is_grad_enabled() and any(o.requires_grad for o in outs))):
         raise out_with_grad()
     if tracked and function.backward is None:
-        raise no_backward(name)
+        raise no_backward(name, indexed)
     dims = normalize_dims(options["dim"], max(x.ndim for x in inputs))
     requested = None if options["dtype"] is None else dtype_name(options["dtype"])
     values = {**function.kwargs, **kwargs}
@@ -73,15 +73,31 @@ def reduction_call(function: Any, inputs: tuple, options: dict[str, Any], kwargs
     backward = None if function.backward is None else function.backward._recipe
     operator = getattr(getattr(torch.ops, NAMESPACE), reduction_operator_name(function._recipe, backward))
     result = operator(*inputs, *extras, list(dims), bool(options["keepdim"]), requested)
+    results = tuple(result) if indexed else (result,)
+    for given, made in zip(outs, results):
+        if given.shape != made.shape:
+            raise ShapeError(f"out= has shape {tuple(given.shape)}, but the result has shape {tuple(made.shape)}")
+        if given.dtype != made.dtype:
+            names = [str(t.dtype).removeprefix("torch.") for t in (given, made)]
+            raise DTypeError(f"out= has dtype {names[0]}, but the result is {names[1]}; pass dtype={names[0]} to "
+                             f"reduce into it, or an out= of dtype {names[1]}")
+        given.copy_(made)
+    written = tuple(outs) if outs else results
+    return ValuesIndices(*written) if indexed else written[0]
+
+
+def _out_tensors(name: str, out: Any, indexed: bool) -> list:
+    """`out=` as a list of tensors: none, the one result's, or the (values, indices) pair's."""
     if out is None:
-        return result
-    if out.shape != result.shape:
-        raise ShapeError(f"out= has shape {tuple(out.shape)}, but the result has shape {tuple(result.shape)}")
-    if out.dtype != result.dtype:
-        given, made = (str(t.dtype).removeprefix("torch.") for t in (out, result))
-        raise DTypeError(f"out= has dtype {given}, but the result is {made}; pass dtype={given} to reduce into it, "
-                         f"or an out= of dtype {made}")
-    return out.copy_(result)
+        return []
+    given = list(out) if indexed and isinstance(out, (tuple, list)) and len(out) == 2 else [out]
+    if indexed and len(given) != 2:
+        raise ArgumentTypeError(f"{name} gives values and their indices: out= takes a (values, indices) pair of "
+                                f"tensors, got {type(out).__name__}")
+    for tensor in given:
+        if not isinstance(tensor, torch.Tensor):
+            raise ArgumentTypeError(f"out= must be a torch tensor like the inputs, got {type(tensor).__name__}")
+    return given
 
 
 @assume_constant_result
@@ -91,9 +107,8 @@ def reduction_operator_name(recipe: bytes, backward: bytes | None) -> str:
     def make() -> Any:
         from jiter_magic.reduction import _rebuild
 
-        code, identity, map_name, combine, finalize, kwargs = pickle.loads(recipe)  # noqa: S301 - our own bytes
-        # indexed=False: a reduction with indices is refused before it reaches an operator.
-        return _rebuild(code, identity, map_name, combine, finalize, kwargs, False,
+        code, identity, map_name, combine, finalize, kwargs, indexed = pickle.loads(recipe)  # noqa: S301 - ours
+        return _rebuild(code, identity, map_name, combine, finalize, kwargs, indexed,
                         None if backward is None else pickle.loads(backward)[0])  # noqa: S301
 
     name = registered_once((SCHEMA, recipe, backward), make, _register)
@@ -106,10 +121,12 @@ def reduction_operator_name(recipe: bytes, backward: bytes | None) -> str:
     return name
 
 
-def schema(name: str, num_inputs: int, num_extras: int) -> str:
-    """The inputs, the extras as 0-d tensors, the normalized reduced dims, keepdim and dtype= by name."""
+def schema(name: str, num_inputs: int, num_extras: int, indexed: bool = False) -> str:
+    """The inputs, the extras as 0-d tensors, the normalized reduced dims, keepdim and dtype= by name;
+    one result, or values and indices."""
     params = [f"Tensor x{i}" for i in range(num_inputs)] + [f"Tensor k{i}" for i in range(num_extras)]
-    return f"{name}({', '.join(params)}, int[] dims, bool keepdim, str? dtype) -> Tensor"
+    results = "(Tensor, Tensor)" if indexed else "Tensor"
+    return f"{name}({', '.join(params)}, int[] dims, bool keepdim, str? dtype) -> {results}"
 
 
 def _register(name: str, function: Any) -> None:
@@ -117,12 +134,15 @@ def _register(name: str, function: Any) -> None:
     count, extras = function.num_inputs, len(function.binding.extra_names)
     # Extras are read on the host when the kernel runs: not safe to capture in a CUDA graph (torch_ops.py).
     tags = (torch.Tag.cudagraph_unsafe,) if extras else ()
-    library.define(schema(name, count, extras), tags=tags)
+    indexed = function.binding.indexed
+    library.define(schema(name, count, extras, indexed), tags=tags)
     kernel = _kernel(function)
     library.impl(name, kernel, "CPU")
     library.impl(name, kernel, "CUDA")
     qualified = f"{NAMESPACE}::{name}"
     torch.library.register_fake(qualified, _fake(function), lib=library)
+    if indexed:  # no backward yet: a traced call on inputs requiring grad is refused before the operator
+        return
     backward, setup = _autograd(function)
     torch.library.register_autograd(qualified, backward, setup_context=setup, lib=library)
 
@@ -138,7 +158,9 @@ def _kernel(function: Any) -> Callable[..., Any]:
     """The eager call on the real tensors."""
     def run(*args: Any) -> Any:
         inputs, extras, dims, keepdim, dtype = _split(function, args)
-        return function(*inputs, dim=tuple(dims), keepdim=keepdim, dtype=dtype, **parts._extras_of(function, extras))
+        result = function(*inputs, dim=tuple(dims), keepdim=keepdim, dtype=dtype,
+                          **parts._extras_of(function, extras))
+        return tuple(result) if function.binding.indexed else result  # an operator returns plain tuples
 
     return run
 
@@ -152,8 +174,11 @@ def _fake(function: Any) -> Callable[..., Any]:
             raise DeviceError(f"inputs live on different devices ({', '.join(str(x.device) for x in inputs)}); "
                               "move them to one device")
         planned = reduction_result([parts._described(x).dtype for x in inputs], [tuple(x.shape) for x in inputs],
-                                   "torch", list(dims), keepdim, dtype, function.identity)
-        return inputs[0].new_empty(planned.out_shape, dtype=_DTYPES[planned.dtype])
+                                   "torch", list(dims), keepdim, dtype, function.identity, function.binding.indexed)
+        values = inputs[0].new_empty(planned.out_shape, dtype=_DTYPES[planned.dtype])
+        if function.binding.indexed:
+            return values, inputs[0].new_empty(planned.out_shape, dtype=torch.int64)
+        return values
 
     return result
 

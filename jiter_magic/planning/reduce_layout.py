@@ -44,6 +44,15 @@ def normalize_dims(dim: object, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(d for d in seen if d < ndim))
 
 
+def check_not_empty(shape: tuple[int, ...], dims: tuple[int, ...]) -> None:
+    """A reduction with indices needs an element in each result: no reduced dim of size 0 (torch.max
+    and argmax raise an IndexError there too)."""
+    if any(shape[axis] == 0 for axis in dims):
+        raise DimensionError(f"a reduction with indices gives the index of each result, and reducing dims "
+                             f"{list(dims)} of shape {shape} leaves no element to give: expected reduced dims of "
+                             "non-zero size")
+
+
 def reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool) -> tuple[int, ...]:
     """The result's shape: the reduced dims dropped, or kept as 1 with `keepdim`."""
     if keepdim:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from jiter_magic.planning.dtypes import promote_types
 from jiter_magic.planning.layout import broadcast_shape
-from jiter_magic.planning.reduce_layout import normalize_dims, reduced_shape
+from jiter_magic.planning.reduce_layout import check_not_empty, normalize_dims, reduced_shape
 from jiter_magic.planning.reduce_spec import accumulate_dtype, identity_literal, result_dtype
 
 
@@ -36,16 +36,20 @@ class ReductionResult:
 
 
 def reduction_result(dtypes: list[str], shapes: list[tuple[int, ...]], rules: str, dim: object, keepdim: bool,
-                     requested: str | None, identity: object) -> ReductionResult:
+                     requested: str | None, identity: object, indexed: bool = False) -> ReductionResult:
     """The result of reducing inputs of these dtypes and shapes: `rules` promote them ('torch' or
-    'numpy'), `requested` is `dtype=` as a name; the identity must fit the accumulator."""
+    'numpy'), `requested` is `dtype=` as a name; the identity must fit the accumulator. `indexed`:
+    values with their indices, whose values keep the inputs' dtype and whose reduced dims may not
+    be empty."""
     common = dtypes[0]
     for name in dtypes[1:]:
         common = promote_types(common, name, rules)
-    result = result_dtype(common, requested)
+    result = result_dtype(common, requested, indexed)
     accumulate = accumulate_dtype(result)
     identity_literal(identity, accumulate)  # an identity the accumulator cannot hold: the call's own error
     shape = broadcast_shape(shapes)
     dims = normalize_dims(dim, len(shape))
+    if indexed:
+        check_not_empty(shape, dims)
     return ReductionResult(shape, dims, reduced_shape(shape, dims, bool(keepdim)), reduced_shape(shape, dims, True),
                            result, accumulate)

@@ -15,7 +15,6 @@ from jiter_magic.errors import (
     ArgumentTypeError,
     BindError,
     DeviceError,
-    DimensionError,
     DTypeError,
     GradientError,
     ShapeError,
@@ -29,6 +28,7 @@ from jiter_magic.planning.dtypes import promote_types
 from jiter_magic.planning.layout import ArrayDesc, broadcast_shape
 from jiter_magic.planning.reduce_layout import (
     ReductionLayout,
+    check_not_empty,
     dense_strides,
     normalize_dims,
     plan_reduction_layout,
@@ -148,9 +148,8 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
     accumulate = accumulate_dtype(result)
     shape = broadcast_shape([d.shape for d in descs])
     dims = normalize_dims(dim, len(shape))
-    if indexed and any(shape[axis] == 0 for axis in dims):
-        raise DimensionError(f"{binding.name} gives the index of its result, and reducing dims {list(dims)} of "
-                             f"shape {shape} leaves no element to give: expected reduced dims of non-zero size")
+    if indexed:
+        check_not_empty(shape, dims)
     expected = reduced_shape(shape, dims, bool(keepdim))
     if out is not None:
         _checked_out(out, expected, (result, "int64"), dims, shape, bool(keepdim))

@@ -216,3 +216,47 @@ def test_register_torch_operators_registers_the_reductions_operator_and_its_back
     assert recorder.operators() == [f"jiter_magic.{name}"]
     with pytest.raises(jiter_magic.InvalidArgumentError, match="takes jitted functions"):
         jiter_magic.register_torch_operators(len)
+
+
+KEEP_MAX = ("template <typename T> void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index) {\n"
+            "  const bool take_b = (b != b && a == a) || b > a || ((b == a || (a != a && b != b)) && ib < ia);\n"
+            "  value = take_b ? b : a; index = take_b ? ib : ia;\n}\n")
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_reduction_with_indices_is_one_operator_of_two_results(dynamic):
+    from jiter_magic import ValuesIndices, create_multi_output_reduction_fn
+
+    argmax = create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")
+    recorder = GraphRecorder()
+
+    def call(x):
+        values, indices = argmax(x, dim=1, keepdim=True)
+        return values * 2, indices + 1, argmax(x).indices  # used in the graph, and the flat index
+
+    compiled = torch.compile(call, backend=recorder, dynamic=dynamic, fullgraph=True)
+    for rows in (4, 6):
+        x = torch.randint(0, 3, (rows, 9)).float()  # ties: the first index
+        values, indices, flat = compiled(x)
+        expected = torch.max(x, dim=1, keepdim=True)
+        assert torch.equal(values, expected.values * 2) and torch.equal(indices, expected.indices + 1)
+        assert indices.dtype == torch.int64 and int(flat) == int(torch.argmax(x))
+    assert all(name.startswith("jiter_magic.keep_max_") for name in recorder.operators())
+    eager = torch.compile(lambda x: argmax(x, dim=0), backend="inductor", fullgraph=True)(torch.rand(5, 3))
+    assert isinstance(eager, ValuesIndices)
+
+
+def test_a_reduction_with_indices_writes_out_pairs_and_refuses_grad_under_compile():
+    from jiter_magic import create_multi_output_reduction_fn
+
+    argmax = create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")
+    x = torch.rand(4, 6)
+    values, indices = torch.empty(4), torch.empty(4, dtype=torch.int64)
+    compiled = torch.compile(lambda t, v, i: argmax(t, dim=1, out=(v, i)), backend="aot_eager", fullgraph=True)
+    compiled(x, values, indices)
+    expected = torch.max(x, dim=1)
+    assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
+    with pytest.raises(GradientError, match="values with their indices, which have no backward yet"):
+        torch.compile(lambda t: argmax(t, dim=1), backend="aot_eager")(x.requires_grad_())
+    with pytest.raises(DimensionError, match="no element to give"):
+        torch.compile(lambda t: argmax(t, dim=1), backend="aot_eager")(torch.rand(3, 0))
