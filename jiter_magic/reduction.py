@@ -89,13 +89,14 @@ class ReductionFunction:
         map's extras bound by name (wherever they are declared), and writes one gradient an input
         through non-const references, e.g. for a sum of squares:
         `template <typename T> void sq_bwd(T x, T result, T g, T& gx) { gx = 2 * x * g; }`.
+        Of a reduction with indices it runs on the element each result was taken from alone (its
+        inputs, the value, the value's gradient), every other element's gradient being 0, as
+        torch.max's: `template <typename T> void max_bwd(T x, T value, T g, T& gx) { gx = g; }`.
         Gradients are summed over the dims a call broadcast an input along and cast to its dtype;
         inputs that do not require grad get None. `None` removes the backward again."""
         if code_string is None:
             self.backward = None
             return self
-        if getattr(self, "num_outputs", 1) != 1:
-            raise InvalidArgumentError(f"{self.name}: def_backward supports reductions of one output only, so far")
         try:
             backward = JitFunction(code_string, self.num_inputs, dict(self._made_from[5]))
         except BindError as exc:

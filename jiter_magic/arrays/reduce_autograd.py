@@ -1,13 +1,14 @@
 """Autograd for reductions on torch tensors: the gradient a user gives with `fn.def_backward`.
 
 A reduction's backward is an elementwise functor of each input element, the result and the
-incoming gradient: `bwd(inputs..., result, grad, [extras by name], T& grad_input...)`. So the
-call computes its result on detached inputs, then hands it to the elementwise functions'
-autograd Function (torch_autograd.py) with the result appended to the call's arguments; its
-backward reshapes the result and the gradient to the inputs' rank (each reduced dim kept as
-size 1, which broadcasts against the inputs), runs the jitted backward, and sums each input's
-gradient over the dims the call broadcast it along, cast to the input's dtype, as elementwise
-gradients are. Second-order gradients are refused there too.
+incoming gradient: `bwd(inputs..., result, grad, [extras by name], T& grad_input...)`; of a
+reduction with indices, of the one element each result was taken from alone (`SelectedBackward`:
+every other element's gradient is 0, as torch.max's). So the call computes its result on detached
+inputs, then hands it to the elementwise functions' autograd Function (torch_autograd.py) with
+the result appended to the call's arguments; its backward reshapes the result and the gradient to
+the inputs' rank (each reduced dim kept as size 1, which broadcasts against the inputs), runs the
+jitted backward, and sums each input's gradient over the dims the call broadcast it along, cast
+to the input's dtype, as elementwise gradients are. Second-order gradients are refused there too.
 """
 from __future__ import annotations
 
@@ -35,6 +36,42 @@ class KeptDimsBackward:
         return self.backward(*inputs, result.reshape(self.kept_shape), grad.reshape(self.kept_shape), **kwargs)
 
 
+class SelectedBackward:
+    """The jitted backward of a reduction with indices: only the element each result was taken
+    from gets a gradient. It runs the backward on those elements alone (each input's element at the
+    result's index, the value, the value's gradient) and scatters what it gives into zeros of the
+    broadcast shape; `_WithBackward` then sums each over the dims an input was broadcast along."""
+
+    def __init__(self, backward: Any, shape: tuple[int, ...], dims: tuple[int, ...]) -> None:
+        self.backward = backward
+        self.shape = shape
+        self.kept = reduced_shape(shape, dims, True)  # the results' shape with the reduced dims as 1
+        kept_axes = [axis for axis in range(len(shape)) if axis not in dims]
+        # The reduced dims last, in their order: flattened, an element's position is its index.
+        self.order = (*kept_axes, *dims)
+        self.inverse = tuple(self.order.index(axis) for axis in range(len(shape)))
+        self.rows = tuple(shape[axis] for axis in kept_axes)
+        self.count = 1
+        for axis in dims:
+            self.count *= shape[axis]
+
+    def _flat(self, x: torch.Tensor) -> torch.Tensor:
+        """`x` (of the broadcast shape, or the results' kept one) with its reduced dims flattened last."""
+        return x.permute(self.order).reshape(*self.rows, -1)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        *inputs, values, indices, grad, _index_grad = args
+        where = self._flat(indices.reshape(self.kept))
+        picked = [self._flat(x.expand(self.shape)).gather(-1, where) for x in inputs]
+        computed = self.backward(*picked, self._flat(values.reshape(self.kept)), self._flat(grad.reshape(self.kept)),
+                                 **kwargs)
+        spread = []
+        for gradient in computed if isinstance(computed, tuple) else (computed,):
+            full = gradient.new_zeros((*self.rows, self.count)).scatter(-1, where, gradient)
+            spread.append(full.reshape([self.shape[axis] for axis in self.order]).permute(self.inverse))
+        return tuple(spread) if len(spread) > 1 else spread[0]
+
+
 def requires_grad(args: tuple) -> bool:
     """Whether autograd tracks any input of this call (cheap for arrays that have no such flag)."""
     return any(getattr(x, "requires_grad", False) for x in args) and torch.is_grad_enabled()
@@ -49,10 +86,16 @@ def tracked_call(name: str, compute: Callable[[tuple], Any], args: tuple, option
     if options["out"] is not None:
         raise out_with_grad()
     result = compute(tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in args))
-    if not (result.is_floating_point() or result.is_complex()):
-        raise GradientError(f"{name}: its result is {str(result.dtype).removeprefix('torch.')}, which cannot carry a "
-                            "gradient (autograd supports floating-point results); pass a floating dtype= or call it "
-                            "under torch.no_grad()")
+    results = list(result) if isinstance(result, tuple) else [result]  # with indices: (values, indices)
+    if not (results[0].is_floating_point() or results[0].is_complex()):
+        raise GradientError(f"{name}: its result is {str(results[0].dtype).removeprefix('torch.')}, which cannot "
+                            "carry a gradient (autograd supports floating-point results); pass a floating dtype= or "
+                            "call it under torch.no_grad()")
     shape = broadcast_shape([tuple(x.shape) for x in args])
-    kept = reduced_shape(shape, normalize_dims(options["dim"], len(shape)), True)
-    return with_gradient(name, needing, [result], KeptDimsBackward(backward, kept), (*args, result), kwargs)[0]
+    dims = normalize_dims(options["dim"], len(shape))
+    if len(results) == 2:
+        tracked = with_gradient(name, needing, results, SelectedBackward(backward, shape, dims), (*args, *results),
+                                kwargs)
+        return type(result)(*tracked)
+    kept = reduced_shape(shape, dims, True)
+    return with_gradient(name, needing, results, KeptDimsBackward(backward, kept), (*args, *results), kwargs)[0]

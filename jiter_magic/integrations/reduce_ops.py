@@ -28,7 +28,7 @@ from torch._dynamo import assume_constant_result
 from jiter_magic.arrays.reduce_autograd import KeptDimsBackward
 from jiter_magic.arrays.torch import _DTYPES
 from jiter_magic.arrays.torch_autograd import input_gradient, out_with_grad
-from jiter_magic.errors import ArgumentTypeError, DeviceError, DTypeError, ShapeError
+from jiter_magic.errors import ArgumentTypeError, DeviceError, DTypeError, GradientError, ShapeError
 from jiter_magic.integrations import torch_op_parts as parts
 from jiter_magic.integrations.torch_extras import extra_as_graph_input
 from jiter_magic.integrations.torch_ops import (
@@ -66,6 +66,10 @@ def reduction_call(function: Any, inputs: tuple, options: dict[str, Any], kwargs
         raise out_with_grad()
     if tracked and function.backward is None:
         raise no_backward(name, indexed)
+    if tracked and indexed:
+        raise GradientError(f"{name}: gradients of a reduction with indices under torch.compile are not supported "
+                            "yet (its eager call has them); call it outside the compiled region, or under "
+                            "torch.no_grad()")
     dims = normalize_dims(options["dim"], max(x.ndim for x in inputs))
     requested = None if options["dtype"] is None else dtype_name(options["dtype"])
     values = {**function.kwargs, **kwargs}

@@ -70,8 +70,9 @@ def dtype_name(value: object) -> str:
 def no_backward(name: str, indexed: bool = False) -> GradientError:
     """What a call of a reduction without `def_backward` raises where autograd tracks an input."""
     if indexed:
-        return GradientError(f"{name} gives values with their indices, which have no backward yet, and an input "
-                             "requires grad: call it under torch.no_grad() or on x.detach()")
+        return GradientError(f"{name} has no backward, and an input requires grad: give it one with "
+                             f"{name}.def_backward(code_string) (a functor of the inputs at each result's index, the "
+                             "value and its gradient, writing one gradient an input), or call it under torch.no_grad()")
     return GradientError(f"{name} has no backward, and an input requires grad: give it one with "
                          f"{name}.def_backward(code_string) (a functor of the inputs, the result and its gradient, "
                          "writing one gradient an input), or call it under torch.no_grad()")

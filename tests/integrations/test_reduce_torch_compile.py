@@ -256,7 +256,13 @@ def test_a_reduction_with_indices_writes_out_pairs_and_refuses_grad_under_compil
     compiled(x, values, indices)
     expected = torch.max(x, dim=1)
     assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
-    with pytest.raises(GradientError, match="values with their indices, which have no backward yet"):
+    with pytest.raises(GradientError, match="keep_max has no backward"):
         torch.compile(lambda t: argmax(t, dim=1), backend="aot_eager")(x.requires_grad_())
+    argmax.def_backward("template <typename T> void max_bwd(T x, T value, T g, T& gx) { gx = g; }")
+    with pytest.raises(RuntimeError, match="gradients of a reduction with indices under torch.compile"):
+        torch.compile(lambda t: argmax(t, dim=1), backend="aot_eager", fullgraph=True)(x)
+    values = torch.compile(lambda t: argmax(t, dim=1).values, backend="aot_eager")(x)  # a graph break: eager
+    values.sum().backward()
+    assert torch.equal(x.grad, torch.nn.functional.one_hot(expected.indices, 6).float())
     with pytest.raises(DimensionError, match="no element to give"):
         torch.compile(lambda t: argmax(t, dim=1), backend="aot_eager")(torch.rand(3, 0))

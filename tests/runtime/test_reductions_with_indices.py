@@ -13,7 +13,6 @@ from jiter_magic.errors import (
     DimensionError,
     DTypeError,
     GradientError,
-    InvalidArgumentError,
     ShapeError,
     UnsupportedArrayError,
 )
@@ -164,18 +163,49 @@ def test_errors_name_what_was_wrong():
     with pytest.raises(BindError, match=r"combine='keep' names no function.*did you mean 'keep_max'"):
         create_multi_output_reduction_fn(KEEP_MAX, combine="keep")
     assert MAX_WITH_INDEX.num_outputs == 2 and "int64 index" in MAX_WITH_INDEX.spec().describe()
-    with pytest.raises(GradientError, match="values with their indices, which have no backward yet"):
+    with pytest.raises(GradientError, match=r"keep_max has no backward.*a functor of the inputs at each result's index"):
         MAX_WITH_INDEX(torch.ones(2, 3, requires_grad=True), dim=1)
 
 
-def test_pickled_and_refused_where_not_supported_yet():
+def test_pickled_and_refused_on_dask_arrays():
     import pickle
 
     again = pickle.loads(pickle.dumps(MAX_WITH_INDEX))
     assert again.num_outputs == 2
     check(again(torch.tensor([[1.0, 3.0, 3.0]]), dim=1), torch.tensor([3.0]), torch.tensor([1]))
-    with pytest.raises(InvalidArgumentError, match="def_backward supports reductions of one output only"):
-        MAX_WITH_INDEX.def_backward("template <typename T> void b(T x, T r, T g, T& gx) { gx = g; }")
     da = pytest.importorskip("dask.array")
     with pytest.raises(UnsupportedArrayError, match="reductions of several outputs do not run on Dask arrays"):
         MAX_WITH_INDEX(da.ones((4, 4), chunks=2), dim=1)
+
+
+def test_the_backward_reaches_the_element_each_result_was_taken_from():
+    keep_max = create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max").def_backward(
+        "template <typename T> void max_bwd(T x, T value, T g, T& gx) { gx = g; }")
+    for shape, dim, keepdim in (((4, 7), 1, False), ((4, 7), 0, True), ((3, 4, 5), (0, 2), False),
+                                ((3, 4, 5), None, False)):
+        x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+        values, indices = keep_max(x, dim=dim, keepdim=keepdim)
+        assert values.grad_fn is not None and not indices.requires_grad and indices.dtype == torch.int64
+        weights = torch.randn_like(values)
+        (values * weights).sum().backward()
+        twin = x.detach().clone().requires_grad_()
+        expected = twin.max() if dim is None else twin.amax(dim=dim, keepdim=keepdim)  # no ties in randn
+        (expected * weights).sum().backward()
+        torch.testing.assert_close(x.grad, twin.grad)
+        assert int((x.grad != 0).sum()) == values.numel()  # one element a result
+    assert torch.autograd.gradcheck(lambda t: keep_max(t, dim=1).values,
+                                    (torch.randn(3, 5, dtype=torch.float64, requires_grad=True),))
+
+
+def test_a_backward_of_a_map_with_two_broadcast_inputs():
+    nearest = create_multi_output_reduction_fn(
+        "template <typename T> T closeness(T p, T c) { return -(p - c) * (p - c); }\n" + KEEP_MAX,
+        map="closeness", combine="keep_max").def_backward(
+        "template <typename T> void closeness_bwd(T p, T c, T value, T g, T& gp, T& gc) "
+        "{ gp = -2 * (p - c) * g; gc = 2 * (p - c) * g; }")
+    points = torch.randn(10, dtype=torch.float64, requires_grad=True)
+    centres = torch.randn(3, 1, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda p, c: nearest(p, c, dim=1).values, (points, centres))
+    values, _ = nearest(points, centres.detach(), dim=1)
+    values.sum().backward()
+    assert points.grad.shape == (10,) and int((points.grad != 0).sum()) <= 3
