@@ -9,12 +9,14 @@ count, not a block's), then casts to the result's dtype. A single Dask input is 
 own `x`; several inputs (Dask arrays, NumPy or CuPy arrays among them) are first broadcast and
 reduced block by block by `blockwise`, whose partials the tree then folds. What an eager call
 would refuse is refused now, from the inputs' dtypes and shapes (planning/reduce_result.py),
-without computing or compiling anything.
+without computing or compiling anything. A reduction with indices is computed otherwise
+(`_with_indices`): whole reduced extents a block.
 """
 from __future__ import annotations
 
 import math
 import numbers
+import operator
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -27,14 +29,12 @@ from jiter_magic.errors import ArgumentTypeError, InvalidArgumentError, Unsuppor
 from jiter_magic.integrations.dask_inputs import as_dask_input, known_sizes, out_is_refused
 from jiter_magic.integrations.reduce_parts import tree_parts
 from jiter_magic.planning.reduce_result import ReductionResult, reduction_result
-from jiter_magic.runtime.reduce_call import check_input_count, dtype_name, extra_values
+from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, dtype_name, extra_values
 
 
-def reduce_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dict) -> da.Array:
+def reduce_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dict) -> da.Array | ValuesIndices:
     """The lazy result of `function(*args, dim=, keepdim=, dtype=, **kwargs)` (see the module docstring)."""
     name = function.name
-    if getattr(function, "num_outputs", 1) != 1:
-        raise UnsupportedArrayError(f"{name}: reductions of several outputs do not run on Dask arrays yet")
     if options["out"] is not None:
         raise out_is_refused()
     check_input_count(function.binding, args)
@@ -49,8 +49,11 @@ def reduce_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dic
         raise UnsupportedArrayError(f"{name}: Dask arrays of {type(inputs[0]._meta).__name__} chunks cannot be "
                                     "reduced; use NumPy or CuPy chunks")
     requested = None if options["dtype"] is None else dtype_name(options["dtype"])
+    with_indices = function.binding.indexed
     planned = reduction_result([x.dtype.name for x in inputs], [known_sizes(x.shape) for x in inputs], adapter.rules,
-                               options["dim"], bool(options["keepdim"]), requested, function.identity)
+                               options["dim"], bool(options["keepdim"]), requested, function.identity, with_indices)
+    if with_indices:
+        return _with_indices(function, inputs, planned, options, kwargs)
     count = _count(inputs, planned) if function.binding.finalize is not None else 0
     partials = partial(_partial, function, kwargs, planned.accumulate)
     chunk: Callable[..., Any]
@@ -107,3 +110,36 @@ def _aggregate(function: Any, accumulate: str, result: str, count: int, partials
         return parts.fold(partials, dim=axis, keepdim=keepdims, dtype=result)
     total = parts.finalize(parts.fold(partials, dim=axis, keepdim=keepdims, dtype=accumulate), count=count)
     return total if total.dtype == result else total.astype(result)
+
+
+def _with_indices(function: Any, inputs: list, planned: ReductionResult, options: dict[str, Any],
+                  kwargs: dict) -> ValuesIndices:
+    """Values with their indices, lazily. An element's index is its place in the whole reduced
+    extent, and the combine compares indices, so partials of separate blocks cannot be folded
+    with it: each input's reduced dims are rechunked into one chunk, and every block (whole
+    reduced extents, any chunks of the kept dims) is the eager call, exact. The price: a block
+    holds whole reduced extents (everything, for `dim=None`)."""
+    ndim, dims = len(planned.shape), planned.dims
+    indexed: list[Any] = []
+    for x in inputs:  # right-aligned broadcasting; a reduced dim the input has becomes one chunk
+        offset = ndim - x.ndim
+        whole = {axis - offset: -1 for axis in dims if axis >= offset}
+        indexed += (x.rechunk(whole) if whole else x, tuple(range(offset, ndim)))
+    per_block = partial(_values_and_indices, function, options["dtype"], dims, kwargs)
+    metas = (meta_from_array(inputs[0]._meta, ndim=ndim, dtype=planned.dtype),
+             meta_from_array(inputs[0]._meta, ndim=ndim, dtype="int64"))
+    together = da.blockwise(per_block, tuple(range(ndim)), *indexed, adjust_chunks=dict.fromkeys(dims, 1),
+                            token=f"{function.name}-indexed", meta=metas)
+    token = together.name.rsplit("-", 1)[-1]
+    results = tuple(da.blockwise(operator.getitem, tuple(range(ndim)), together, tuple(range(ndim)), i, None,
+                                 dtype=meta.dtype, meta=meta, name=f"{function.name}_{i}-{token}")
+                    for i, meta in enumerate(metas))
+    if not options["keepdim"]:
+        results = tuple(r.squeeze(axis=dims) for r in results)
+    return ValuesIndices(*results)
+
+
+def _values_and_indices(function: Any, dtype: object, dims: tuple[int, ...], kwargs: dict, *blocks: Any) -> tuple:
+    """One block's values and indices, the reduced dims kept as 1 (blockwise's chunks say so)."""
+    found = function(*blocks, dim=dims, keepdim=True, dtype=dtype, **kwargs)
+    return found.values, found.indices

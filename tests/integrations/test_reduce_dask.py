@@ -159,3 +159,41 @@ def test_bad_arguments_are_refused_at_call_time():
     kept = unknown.compute_chunk_sizes()
     numpy.testing.assert_allclose(AVERAGE(kept, dim=0).compute(scheduler="sync"), kept.compute().mean(0))
     assert isinstance(SUM_SQ, ReductionFunction)
+
+
+KEEP_MAX = ("template <typename T> void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index) {\n"
+            "  const bool take_b = (b != b && a == a) || b > a || ((b == a || (a != a && b != b)) && ib < ia);\n"
+            "  value = take_b ? b : a; index = take_b ? ib : ia;\n}\n")
+
+
+@pytest.mark.parametrize("dim", [None, 1, -1, (0, 2)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_values_with_indices_over_uneven_chunks(compute, dim, keepdim):
+    from jiter_magic import ValuesIndices, create_multi_output_reduction_fn
+
+    argmax = create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")
+    values = grid()  # values repeat (% 13): ties across chunks, where the first index must win
+    lazy = argmax(da.from_array(values, chunks=UNEVEN), dim=dim, keepdim=keepdim)
+    eager = argmax(values, dim=dim, keepdim=keepdim)
+    assert isinstance(lazy, ValuesIndices) and all(isinstance(part, da.Array) for part in lazy)
+    assert (lazy.values.dtype, lazy.indices.dtype) == (numpy.float64, numpy.int64)
+    assert lazy.values.shape == eager.values.shape and lazy.indices.shape == eager.indices.shape
+    found_values, found_indices = compute(*lazy)
+    assert numpy.array_equal(found_values, eager.values) and numpy.array_equal(found_indices, eager.indices)
+    if isinstance(dim, int) and not keepdim:
+        assert numpy.array_equal(found_indices, values.argmax(axis=dim))  # NumPy's first occurrence too
+
+
+def test_values_with_indices_of_two_inputs_and_their_errors():
+    from jiter_magic import create_multi_output_reduction_fn
+
+    nearest = create_multi_output_reduction_fn(
+        "template <typename T> T closeness(T p, T c) { return -(p - c) * (p - c); }\n" + KEEP_MAX,
+        map="closeness", combine="keep_max")
+    points, centres = numpy.linspace(-2, 2, 41), numpy.array([[-1.0], [0.3], [1.9]])
+    lazy = nearest(da.from_array(points, chunks=10), centres, dim=1)
+    assert numpy.array_equal(lazy.indices.compute(scheduler="sync"), nearest(points, centres, dim=1).indices)
+    with pytest.raises(DimensionError, match="no element to give"):
+        nearest(da.zeros((0,), chunks=1), centres, dim=1)
+    with pytest.raises(InvalidArgumentError, match="out= is not supported with Dask arrays"):
+        nearest(da.from_array(points, chunks=10), centres, dim=1, out=(points, points))

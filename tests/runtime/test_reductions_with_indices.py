@@ -14,7 +14,6 @@ from jiter_magic.errors import (
     DTypeError,
     GradientError,
     ShapeError,
-    UnsupportedArrayError,
 )
 
 torch = pytest.importorskip("torch")
@@ -167,15 +166,16 @@ def test_errors_name_what_was_wrong():
         MAX_WITH_INDEX(torch.ones(2, 3, requires_grad=True), dim=1)
 
 
-def test_pickled_and_refused_on_dask_arrays():
+def test_pickled_and_lazy_on_dask_arrays():
     import pickle
 
     again = pickle.loads(pickle.dumps(MAX_WITH_INDEX))
     assert again.num_outputs == 2
     check(again(torch.tensor([[1.0, 3.0, 3.0]]), dim=1), torch.tensor([3.0]), torch.tensor([1]))
     da = pytest.importorskip("dask.array")
-    with pytest.raises(UnsupportedArrayError, match="reductions of several outputs do not run on Dask arrays"):
-        MAX_WITH_INDEX(da.ones((4, 4), chunks=2), dim=1)
+    ties = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]])
+    lazy = MAX_WITH_INDEX(da.from_array(ties, chunks=1), dim=1)  # the reduced dim in three chunks
+    assert lazy.indices.compute(scheduler="sync").tolist() == [1, 0]
 
 
 def test_the_backward_reaches_the_element_each_result_was_taken_from():
