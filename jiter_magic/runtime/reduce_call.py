@@ -46,11 +46,14 @@ from jiter_magic.runtime.reduce_loader import ReductionKernels
 
 @dataclass(frozen=True, slots=True)
 class ReductionPlan:
-    """What one call runs: the kernel's spec, its layout, and the grid reduction's blocks a row."""
+    """What one call runs: the kernel's spec, its layout, the grid reduction's blocks a row, and
+    the loop geometry its `jm_Args` end with (fixed by the layout, so packed once, not a call)."""
 
     spec: ReductionSpec
     layout: ReductionLayout
     blocks: int
+    geometry: tuple[int, ...]
+    out_strides: tuple[int, ...]  # of a result allocated for the call: dense
 
 
 def dtype_name(value: object) -> str:
@@ -88,6 +91,7 @@ def _described(args: tuple, binding: ReductionBinding) -> tuple[list[Any], list[
     """Each input array, its description, and the one adapter and device they share."""
     check_input_count(binding, args)
     arrays, descs, adapter, device = [], [], None, -1
+    raw = []  # the descriptions before normalizing, as gradient_inputs reads them
     for x in args:
         a = BY_TYPE.get(type(x)) or adapter_for(x)
         if a is None:
@@ -107,9 +111,10 @@ def _described(args: tuple, binding: ReductionBinding) -> tuple[list[Any], list[
             raise DeviceError(f"inputs live on different devices ({device_name(device)} and "
                               f"{device_name(described.device)}); move them to one device")
         arrays.append(x)
+        raw.append(described)
         descs.append(a.normalize(described))
     assert adapter is not None  # a binding has at least one input
-    if adapter.gradient_inputs([adapter.describe(x) for x in arrays], None):
+    if adapter.gradient_inputs(raw, None):
         raise no_backward(binding.name, binding.indexed)
     return arrays, descs, adapter, device
 
@@ -165,11 +170,22 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
     spec = ReductionSpec(inputs, result, accumulate, tuple(scalar_kind(v) for v in extras),
                          identity_literal(identity, accumulate), path=path, kept_ndim=max(len(layout.kept_sizes), 1),
                          reduced_ndim=max(len(layout.reduced_sizes), 1), vec=vec, indexed=indexed)
-    return ReductionPlan(spec, layout, blocks)
+    return ReductionPlan(spec, layout, blocks, loop_geometry(spec, layout), dense_strides(layout.out_shape))
 
 
 def _padded(values: tuple[int, ...], length: int, fill: int) -> list[int]:
     return list(values) + [fill] * (length - len(values))
+
+
+def loop_geometry(spec: ReductionSpec, layout: ReductionLayout) -> tuple[int, ...]:
+    """The kept sizes and strides, then the reduced ones, padded to the spec's loop dims."""
+    values = _padded(layout.kept_sizes, spec.kept_ndim, 1)
+    for strides in layout.kept_strides:
+        values += _padded(strides, spec.kept_ndim, 0)
+    values += _padded(layout.reduced_sizes, spec.reduced_ndim, 1)
+    for strides in layout.reduced_strides:
+        values += _padded(strides, spec.reduced_ndim, 0)
+    return tuple(values)
 
 
 def packed_values(plan: ReductionPlan, out_pointers: list[int], pointers: list[int], partials: int, stage: int,
@@ -180,12 +196,7 @@ def packed_values(plan: ReductionPlan, out_pointers: list[int], pointers: list[i
     values: list = [*out_pointers, *pointers, partials, layout.rows, layout.count, plan.blocks, stage]
     values += [bool(v) if kind == "bool" else float(v) if kind == "float64" else int(v)
                for v, kind in zip(extras, spec.extras)]
-    values += _padded(layout.kept_sizes, spec.kept_ndim, 1)
-    for strides in layout.kept_strides:
-        values += _padded(strides, spec.kept_ndim, 0)
-    values += _padded(layout.reduced_sizes, spec.reduced_ndim, 1)
-    for strides in layout.reduced_strides:
-        values += _padded(strides, spec.reduced_ndim, 0)
+    values += plan.geometry
     return values
 
 
@@ -232,7 +243,7 @@ def run(kernels: ReductionKernels, identity: object, defaults: dict[str, object]
     layout, spec = plan.layout, plan.spec
     if outs is None:
         dtypes = [spec.output, "int64"] if spec.indexed else [spec.output]
-        outs = [adapter.allocator(layout.out_shape, dense_strides(layout.out_shape), d, arrays[0])() for d in dtypes]
+        outs = [adapter.allocator(layout.out_shape, plan.out_strides, d, arrays[0])() for d in dtypes]
     result = ValuesIndices(*outs) if spec.indexed else outs[0]
     if layout.rows == 0:
         return result
