@@ -9,6 +9,8 @@ A failure fails the cell with an error IPython renders as its message alone (`Ce
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from IPython.core.error import UsageError
@@ -103,10 +105,27 @@ def _compile(fn: JitFunction | CellReduction, options: CellOptions) -> None:
         warnings.warn(f"%%jiterator {options.name} --backend cuda: no GPU found here, so the kernel is only compiled "
                       f"(for {default_arch()}, to check it); calling {options.name} needs CUDA inputs on a GPU",
                       RuntimeWarning, stacklevel=2)
+    with _build_failures_fail_the_cell(fn, options, backend, (DTypeError, BindError)):
+        fn.compile(*dtypes, backend=backend)
+
+
+def _compile_reduction(fn: CellReduction, options: CellOptions, reduce: ReduceOptions) -> None:
+    """Build the kernel of a call on zero arrays (of --dtype, on the GPU where there is one); the same
+    failures as an elementwise cell's, and a --dtype the reduction refuses as a UsageError."""
+    with _build_failures_fail_the_cell(fn, options, None, (DTypeError, BindError, ScalarOverflowError)):
+        cell_reduce.compile_now(fn, options.dtypes, reduce.dim, cuda_available())
+
+
+@contextmanager
+def _build_failures_fail_the_cell(fn: JitFunction | CellReduction, options: CellOptions, backend: str | None,
+                                  refused: tuple[type[Exception], ...]) -> Iterator[None]:
+    """A build at cell time, its notice silenced (the summary line after the cell says what was
+    built), its failures as the cell's: what a --dtype made `refused` a UsageError naming it, a
+    missing toolchain or a compile error the cell's own error (after the failed attempt's panel)."""
     try:
-        with compile_notice.silenced():  # the summary line after the cell says what was built
-            fn.compile(*dtypes, backend=backend)
-    except (DTypeError, BindError) as exc:
+        with compile_notice.silenced():
+            yield
+    except refused as exc:
         if not options.dtypes:
             raise
         raise UsageError(f"--dtype {','.join(options.dtypes)}: {exc}") from None
@@ -115,25 +134,6 @@ def _compile(fn: JitFunction | CellReduction, options: CellOptions) -> None:
     except CompileError as exc:
         if options.panel:  # the failed attempt, readable and kept in the saved notebook; the error follows
             _show_failed(fn, options.name, exc.log, backend or ("cuda" if cuda_available() else "cpu"))
-        raise CellCompileError(str(exc), exc.log, exc.source) from None
-
-
-def _compile_reduction(fn: CellReduction, options: CellOptions, reduce: ReduceOptions) -> None:
-    """Build the kernel of a call on zero arrays (of --dtype, on the GPU where there is one); the same
-    failures as an elementwise cell's, and a --dtype the reduction refuses as a UsageError."""
-    cuda = cuda_available()
-    try:
-        with compile_notice.silenced():
-            cell_reduce.compile_now(fn, options.dtypes, reduce.dim, cuda)
-    except (DTypeError, BindError, ScalarOverflowError) as exc:
-        if not options.dtypes:
-            raise
-        raise UsageError(f"--dtype {','.join(options.dtypes)}: {exc}") from None
-    except ToolchainError as exc:
-        raise CellToolchainError(str(exc)) from None
-    except CompileError as exc:
-        if options.panel:
-            _show_failed(fn, options.name, exc.log, "cuda" if cuda else "cpu")
         raise CellCompileError(str(exc), exc.log, exc.source) from None
 
 

@@ -141,20 +141,28 @@ def _short_path(path: str | None, root: str) -> str:
 
 def _cache_html(specializations: list, stats: dict) -> str:
     """One short row a specialization (the long facts as tooltips), at most ~16 rows tall."""
-    head = "".join(f"<th>{h}</th>" for h in ("", "dtypes", "path", "event", "file", "size", "compile"))
+    rows = [(describe(s.spec), _dtypes(s.spec), f"{s.backend} {s.spec.path}", s.cache_event, s.cache_file,
+             s.binary_size, s.compile_seconds) for s in specializations]
+    return cache_tab_html("path", rows, stats)
+
+
+def cache_tab_html(kind: str, rows: list[tuple[str, str, str, str, str | None, int, float]], stats: dict) -> str:
+    """The Cache tab of a panel: one short row a kernel, (its description as a tooltip, dtypes,
+    backend and `kind` of kernel, cache event, file, size, compile seconds), then the cache's totals."""
+    head = "".join(f"<th>{h}</th>" for h in ("", "dtypes", kind, "event", "file", "size", "compile"))
     root = str(stats["root"])
-    rows = "".join(
-        f"<tr><td>#{i}</td><td title='{html.escape(describe(s.spec))}'>{html.escape(_dtypes(s.spec))}</td>"
-        f"<td>{s.backend} {s.spec.path}</td><td>{s.cache_event}</td><td>{_short_path(s.cache_file, root)}</td>"
-        f"<td>{human_size(s.binary_size)}</td>"
-        f"<td>{f'{s.compile_seconds:.2f} s' if s.cache_event == 'compiled' else ''}</td></tr>"
-        for i, s in enumerate(specializations)
+    cells = "".join(
+        f"<tr><td>#{i}</td><td title='{html.escape(title)}'>{html.escape(dtypes)}</td>"
+        f"<td>{where}</td><td>{event}</td><td>{_short_path(file, root)}</td>"
+        f"<td>{human_size(size)}</td>"
+        f"<td>{f'{seconds:.2f} s' if event == 'compiled' else ''}</td></tr>"
+        for i, (title, dtypes, where, event, file, size, seconds) in enumerate(rows)
     )
     totals = (f"<p>cache root <code>{html.escape(root)}</code>: {counted(stats['entries'], 'entry', 'entries')}, "
               f"{human_size(stats['bytes'])}; this process: {counted(stats['memory_hits'], 'memory hit')}, "
               f"{counted(stats['disk_hits'], 'disk hit')}, {counted(stats['compiles'], 'compile')} "
               f"({stats['compile_seconds']:.2f} s)</p>")
-    table = f'<table class="jiter-magic-cache"><tr>{head}</tr>{rows}</table>'
+    table = f'<table class="jiter-magic-cache"><tr>{head}</tr>{cells}</table>'
     return f'<div style="max-height:24em;overflow:auto">{table}</div>{totals}'
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from jiter_magic import ReductionFunction
 from jiter_magic.notebook.code_html import highlight
-from jiter_magic.notebook.panel_html import _short_path, counted, human_size, kernel_html
+from jiter_magic.notebook.panel_html import cache_tab_html, counted, kernel_html
 from jiter_magic.planning.reduce_spec import COLUMNS, GRID, HOST_COLUMNS
 from jiter_magic.runtime.reduce_loader import BuiltReduction, render
 
@@ -105,23 +105,9 @@ def log_html(built: list[BuiltReduction]) -> str:
 
 def cache_html(built: list[BuiltReduction], stats: dict) -> str:
     """The Cache tab: one short row a kernel (the long facts as tooltips), then the cache's totals."""
-    head = "".join(f"<th>{h}</th>" for h in ("", "dtypes", "kernel", "event", "file", "size", "compile"))
-    root = str(stats["root"])
-    rows = "".join(
-        f"<tr><td>#{i}</td><td title='{html.escape(s.describe())}'>"
-        f"{html.escape('(' + ', '.join(s.spec.inputs) + ') → ' + s.spec.output)}</td>"
-        f"<td>{s.backend} {s.spec.path}</td><td>{s.built.cache_event}</td>"
-        f"<td>{_short_path(s.built.cache_file, root)}</td>"
-        f"<td>{human_size(len(s.built.binary))}</td>"
-        f"<td>{f'{s.built.compile_seconds:.2f} s' if s.built.cache_event == 'compiled' else ''}</td></tr>"
-        for i, s in enumerate(built)
-    )
-    totals = (f"<p>cache root <code>{html.escape(root)}</code>: {counted(stats['entries'], 'entry', 'entries')}, "
-              f"{human_size(stats['bytes'])}; this process: {counted(stats['memory_hits'], 'memory hit')}, "
-              f"{counted(stats['disk_hits'], 'disk hit')}, {counted(stats['compiles'], 'compile')} "
-              f"({stats['compile_seconds']:.2f} s)</p>")
-    return (f'<div style="max-height:24em;overflow:auto"><table class="jiter-magic-cache"><tr>{head}</tr>{rows}'
-            f"</table></div>{totals}")
+    rows = [(s.describe(), f"({', '.join(s.spec.inputs)}) → {s.spec.output}", f"{s.backend} {s.spec.path}",
+             s.built.cache_event, s.built.cache_file, len(s.built.binary), s.built.compile_seconds) for s in built]
+    return cache_tab_html("kernel", rows, stats)
 
 
 def listing(fn: ReductionFunction, built: BuiltReduction, kind: str, arch: str) -> str:
