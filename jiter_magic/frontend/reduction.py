@@ -74,11 +74,14 @@ def _check_arity(functor: Functor, role: str, expected: str) -> None:
 _INDEXED_COMBINE = "void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index)"
 
 
+def is_indexed_combine(functor: Functor) -> bool:
+    """The shape of a reduction with indices' combine: two (value, index) pairs in, the kept pair
+    written through the last two parameters, which are references, and nothing returned."""
+    return not functor.returns_value and [p.is_reference for p in functor.parameters] == [False] * 4 + [True] * 2
+
+
 def _check_indexed_combine(functor: Functor) -> None:
-    """The combine of a reduction with indices: two (value, index) pairs in, the kept pair written
-    through the last two parameters, which are references, and nothing returned."""
-    refs = [p.is_reference for p in functor.parameters]
-    if functor.returns_value or refs != [False] * 4 + [True] * 2:
+    if not is_indexed_combine(functor):
         raise BindError(f"the combine function of a reduction with indices takes two values and their indices "
                         f"and writes the one it keeps through two references, such as `{_INDEXED_COMBINE}`; "
                         f"{functor.name} is: {functor.signature}")

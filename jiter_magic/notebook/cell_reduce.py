@@ -20,6 +20,7 @@ from IPython.core.error import UsageError
 from jiter_magic import BindError
 from jiter_magic.errors import ArgumentTypeError, DTypeError
 from jiter_magic.frontend.parse import Functor, parse_definitions
+from jiter_magic.frontend.reduction import is_indexed_combine
 from jiter_magic.planning.dtypes import dtype as dtype_of
 from jiter_magic.reduction import ReductionFunction
 
@@ -113,7 +114,7 @@ def _could_combine(functor: Functor, indexed: bool) -> bool:
     `void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index)`."""
     params = functor.parameters
     if indexed:
-        return not functor.returns_value and [p.is_reference for p in params] == [False] * 4 + [True] * 2
+        return is_indexed_combine(functor)
     return (functor.returns_value and len(params) == 2 and not any(p.is_reference for p in params)
             and params[0].type == params[1].type)
 
