@@ -11,9 +11,6 @@ agree with the editor's. After the cell, one line says what was built, where and
 from __future__ import annotations
 
 import argparse
-import ast
-import keyword
-import math
 import textwrap
 from collections.abc import Container
 
@@ -36,59 +33,17 @@ from jiter_magic.notebook.cell_build import (
     _create,
     _in_the_cell,
 )
-from jiter_magic.notebook.cell_reduce import ROLE_KEYS, split_reduce_params
+from jiter_magic.notebook.cell_line import CELL_USAGE, NEEDS_A_NAME, cell_options
 from jiter_magic.notebook.completion import jiterator_matcher
-from jiter_magic.notebook.names import refusal
 from jiter_magic.notebook.panel_html import human_size
 from jiter_magic.notebook.report import format_cache_stats, reduction_summary, summary
 from jiter_magic.tools.results import BenchmarkResult
-
-CELL_USAGE = ("NAME [key=value ...] [--outputs N] [--backend auto|cuda|cpu] [--dtype DTYPE] [--reduce] [--no-panel] "
-              "[--quiet]")
-REDUCE_USAGE = ("NAME --reduce identity=VALUE [combine=NAME] [map=NAME] [finalize=NAME] [dim=DIM] [key=value ...] "
-                "[--outputs 2] [--dtype DTYPE] [--no-panel] [--quiet]")
-NEEDS_A_NAME = ("%%jiterator needs the name of the function to make, then optional key=value defaults of "
-                f"its extra arguments and flags: %%jiterator {CELL_USAGE}; for example: "
-                "%%jiterator my_kernel alpha=1.0; a reduction: %%jiterator NAME --reduce identity=0 "
-                "(see %%jiterator? for more)")
 
 BACKWARD_NEEDS_A_NAME = ("%%jiterator_backward needs the name of a function jitted earlier (by %%jiterator or "
                          "create_jit_fn), and the backward functor as the cell: %%jiterator_backward NAME; for "
                          "example: %%jiterator_backward axpy, then a cell body such as template <typename T> "
                          "void axpy_bwd(T x, T y, T alpha, T g, T& gx, T& gy) { gx = alpha * g; gy = g; } "
                          "(see %%jiterator_backward? for more)")
-
-# Names a value may use besides Python literals: floats that have no literal spelling.
-_SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "+inf": math.inf, "nan": math.nan}
-
-
-def parse_literal(token: str) -> tuple[str, bool | int | float | complex]:
-    """`key=value` -> (key, value); the value must be a bool, int, float or complex literal."""
-    key, sep, text = token.partition("=")
-    if not sep:
-        raise UsageError(f"{token!r}: expected key=value (a default for an extra argument)")
-    if not key.isidentifier() or keyword.iskeyword(key):
-        raise UsageError(f"{token!r}: {key!r} is not a valid argument name")
-    if text.strip().lower() in _SPECIAL_FLOATS:
-        return key, _SPECIAL_FLOATS[text.strip().lower()]
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        value = None
-    if not isinstance(value, (bool, int, float, complex)):
-        raise UsageError(f"{token!r}: the value of {key} must be a bool, int, float or complex literal "
-                         "(write key=value without spaces)")
-    return key, value
-
-
-def _dtype_list(text: str | None) -> tuple[str, ...]:
-    if text is None:
-        return ()
-    names = tuple(part.strip() for part in text.split(","))
-    if not all(names):
-        raise UsageError(f"--dtype {text!r}: expected a dtype name or a comma-separated list of them")
-    return names
-
 
 @magics_class
 class JiteratorMagics(Magics):
@@ -278,46 +233,7 @@ def parse_cell_line(line: str, ipython_names: Container[str] = frozenset()) -> C
         if "arguments are required" in str(exc):
             raise UsageError(NEEDS_A_NAME) from None
         raise
-    refused = refusal(args.name, ipython_names)
-    if refused is not None:
-        raise UsageError(refused)
-    if args.outputs is not None and not 1 <= args.outputs <= 8:
-        raise UsageError(f"--outputs {args.outputs}: a functor has 1 to 8 outputs")
-    dtypes = _dtype_list(args.dtype)
-    if args.reduce:
-        return _reduce_options(args, dtypes)
-    kwargs: dict[str, object] = {}
-    for token in args.params:
-        key, value = _elementwise_literal(token)
-        if key in kwargs:
-            raise UsageError(f"{token!r}: {key} is given twice")
-        kwargs[key] = value
-    return CellOptions(args.name, kwargs, args.outputs, args.backend or "auto", dtypes, args.panel, args.quiet)
-
-
-def _elementwise_literal(token: str) -> tuple[str, bool | int | float | complex]:
-    """An extra's default; `combine=add` without --reduce gets a hint that --reduce is missing."""
-    try:
-        return parse_literal(token)
-    except UsageError as exc:
-        key = token.partition("=")[0]
-        if key in ROLE_KEYS:
-            raise UsageError(f"{exc}; {key}= names a reduction's function: add --reduce "
-                             f"(%%jiterator {REDUCE_USAGE})") from None
-        raise
-
-
-def _reduce_options(args: argparse.Namespace, dtypes: tuple[str, ...]) -> CellOptions:
-    """A `--reduce` line: the reduction's keys apart from the map's extras; options that do not
-    apply to reductions refused, saying why."""
-    if args.outputs not in (None, 1, 2):
-        raise UsageError(f"--reduce --outputs {args.outputs}: a reduction has one result, or with --outputs 2 "
-                         "its values and their indices (as torch.max(x, dim) gives)")
-    if args.backend is not None:
-        raise UsageError(f"--reduce --backend {args.backend}: a reduction runs where its inputs live (NumPy and "
-                         "CPU tensors on the CPU, CUDA tensors and CuPy arrays on the GPU); drop --backend")
-    reduce, extras = split_reduce_params(args.params, parse_literal, indexed=args.outputs == 2)
-    return CellOptions(args.name, extras, None, "auto", dtypes, args.panel, args.quiet, reduce)
+    return cell_options(args, ipython_names)
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:

@@ -21,7 +21,8 @@ from IPython.core.error import UsageError  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
 import jiter_magic  # noqa: E402
-from jiter_magic.notebook.magic import JiteratorMagics, parse_cell_line, parse_literal  # noqa: E402
+from jiter_magic.notebook.cell_line import parse_literal  # noqa: E402
+from jiter_magic.notebook.magic import JiteratorMagics, parse_cell_line  # noqa: E402
 
 AXPBY = "template <typename T> T axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }"
 BROKEN = """template <typename T>
