@@ -18,7 +18,6 @@ pytest.importorskip("IPython")
 torch = pytest.importorskip("torch")
 
 from IPython.core.error import UsageError  # noqa: E402
-from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
 import jiter_magic  # noqa: E402
 from jiter_magic.notebook.cell_line import parse_literal  # noqa: E402
@@ -34,19 +33,6 @@ void sincos2(T x, T& s, T& c) {
   s = ::sin(x);
   c = ::cos(x);
 }"""
-
-
-@pytest.fixture
-def shell(fresh_cache, monkeypatch):
-    """The process's IPython shell with the extension loaded, printing the static panel form."""
-    monkeypatch.setenv("JITER_MAGIC_PANEL", "static")
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "jiter_magic")
-    before = set(ip.user_ns)
-    yield ip
-    ip.run_line_magic("unload_ext", "jiter_magic")
-    for name in set(ip.user_ns) - before:  # what the test bound: later tests see the shell as it was
-        ip.user_ns.pop(name, None)
 
 
 def test_cell_binds_the_callable_with_defaults(shell):

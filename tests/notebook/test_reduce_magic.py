@@ -13,7 +13,6 @@ torch = pytest.importorskip("torch")
 
 from IPython.core.completer import provisionalcompleter  # noqa: E402
 from IPython.core.error import UsageError  # noqa: E402
-from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
 import jiter_magic  # noqa: E402
 from jiter_magic.notebook.cell_reduce import CellReduction  # noqa: E402
@@ -25,19 +24,6 @@ ROOT = "template <typename T> T root(T total, int64_t n) { return sqrt(total); }
 SCALED = "template <typename T> T scaled(T x, T scale) { return scale * x; }\n"
 SHIFTED_EXP = "template <typename T> T shifted_exp(T x, T m) { return exp(x - m); }\n"
 LOG = "template <typename T> T log_of(T total, int64_t n) { return log(total); }\n"
-
-
-@pytest.fixture
-def shell(fresh_cache, monkeypatch):
-    """The process's IPython shell with the extension loaded, printing the static panel form."""
-    monkeypatch.setenv("JITER_MAGIC_PANEL", "static")
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "jiter_magic")
-    before = set(ip.user_ns)
-    yield ip
-    ip.run_line_magic("unload_ext", "jiter_magic")
-    for name in set(ip.user_ns) - before:
-        ip.user_ns.pop(name, None)
 
 
 def test_a_reduce_cell_binds_a_reduction_with_the_one_combine_it_defines(shell, capsys):
