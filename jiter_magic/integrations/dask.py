@@ -11,14 +11,13 @@ in one layer that small `getitem` layers split into one Dask array an output.
 """
 from __future__ import annotations
 
-import operator
 from functools import partial
 from typing import Any
 
 import dask.array as da
 from dask.array.utils import meta_from_array
 
-from jiter_magic.integrations.dask_inputs import as_dask_input, known_sizes, out_is_refused, zero_size
+from jiter_magic.integrations.dask_inputs import as_dask_input, known_sizes, out_is_refused, split_outputs, zero_size
 from jiter_magic.integrations.reduce_dask import reduce_dask
 from jiter_magic.planning.layout import broadcast_shape
 
@@ -49,12 +48,7 @@ class DaskAdapter:
             return da.blockwise(per_block, out_index, *indexed, token=function.name, dtype=metas[0].dtype,
                                 meta=metas[0])
         together = da.blockwise(per_block, out_index, *indexed, token=function.name, meta=tuple(metas))
-        token = together.name.rsplit("-", 1)[-1]
-        return tuple(
-            da.blockwise(operator.getitem, out_index, together, out_index, i, None, dtype=meta.dtype, meta=meta,
-                         name=f"{function.name}_{i}-{token}")
-            for i, meta in enumerate(metas))
-
+        return split_outputs(together, out_index, tuple(metas), function.name)
 
     def run_reduction(self, function: Any, args: tuple, options: dict, kwargs: dict) -> Any:
         """A reduction's lazy result (reduce_dask.py)."""

@@ -1,9 +1,11 @@
 """What Dask calls share (elementwise in dask.py, reductions in reduce_dask.py): inputs as Dask
-arrays, their known sizes, their zero-size metas, and the refusal of `out=`."""
+arrays, their known sizes, their zero-size metas, the refusal of `out=`, and the outputs of one
+layer that computes several together split into one Dask array each."""
 from __future__ import annotations
 
 import math
 import numbers
+import operator
 from typing import Any
 
 import dask.array as da
@@ -47,3 +49,12 @@ def zero_size(x: Any) -> Any:
     """An input as the meta call takes it: a Dask array's meta with no elements (at least one
     dimension, as a 0-d meta holds one element and would launch a kernel); a number as it is."""
     return meta_from_array(x._meta, ndim=max(x.ndim, 1)) if isinstance(x, da.Array) else x
+
+
+def split_outputs(together: da.Array, index: tuple[int, ...], metas: tuple, name: str) -> tuple[da.Array, ...]:
+    """One Dask array an output of `together`, whose blocks are tuples of the outputs' blocks: small
+    `getitem` layers, each of its output's meta, named after the function."""
+    token = together.name.rsplit("-", 1)[-1]
+    return tuple(da.blockwise(operator.getitem, index, together, index, i, None, dtype=meta.dtype, meta=meta,
+                              name=f"{name}_{i}-{token}")
+                 for i, meta in enumerate(metas))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import operator
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -26,7 +25,7 @@ from dask.array.utils import meta_from_array
 
 from jiter_magic.arrays import adapter_for
 from jiter_magic.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedArrayError
-from jiter_magic.integrations.dask_inputs import as_dask_input, known_sizes, out_is_refused
+from jiter_magic.integrations.dask_inputs import as_dask_input, known_sizes, out_is_refused, split_outputs
 from jiter_magic.integrations.reduce_parts import tree_parts
 from jiter_magic.planning.reduce_result import ReductionResult, reduction_result
 from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, dtype_name, extra_values
@@ -130,10 +129,7 @@ def _with_indices(function: Any, inputs: list, planned: ReductionResult, options
              meta_from_array(inputs[0]._meta, ndim=ndim, dtype="int64"))
     together = da.blockwise(per_block, tuple(range(ndim)), *indexed, adjust_chunks=dict.fromkeys(dims, 1),
                             token=f"{function.name}-indexed", meta=metas)
-    token = together.name.rsplit("-", 1)[-1]
-    results = tuple(da.blockwise(operator.getitem, tuple(range(ndim)), together, tuple(range(ndim)), i, None,
-                                 dtype=meta.dtype, meta=meta, name=f"{function.name}_{i}-{token}")
-                    for i, meta in enumerate(metas))
+    results = split_outputs(together, tuple(range(ndim)), metas, function.name)
     if not options["keepdim"]:
         results = tuple(r.squeeze(axis=dims) for r in results)
     return ValuesIndices(*results)
