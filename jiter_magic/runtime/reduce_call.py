@@ -24,21 +24,16 @@ from jiter_magic.errors import (
 from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.kernels import reduce_cuda, reduce_host
 from jiter_magic.planning.dtypes import dtype as dtype_of
-from jiter_magic.planning.dtypes import promote_types
-from jiter_magic.planning.layout import ArrayDesc, broadcast_shape
+from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.reduce_layout import (
     ReductionLayout,
-    check_not_empty,
     dense_strides,
-    normalize_dims,
     plan_reduction_layout,
-    reduced_shape,
 )
+from jiter_magic.planning.reduce_result import reduction_result
 from jiter_magic.planning.reduce_spec import (
     ReductionSpec,
-    accumulate_dtype,
     identity_literal,
-    result_dtype,
 )
 from jiter_magic.planning.values import scalar_kind, scalar_value
 from jiter_magic.runtime.reduce_loader import ReductionKernels
@@ -146,19 +141,12 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
               extras: list, dim: object, keepdim: bool, requested: str | None,
               out: tuple[ArrayDesc, ...] | None) -> ReductionPlan:
     """Everything a call's launch needs, checked: dtypes, dims, `out=`, the layout and the kernel."""
-    common = descs[0].dtype
-    for desc in descs[1:]:
-        common = promote_types(common, desc.dtype, rules)
     indexed = binding.indexed
-    result = result_dtype(common, requested, indexed)
-    accumulate = accumulate_dtype(result)
-    shape = broadcast_shape([d.shape for d in descs])
-    dims = normalize_dims(dim, len(shape))
-    if indexed:
-        check_not_empty(shape, dims)
-    expected = reduced_shape(shape, dims, bool(keepdim))
+    planned = reduction_result([d.dtype for d in descs], [d.shape for d in descs], rules, dim, bool(keepdim),
+                               requested, identity, indexed)
+    result, accumulate, shape, dims = planned.dtype, planned.accumulate, planned.shape, planned.dims
     if out is not None:
-        _checked_out(out, expected, (result, "int64"), dims, shape, bool(keepdim))
+        _checked_out(out, planned.out_shape, (result, "int64"), dims, shape, bool(keepdim))
     layout = plan_reduction_layout(shape, [(d.shape, d.strides) for d in descs], dims, bool(keepdim),
                                    None if out is None else out[0].strides, indexed=indexed,
                                    index_strides=None if out is None or not indexed else out[1].strides)
