@@ -163,7 +163,7 @@ def register_torch_operators(*functions: JitFunction | ReductionFunction) -> lis
     their first traced call; returns their names. A process that loads a saved `torch.export`
     program calling jitted functions (or reductions) creates those functions again, with the same
     code, kwargs, backward and backend, and registers them with this before `torch.export.load`."""
-    from jiter_magic.integrations.torch_ops import register_operators
+    from jiter_magic.integrations.traced import register_operators
 
     return register_operators(*functions)
 

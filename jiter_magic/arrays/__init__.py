@@ -7,7 +7,7 @@ only when an array of that library is first seen.
 
 Some arrays are not read by the kernels but run a call their own way (`DelegatingAdapter`):
 DTensors on their local shards (torch_dtensor.py), Dask arrays chunk by chunk (dask.py),
-and tensors being traced through the function's torch operator (torch_ops.py).
+and tensors being traced through the function's torch operator (integrations/traced.py).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ _DTENSOR = frozenset({"torch.distributed.tensor.DTensor",  # its __module__ sinc
 # sit above the call path and are imported only when one of their arrays is first seen.
 _MODULES = {
     "torch": f"{__name__}.torch", "numpy": f"{__name__}.numpy", "cupy": f"{__name__}.cupy",
-    "torch_ops": "jiter_magic.integrations.torch_ops", "torch_dtensor": "jiter_magic.integrations.torch_dtensor",
+    "traced": "jiter_magic.integrations.traced", "torch_dtensor": "jiter_magic.integrations.torch_dtensor",
     "dask": "jiter_magic.integrations.dask",
 }
 
@@ -45,7 +45,7 @@ def _torch_adapter(kind: type) -> ArrayAdapter:
     if names & _DTENSOR:
         return _load("torch_dtensor")
     if names & _TRACED:
-        return _load("torch_ops")
+        return _load("traced")
     return _load("torch")
 
 

@@ -27,7 +27,7 @@ import torch
 from torch._dynamo import assume_constant_result
 
 from jiter_magic.arrays.torch_autograd import out_with_grad
-from jiter_magic.errors import BindError, InvalidArgumentError
+from jiter_magic.errors import BindError
 from jiter_magic.integrations import torch_op_parts as parts
 from jiter_magic.integrations.torch_extras import GraphNumber, extra_as_graph_input, input_as_graph_input
 from jiter_magic.runtime.keywords import check_kwarg_names
@@ -122,28 +122,13 @@ def registered_once(made_of: tuple, make: Callable[[], Any], register: Callable[
     return name
 
 
-def register_operators(*functions: Any) -> list[str]:
-    """The operators of `functions`, registered now (`jiter_magic.register_torch_operators`): with
-    and without `out=`, and their backwards' operators."""
-    from jiter_magic.function import JitFunction
-    from jiter_magic.reduction import ReductionFunction
-
-    names = []
-    for function in functions:
-        if isinstance(function, ReductionFunction):
-            from jiter_magic.integrations.reduce_ops import reduction_operator_name
-
-            backward = None if function.backward is None else function.backward._recipe
-            names.append(reduction_operator_name(function._recipe, backward))
-            continue
-        if not isinstance(function, JitFunction):
-            raise InvalidArgumentError("register_torch_operators takes jitted functions (from create_jit_fn or "
-                                       f"create_reduction_fn), got {type(function).__name__}")
-        backward = None if function.backward is None else function.backward._recipe
-        variants = (True,) if function.binding.extra_names else (False, True)
-        names += [operator_name(function._recipe, backward, function.backend, with_out, numbers)
-                  for with_out in (False, True) for numbers in variants]
-    return names
+def register_function_operators(function: Any) -> list[str]:
+    """The operators of one jitted function, registered now: with and without `out=`, and its
+    backward's operators."""
+    backward = None if function.backward is None else function.backward._recipe
+    variants = (True,) if function.binding.extra_names else (False, True)
+    return [operator_name(function._recipe, backward, function.backend, with_out, numbers)
+            for with_out in (False, True) for numbers in variants]
 
 
 def operator_library() -> torch.library.Library:
@@ -188,22 +173,3 @@ def _register(name: str, function: Any, with_out: bool, numbers: bool) -> None:
     if not with_out:
         backward, setup = parts.autograd(function, operator_call)
         torch.library.register_autograd(qualified, backward, setup_context=setup, lib=library)
-
-
-class TracedAdapter:
-    """Tensors being traced (FakeTensor, FunctionalTensor): calls on them go to the operator."""
-
-    library = "torch"
-    delegates = True
-
-    def run_call(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
-        return operator_call(function, args, out, kwargs)
-
-    def run_reduction(self, function: Any, inputs: tuple, options: dict, kwargs: dict) -> Any:
-        """A reduction's call on traced tensors: its own operator (reduce_ops.py)."""
-        from jiter_magic.integrations.reduce_ops import reduction_call
-
-        return reduction_call(function, inputs, options, kwargs)
-
-
-ADAPTER = TracedAdapter()
