@@ -89,12 +89,16 @@ def test_tiled_path_transposed_and_channels_last(dtype):
     dense_wide = _rand((2, 7, 11, 130), dtype)
     _close(_ours_fused(wide, dense_wide), ref(wide, dense_wide))
     _close(_ours_fused(dense_wide, wide), ref(dense_wide, wide))
+    if dtype is torch.float32:  # channels a multiple of 4 and tiles spanning 64x64: 16-byte accesses
+        aligned = _rand((2, 128, 8, 16), dtype).permute(0, 2, 3, 1)
+        dense_aligned = _rand((2, 8, 16, 128), dtype)
+        _close(_ours_fused(aligned, dense_aligned), ref(aligned, dense_aligned))
     many = _rand((70_000, 20, 16), dtype).transpose(1, 2)  # more batches than grid.z holds: blocks loop
     dense_many = _rand((70_000, 16, 20), dtype)
     _close(_ours_fused(many, dense_many), ref(many, dense_many))
     batched = [s.spec for s in _ours_fused.specializations if s.spec.path == "tiled" and s.spec.ndim > 2]
     assert batched, "the batched tiled path was not used"
-    if dtype is torch.float32:  # 4-byte tiles spanning 64x64 move 16 bytes an access (130 channels)
+    if dtype is torch.float32:  # 128 channels: 16 bytes an access; 130 (rows not 16-byte aligned): 4
         assert {s.params.vec for s in batched} == {1, 4}, "the batched vector tiles did not run"
     else:
         assert {s.params.runs for s in batched} == {1, 2}, "32x32 and 32x64 tiles (130 channels) both ran"
@@ -201,9 +205,10 @@ def test_vector_tiles_at_every_alignment_residue_and_tail(dtype):
 
 
 def test_vector_tiles_over_more_than_2_31_elements():
-    """A float32 transpose of 46342^2 elements (past 2^31: 64-bit indices) through 16-byte accesses."""
+    """A float32 transpose of 46344^2 elements (past 2^31: 64-bit indices) through 16-byte accesses
+    (rows of a multiple of 4 elements, so that every row starts 16-byte aligned)."""
     f = create_jit_fn("template <typename T> T f(T x, T y) { return x + 2 * y; }")
-    s = 46342
+    s = 46344
     u = torch.rand(s, s, device="cuda")
     t = torch.rand(s, s, device="cuda").T
     r = f(u, t)
