@@ -126,7 +126,28 @@ def timed(found: dict, device: str, rounds: int, reps: int) -> dict[str, float]:
     return {name: statistics.median(times) for name, times in samples.items()}
 
 
-def markdown(rows: list[dict], device: str, threads: int) -> str:
+def host_costs(device: str, reps: int = 2000) -> dict[str, float]:
+    """Microseconds a call of each contender spends on the host, on a (4, 256) float32 tensor whose
+    kernel takes far less: calls queued back to back, then one synchronize (as bench_gpu.py's)."""
+    x = torch.randn(4, 256, device=device)
+    found = {name: fn for name, fn in contenders(x, 1, device).items()
+             if name in ("jiter_magic", "x.sum (read reference)", "Inductor")}
+    costs = {}
+    for name, fn in found.items():
+        for _ in range(50):
+            fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        costs[name] = (time.perf_counter() - start) / reps * 1e6
+    return costs
+
+
+def markdown(rows: list[dict], device: str, threads: int, costs: dict[str, float]) -> str:
     names = list(dict.fromkeys(name for row in rows for name in row["GBps"]))
     where = torch.cuda.get_device_name() if device == "cuda" else f"CPU, {threads} threads"
     lines = [f"Sum of squares, GB/s of the input read ({where}); higher is better.", "",
@@ -143,6 +164,8 @@ def markdown(rows: list[dict], device: str, threads: int) -> str:
         reference = row["GBps"].get("x.sum (read reference)")
         against_sum = f", {ours / reference:.3f}x x.sum" if reference else ""
         lines.append(f"- {row['case']}: {ours / others[best]:.3f}x {best}{against_sum}{notes}")
+    lines += ["", "Host cost of a call on a (4, 256) float32 tensor, dim=1 (us; lower is better): "
+              + ", ".join(f"{name} {us:.2f}" for name, us in costs.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -155,6 +178,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--out", default=".")
     args = parser.parse_args()
+    # Steady state, as bench_gpu.py's: the C call path built (or loaded from the cache) before the
+    # first call, which decides whether calls may run in C for the rest of the process.
+    from jiter_magic.native import call_path
+
+    call_path.wait(600)
     device = args.device
     shape = tuple(int(v) for v in (args.shape or ("4096x65536" if device == "cuda" else "4096x8192")).split("x"))
     threads = torch.get_num_threads()
@@ -172,11 +200,12 @@ def main() -> None:
                    "notes": list(wrong.values())}
             print(json.dumps(row), flush=True)
             rows.append(row)
+    costs = host_costs(device)
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"bench_reduce_{device}")
     with open(stem + ".json", "w") as f:
-        json.dump({"device": device, "shape": shape, "threads": threads, "rows": rows}, f, indent=1)
-    table = markdown(rows, device, threads)
+        json.dump({"device": device, "shape": shape, "threads": threads, "rows": rows, "host_us": costs}, f, indent=1)
+    table = markdown(rows, device, threads, costs)
     with open(stem + ".md", "w") as f:
         f.write(table)
     print(table)

@@ -17,7 +17,7 @@ from jiter_magic.frontend.reduction import bind_reduction
 from jiter_magic.function import JitFunction
 from jiter_magic.planning.reduce_spec import CUDA_PATHS, HOST, HOST_PATHS, ReductionSpec, check_identity
 from jiter_magic.planning.values import scalar_value
-from jiter_magic.runtime import reduce_call
+from jiter_magic.runtime import reduce_call, reduce_hot
 from jiter_magic.runtime.reduce_call import ValuesIndices
 from jiter_magic.runtime.reduce_loader import BuiltReduction, ReductionKernels, render
 from jiter_magic.runtime.unpickled import UnpickledFunctions
@@ -47,9 +47,14 @@ class ReductionFunction:
 
     def __call__(self, *inputs: object, dim: object = None, keepdim: bool = False, dtype: object = None,
                  out: object = None, **kwargs: object) -> Any:
-        options = {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": out}
         if tracing.compiling():  # torch.compile / torch.export: the call becomes one torch operator
-            return tracing.traced_reduction(self, inputs, options, kwargs)
+            return tracing.traced_reduction(self, inputs, {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": out},
+                                            kwargs)
+        if out is None and not kwargs:  # a call keyed like one before runs in C (runtime/reduce_hot.py)
+            found = reduce_hot.hot_call(self._kernels, inputs, dim, keepdim, dtype)
+            if found is not None:
+                return found
+        options = {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": out}
         try:
             return self._call(inputs, options, kwargs)
         except JiterError as error:

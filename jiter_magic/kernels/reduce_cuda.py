@@ -6,10 +6,12 @@
 - columns: the reduced dims outside the kept ones (summing over dim 0 of a row-major matrix):
   32 neighbouring output elements a block, so that a warp reads 32 neighbouring elements of each
   reduced row (coalesced), the reduced extent split over the block's 8 rows of threads and folded
-  in their order through shared memory.
+  in their order through shared memory; 1- and 2-byte elements 4 bytes' worth of columns a
+  thread (`_column_width`), so that a warp still reads 128 bytes.
 - grid: everything else (a full reduction, a few long or strided rows): `blocks` blocks a row each
-  fold a strided share into a partial (stage 0), then a thread a row folds the row's partials in
-  order (stage 1, the same kernel launched again); with one block a row stage 0 stores the result.
+  fold a strided share into a partial (stage 0), then a block a row folds the row's partials,
+  each thread a strided share of them, then the block's fold (stage 1, the same kernel launched
+  again); with one block a row stage 0 stores the result.
   Where each row is one dense run (a full reduction of a contiguous array), the shares are read
   with the row paths' vector loads.
 """
@@ -39,7 +41,7 @@ WARPS = BLOCK // 32
 ROW_BLOCK_COUNT = 4096  # dense rows this long get a block each, shorter ones a warp
 MIN_ROWS = 64  # fewer output elements than this: the grid path spreads each over several blocks
 GRID_ELEMENTS = BLOCK * 8  # elements a block of the grid path folds at least
-MAX_GRID_BLOCKS = 1024  # blocks a row at most on the grid path (stage 1 folds them one by one)
+MAX_GRID_BLOCKS = 1024  # blocks a row at most on the grid path (stage 1 folds their partials)
 
 Grid = tuple[int, int, int]
 
@@ -52,7 +54,7 @@ def choose_path(layout: ReductionLayout, inputs: tuple[str, ...], pointers: list
             return (WARP_ROWS if layout.count < ROW_BLOCK_COUNT else BLOCK_ROWS), vec
         return GRID, vec
     if layout.kept_sizes and all(s[0] == 1 for s in layout.input_kept_strides) and layout.rows >= MIN_ROWS:
-        return COLUMNS, 1
+        return COLUMNS, _column_width(layout, inputs, pointers)
     return GRID, 1
 
 
@@ -66,22 +68,51 @@ def _vector_width(layout: ReductionLayout, inputs: tuple[str, ...], pointers: li
     return vec if aligned and layout.count % vec == 0 else 1
 
 
+def _column_width(layout: ReductionLayout, inputs: tuple[str, ...], pointers: list[int]) -> int:
+    """Neighbouring columns a thread folds together on the columns path: as many 1- or 2-byte
+    elements as fill 4 bytes, read as one access (a warp then reads 128 bytes of a reduced row, not
+    32 or 64), where every group of them starts aligned: the innermost kept size a multiple of
+    the width, aligned pointers, every other stride a multiple of it. 4-byte and wider: 1."""
+    sizes = {DTYPES[d].itemsize for d in inputs}
+    if len(sizes) != 1 or (size := sizes.pop()) >= 4:
+        return 1
+    width = 4 // size
+    strides = [s for st in layout.input_kept_strides for s in st[1:]] + [s for st in layout.reduced_strides for s in st]
+    if layout.kept_sizes[0] % width or any(p % 4 for p in pointers) or any(s % width for s in strides):
+        return 1
+    return width
+
+
 def grid_blocks(layout: ReductionLayout) -> int:
     """Blocks a row on the grid path: enough for the count, fewer the more rows there are."""
     wanted = -(-layout.count // GRID_ELEMENTS)
     return max(1, min(wanted, MAX_GRID_BLOCKS, max(1, 4096 // max(layout.rows, 1))))
 
 
+def block_of(spec: ReductionSpec) -> Grid:
+    """The thread block of every launch of `spec`: 32 x WARPS where a block folds 32-wide groups
+    (a warp a row, 32 columns), else BLOCK threads in one dimension."""
+    return (32, WARPS, 1) if spec.path in (WARP_ROWS, COLUMNS) else (BLOCK, 1, 1)
+
+
+def partials_of(spec: ReductionSpec, rows: int, blocks: int) -> tuple[int, str]:
+    """The size and dtype of the partials buffer of a grid reduction over several blocks: one state
+    a block of each row; a pair (value, index) takes 16 bytes, two int64 slots, whatever the
+    accumulator."""
+    return (rows * blocks * 2, "int64") if spec.indexed else (rows * blocks, spec.accumulate)
+
+
 def launches(spec: ReductionSpec, rows: int, blocks: int) -> list[tuple[Grid, Grid, int]]:
     """(grid, block, stage) of each launch of a call."""
+    block = block_of(spec)
     if spec.path == WARP_ROWS:
-        return [((-(-rows // WARPS), 1, 1), (32, WARPS, 1), 0)]
+        return [((-(-rows // WARPS), 1, 1), block, 0)]
     if spec.path == BLOCK_ROWS:
-        return [((rows, 1, 1), (BLOCK, 1, 1), 0)]
+        return [((rows, 1, 1), block, 0)]
     if spec.path == COLUMNS:
-        return [((-(-rows // 32), 1, 1), (32, WARPS, 1), 0)]
-    first = ((rows * blocks, 1, 1), (BLOCK, 1, 1), 0)
-    return [first] if blocks == 1 else [first, ((-(-rows // BLOCK), 1, 1), (BLOCK, 1, 1), 1)]
+        return [((-(-rows // (32 * spec.vec)), 1, 1), block, 0)]
+    first = ((rows * blocks, 1, 1), block, 0)
+    return [first] if blocks == 1 else [first, ((rows, 1, 1), block, 1)]
 
 
 def _folds(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
@@ -144,6 +175,9 @@ def _body(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
     operands = kept_operands(spec)
     store = stored(binding, spec, "jm_acc", f"{ARGS}.jm_count")
     code = CodeBlock()
+    if spec.path == COLUMNS and spec.vec > 1:
+        code.extend(_vector_columns(binding, spec))
+        return code
     if spec.path != WARP_ROWS:  # a warp a row folds in registers only
         code.line(f"__shared__ {state_type(spec)} jm_shared[{WARPS * 33}];")
     if spec.path == WARP_ROWS:
@@ -177,21 +211,64 @@ def _body(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
     return code
 
 
+def _vector_columns(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
+    """The columns path with `spec.vec` neighbouring output elements a thread (_column_width): each
+    reduced element's group of them read as one access and folded into one accumulator each, the
+    block's 8 rows of threads folded in their order through shared memory, as the scalar path does."""
+    width, ins, state = spec.vec, range(len(spec.inputs)), state_type(spec)
+    operands = kept_operands(spec)
+    code = CodeBlock(f"__shared__ {state} jm_shared[{WARPS * 33 * width}];")
+    code.line(f"const jm_index_t jm_row = ((jm_index_t)jm_block_x() * 32 + jm_thread_x()) * {width};")
+    code.line(f"const bool jm_active = jm_row < {ARGS}.jm_rows;")
+    code.extend(CodeBlock(*kept_offsets(spec, "jm_active ? jm_row : 0", operands)))
+    code.line(f"{state} jm_acc[{width}];")
+    code.line(f"for (int jm_c = 0; jm_c < {width}; ++jm_c) jm_acc[jm_c] = {initial(spec)};")
+    with code.block(f"for (jm_index_t jm_r = jm_active ? (jm_index_t)jm_thread_y() : {ARGS}.jm_count; "
+                    f"jm_r < {ARGS}.jm_count; jm_r += {WARPS})"):
+        code.line("jm_index_t " + ", ".join(f"jm_o{i} = jm_k{i + 1}" for i in ins) + ";")
+        for line in reduced_offsets(spec, "jm_r"):
+            code.line(line)
+        for i in ins:
+            vector = f"jm_vec<{ctype(spec.inputs[i])}, {width}>"
+            code.line(f"const {vector} jm_v{i} = *reinterpret_cast<const {vector}*>({ARGS}.jm_in{i} + jm_o{i});")
+        code.line("#pragma unroll")
+        with code.block(f"for (int jm_c = 0; jm_c < {width}; ++jm_c)"):
+            value = element(binding, spec, [f"jm_v{i}.jm_v[jm_c]" for i in ins], "jm_r")
+            code.line(f"jm_acc[jm_c] = {folded(binding, spec, 'jm_acc[jm_c]', value)};")
+    code.line("#pragma unroll")
+    with code.block(f"for (int jm_c = 0; jm_c < {width}; ++jm_c)"):
+        code.line(f"jm_shared[(jm_c * {WARPS} + jm_thread_y()) * 33 + jm_thread_x()] = jm_acc[jm_c];")
+    code.line("__syncthreads();")
+    with code.block("if (jm_thread_y() == 0 && jm_active)"):
+        with code.block(f"for (int jm_c = 0; jm_c < {width}; ++jm_c)"):
+            code.line(f"{state} jm_total = jm_shared[jm_c * {WARPS * 33} + jm_thread_x()];")
+            partial = f"jm_shared[(jm_c * {WARPS} + jm_w) * 33 + jm_thread_x()]"
+            code.line(f"for (int jm_w = 1; jm_w < {WARPS}; ++jm_w) jm_total = "
+                      f"{folded(binding, spec, 'jm_total', partial)};")
+            # Output element jm_row + jm_c: the group never crosses the innermost kept dim, so it
+            # is jm_c steps of that dim's stride past jm_row's.
+            code.line(stored(binding, spec, "jm_total", f"{ARGS}.jm_count",
+                             f"jm_k{{0}} + jm_c * {ARGS}.jm_kstride{{0}}[0]"))
+    return code
+
+
 def _grid_body(binding: ReductionBinding, spec: ReductionSpec, store: str) -> CodeBlock:
     operands = kept_operands(spec)
     state = state_type(spec)
     code = CodeBlock()
     with code.block(f"if ({ARGS}.jm_stage == 1)"):
-        code.line(f"const jm_index_t jm_row = (jm_index_t)jm_block_x() * {BLOCK} + jm_thread_x();")
-        code.line(f"if (jm_row >= {ARGS}.jm_rows) return;")
+        # A block a row folds the row's partials: each thread a strided share, then the block's
+        # fold; one thread a row would read a full reduction's 1024 partials one after another.
+        code.line("const jm_index_t jm_row = (jm_index_t)jm_block_x();")
         # The outputs' offsets alone: an input's jm_k stays 0, unused.
         outputs = [0, len(spec.inputs) + 1] if spec.indexed else [0]
         code.extend(CodeBlock(*kept_offsets(spec, "jm_row", outputs)))
         code.line(f"const {state}* jm_p = {ARGS}.jm_partials + jm_row * {ARGS}.jm_blocks;")
-        code.line(f"{state} jm_acc = jm_p[0];")
-        code.line(f"for (jm_index_t jm_g = 1; jm_g < {ARGS}.jm_blocks; ++jm_g) "
+        code.line(f"{state} jm_acc = {initial(spec)};")
+        code.line(f"for (jm_index_t jm_g = jm_thread_x(); jm_g < {ARGS}.jm_blocks; jm_g += {BLOCK}) "
                   f"jm_acc = {folded(binding, spec, 'jm_acc', 'jm_p[jm_g]')};")
-        code.line(store)
+        code.line("jm_acc = jm_block_fold(jm_acc, jm_shared);")
+        code.line(f"if (jm_thread_x() == 0) {{ {store} }}")
         code.line("return;")
     code.line(f"const jm_index_t jm_row = (jm_index_t)jm_block_x() / {ARGS}.jm_blocks, "
               f"jm_g = (jm_index_t)jm_block_x() % {ARGS}.jm_blocks;")

@@ -23,6 +23,7 @@ from jiter_magic.errors import (
 )
 from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.kernels import reduce_cuda, reduce_host
+from jiter_magic.kernels.reduce_common import reduce_args
 from jiter_magic.planning.dtypes import dtype as dtype_of
 from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.reduce_layout import (
@@ -36,6 +37,7 @@ from jiter_magic.planning.reduce_spec import (
     identity_literal,
 )
 from jiter_magic.planning.values import scalar_kind, scalar_value
+from jiter_magic.runtime import reduce_hot
 from jiter_magic.runtime.reduce_loader import ReductionKernels
 
 
@@ -193,7 +195,8 @@ def _memo_key(descs: list[ArrayDesc], device: int, extras: list, options: dict[s
     """What decides a call's plan, as a hashable tuple (None where a `dim=` cannot be hashed): every
     field of the inputs' and `out=`'s descriptions but the pointers, whose alignment alone counts."""
     dim = options["dim"]
-    dim = tuple(dim) if isinstance(dim, list) else dim
+    # Typed, so that dim=True (refused) never finds dim=1's plan, though True == 1 in a dict key.
+    dim = tuple((type(d), d) for d in dim) if isinstance(dim, (list, tuple)) else (type(dim), dim)
     arrays = tuple((d.dtype, d.shape, d.strides, d.pointer % 16) for d in descs)
     written = None if out is None else tuple((d.dtype, d.shape, d.strides) for d in out)
     key = (arrays, device, tuple(scalar_kind(v) for v in extras), dim, bool(options["keepdim"]), requested, written)
@@ -223,10 +226,11 @@ def run(kernels: ReductionKernels, identity: object, defaults: dict[str, object]
     """A whole call: `options` holds dim, keepdim, dtype and out."""
     binding = kernels.binding
     arrays, descs, adapter, device = _described(args, binding)
+    extra_given = bool(given)
     extras = extra_values(binding, defaults, given)
     requested = None if options["dtype"] is None else dtype_name(options["dtype"])
-    given = options["out"]
-    outs, out_descs = _out_arrays(given, binding, adapter, device)
+    out = options["out"]
+    outs, out_descs = _out_arrays(out, binding, adapter, device)
     plan = _planned(kernels, descs, adapter.rules, device, identity, extras, options, requested, out_descs)
     layout, spec = plan.layout, plan.spec
     if outs is None:
@@ -239,18 +243,23 @@ def run(kernels: ReductionKernels, identity: object, defaults: dict[str, object]
     stream = adapter.stream(device) if device >= 0 else 0
     partials, keep = 0, None
     if device >= 0 and plan.blocks > 1:
-        # A pair (value, index) is 16 bytes: two int64 slots, whatever the accumulator.
-        size, kind = (layout.rows * plan.blocks * 2, "int64") if spec.indexed else \
-            (layout.rows * plan.blocks, spec.accumulate)
+        size, kind = reduce_cuda.partials_of(spec, layout.rows, plan.blocks)
         keep = adapter.allocator((size,), (1,), kind, arrays[0])()
         partials = adapter.pointer(keep)
+    if out is None and not extra_given:  # leave a C hot path for the calls keyed like this one
+        def packed(stage: int) -> bytes:  # a launch's jm_Args with every pointer 0
+            values = packed_values(plan, [0] * len(outs), [0] * len(descs), 0, stage, extras)
+            return reduce_args(spec).packer.pack(*values)
+
+        reduce_hot.keep_hot(kernels, args, options, plan, adapter, device, packed,
+                            ValuesIndices if spec.indexed else None)
     pointers = [d.pointer for d in descs]
     out_pointers = [adapter.pointer(o) for o in outs]
     launches = reduce_cuda.launches(spec, layout.rows, plan.blocks) if device >= 0 else [((1, 1, 1), (1, 1, 1), 0)]
     for grid, block, stage in launches:
         launcher(packed_values(plan, out_pointers, pointers, partials, stage, extras), grid, block, stream)
     del keep  # the partials stay allocated until the launches are queued: the allocator orders reuse on the stream
-    if given is not None:
+    if out is not None:
         adapter.written(list(outs))
     return result
 

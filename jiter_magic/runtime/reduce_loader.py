@@ -8,6 +8,7 @@ driver on the caller's stream.
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 import weakref
 from collections.abc import Callable
@@ -17,10 +18,12 @@ from typing import Any
 from jiter_magic.codegen.names import KERNEL_NAME
 from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.kernels.reduce_common import reduce_args
-from jiter_magic.kernels.reduce_cuda import render_cuda
+from jiter_magic.kernels.reduce_cuda import block_of, render_cuda
 from jiter_magic.kernels.reduce_host import render_host
+from jiter_magic.native import call_path
 from jiter_magic.planning.reduce_spec import HOST_PATHS, ReductionSpec
 from jiter_magic.runtime.backends import backend_for
+from jiter_magic.runtime.backends.fault_guard import raise_fault
 from jiter_magic.runtime.build import Built, build_source
 from jiter_magic.state import RUNTIME
 
@@ -47,7 +50,7 @@ class BuiltReduction:
 
 
 class HostReduction:
-    """A reduction kernel loaded on the host."""
+    """A reduction kernel loaded on the host; run from C where the C call path is loaded."""
 
     def __init__(self, built: Built, spec: ReductionSpec, name: str) -> None:
         from jiter_magic.runtime.backends.cpu import load_library, unload_when_gone
@@ -55,34 +58,45 @@ class HostReduction:
         self.library, self.function = load_library(built.binary, built.cache_key, name)
         self.pack = reduce_args(spec).packer.pack
         self.name = name
+        address = ctypes.cast(self.function, ctypes.c_void_p).value or 0
+        self.native: Any = call_path.current().kernel(address, True, (1, 1, 1), 0,
+                                                      functools.partial(raise_fault, name=name), name)
         unload_when_gone(self, self.library)
 
     def __call__(self, values: list, grid: tuple, block: tuple, stream: int) -> None:
-        from jiter_magic.runtime.backends.fault_guard import raise_fault
-
+        if self.native is not None:
+            self.native.launch(self.pack(*values), grid, stream)
+            return
         status = self.function(self.pack(*values))
         if status:
             raise_fault(status, self.name)
 
 
 class CudaReduction:
-    """A reduction kernel loaded on a CUDA device; launches on the caller's stream, no sync."""
+    """A reduction kernel loaded on a CUDA device; launches on the caller's stream, no sync, from C
+    where the C call path is loaded."""
 
     def __init__(self, built: Built, spec: ReductionSpec, device: int, name: str) -> None:
         from jiter_magic.runtime.backends import cuda_driver
 
         module, self.function, self.context = cuda_driver.load(built.binary, device, KERNEL_NAME.encode())
         packer = reduce_args(spec).packer
+        self.pack = packer.pack
         self.pack_into = packer.pack_into
         self.buffer = ctypes.create_string_buffer(packer.size)
         self.params = (ctypes.c_void_p * 1)(ctypes.addressof(self.buffer))
         self.name = name
         self.lock = threading.Lock()
+        # Every launch of a spec has the same block (reduce_cuda.block_of), so one C launcher serves.
+        self.native: Any = call_path.current().kernel(self.function, False, block_of(spec), self.context, None, name)
         weakref.finalize(self, cuda_driver.unload, module, self.context).atexit = False
 
     def __call__(self, values: list, grid: tuple, block: tuple, stream: int) -> None:
         from jiter_magic.runtime.backends import cuda_driver
 
+        if self.native is not None:
+            self.native.launch(self.pack(*values), grid, stream)
+            return
         # The driver copies the parameters during the launch call, so one buffer serves each launch.
         with self.lock, cuda_driver.InContext(self.context):
             self.pack_into(self.buffer, 0, *values)
@@ -111,6 +125,8 @@ class ReductionKernels:
         self.built: list[BuiltReduction] = []
         self.listeners: list[Callable[[BuiltReduction], None]] = []  # told of each new build (notebook panels)
         self.plans: dict[tuple, Any] = {}  # a call's plan by what decides it (runtime/reduce_call.py)
+        self.hot: dict[tuple, Callable[[list], Any]] = {}  # C hot paths by hot key (runtime/reduce_hot.py)
+        self.fast_keys: dict[type, Any] = {}  # the adapter's fast key function by input type (None: none)
         self._loaded: dict[tuple[ReductionSpec, int], Any] = {}
         self._lock = threading.Lock()
         RUNTIME.part(ReductionKernelSets).sets.add(self)

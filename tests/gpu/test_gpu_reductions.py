@@ -146,3 +146,59 @@ def test_grid_vector_loads_against_torch(dtype):
         check(SUMSQ(x, dim=dim), expected.to(result_dtype))
         built = {(b.spec.path, b.spec.vec, b.spec.inputs) for b in SUMSQ.specializations}
         assert (GRID, min(vec, 8), (str(dtype).removeprefix("torch."),)) in built, built
+
+
+@pytest.mark.parametrize(("shape", "dim", "hot"), [((512, 4096), 1, "HotPlan"), ((300, 70), 1, "HotPlan"),
+                                                   ((4096, 64), 0, "HotPlan"), ((1 << 20,), None, "function")])
+def test_the_hot_path_on_a_gpu(shape, dim, hot):
+    """A call keyed like one before runs as a C HotPlan on the current stream (runtime/reduce_hot.py);
+    a grid reduction over several blocks (two launches) as a Python function writing pointers."""
+    fn = create_reduction_fn(SQ + ADD, 0, map="sq", combine="add")
+    x = sample(shape, torch.float32)
+    check(fn(x, dim=dim), (x * x).sum(dim) if dim is not None else (x * x).sum())
+    assert [type(run).__name__ for run in fn._kernels.hot.values()] == [hot]
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):  # launched on the side stream, as torch's own ops would be
+        y = sample(shape, torch.float32)
+        results = [fn(y, dim=dim) for _ in range(3)]
+    side.synchronize()
+    for result in results:
+        check(result, (y * y).sum(dim) if dim is not None else (y * y).sum())
+    assert torch.equal(results[0], results[2])  # deterministic, also on the hot path
+
+
+@pytest.mark.parametrize(("dtype", "width"), [(torch.float16, 2), (torch.bfloat16, 2), (torch.int16, 2),
+                                              (torch.uint8, 4), (torch.int8, 4), (torch.bool, 4)], ids=str)
+def test_columns_of_narrow_dtypes_read_several_at_once(dtype, width):
+    """1- and 2-byte columns: each thread folds `width` neighbouring columns read as one 4-byte access
+    (kernels/reduce_cuda.py `_column_width`), against torch, also into a strided out= and with indices;
+    a kept size that is not a multiple of the width, or a misaligned view, reads one at a time."""
+    from jiter_magic import create_multi_output_reduction_fn
+
+    def spec_of(x, **options):  # the spec a call took: a fresh function's one build
+        fresh = create_reduction_fn(SQ + ADD, 0, map="sq", combine="add")
+        check(fresh(x, **options), SUMSQ(x, **options))
+        return fresh.specializations[-1].spec
+
+    wide = torch.float64 if dtype.is_floating_point else torch.int64
+    result_dtype = dtype if dtype.is_floating_point else torch.int64
+    for shape, dim in (((2000, 96), 0), ((7, 300, 128), (0, 1)), ((30, 11, 64), 1)):
+        x = sample(shape, dtype)
+        check(SUMSQ(x, dim=dim, keepdim=True), (x.to(wide) ** 2).sum(dim, keepdim=True).to(result_dtype))
+        spec = spec_of(x, dim=dim, keepdim=True)
+        assert spec.path == COLUMNS and spec.vec == width, spec
+    x = sample((2000, 96), dtype)
+    out = torch.empty(96, 2, device="cuda", dtype=result_dtype)[:, 1]  # every other element
+    assert SUMSQ(x, dim=0, out=out) is out
+    check(out, (x.to(wide) ** 2).sum(0).to(result_dtype))
+    for odd in (sample((500, 67), dtype), sample((500, 65), dtype)[:, 1:]):
+        check(SUMSQ(odd, dim=0), (odd.to(wide) ** 2).sum(0).to(result_dtype))
+        assert spec_of(odd, dim=0).vec == 1
+    if dtype is torch.bool:
+        return
+    argmax = create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")
+    ties = torch.randint(0, 3, (3000, 128), device="cuda").to(dtype)  # many ties: the first index must win
+    values, indices = argmax(ties, dim=0)
+    assert argmax.specializations[-1].spec.vec == width
+    expected = ties.max(dim=0)
+    assert torch.equal(indices, expected.indices) and torch.equal(values, expected.values)

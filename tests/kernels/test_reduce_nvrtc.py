@@ -72,6 +72,18 @@ def test_vector_loads_compile(path, dtype, vec, arch):
     assert "jm_vec<" in source and f", {vec}>" in source
 
 
+@pytest.mark.parametrize(("dtype", "width"), [("float16", 2), ("bfloat16", 2), ("int16", 2), ("uint8", 4),
+                                              ("int8", 4), ("bool", 4)])
+@pytest.mark.parametrize("name", ["sumsq", "amax", "dot"])
+@pytest.mark.parametrize("arch", ARCHES)
+def test_vector_columns_compile(dtype, width, name, arch):
+    """The columns path with `width` neighbouring columns a thread (one 4-byte access), with maps of
+    one and two inputs, kept and reduced loop dims of several dims."""
+    dtypes = (dtype, dtype) if name == "dot" else (dtype,)
+    source = compile_cuda(FUNCTIONS[name], *dtypes, path=COLUMNS, vec=width, kept_ndim=2, reduced_ndim=2, arch=arch)
+    assert "jm_vec<" in source and f", {width}> jm_v0" in source and f"jm_acc[{width}]" in source
+
+
 @pytest.mark.parametrize(("path", "kept", "reduced", "arch"),
                          [(p, k, r, a) for p in (COLUMNS, GRID) for k, r in ((3, 1), (1, 3), (2, 2))
                           for a in ARCHES] + [(p, 3, 1, a) for p in (WARP_ROWS, BLOCK_ROWS) for a in ARCHES])

@@ -67,6 +67,7 @@ def test_grid_blocks_and_launches():
     assert blocks == MAX_GRID_BLOCKS
     spec = ReductionSpec(("float32",), "float32", "float32", (), "0", path=GRID, kept_ndim=1, reduced_ndim=1)
     assert launches(spec, 1, blocks) == [((blocks, 1, 1), (256, 1, 1), 0), ((1, 1, 1), (256, 1, 1), 1)]
+    assert launches(spec, 3, 8)[1] == ((3, 1, 1), (256, 1, 1), 1)  # stage 1: a block a row
     assert launches(spec, 10, 1) == [((10, 1, 1), (256, 1, 1), 0)]  # one block a row stores directly
     assert grid_blocks(layout((100_000, 50), (1,))) == 1
     warp = ReductionSpec(("float32",), "float32", "float32", (), "0", path=WARP_ROWS, kept_ndim=1, reduced_ndim=1)
