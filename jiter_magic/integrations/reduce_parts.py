@@ -5,7 +5,9 @@ the total once with the count of every element it holds. So a `ReductionFunction
 pieces, each made of its own functors:
 - `partial`: its map and combine without the finalize (each block's partial result);
 - `fold`: its combine alone, with no map (the partials are already accumulator values) and the
-  same identity;
+  same identity; for a reduction with indices it takes two inputs, the partials' values and their
+  indices (`indices_given`), so that its combine compares the indices each element has in the
+  whole reduced extent, as the eager call's does, never a position among the partials;
 - `finalize`: an elementwise function calling its finalize on each value with a count given
   by the caller (None where it has none).
 `partial` and `fold` are reductions of bindings derived from the function's, run by the same call
@@ -48,7 +50,7 @@ class TreeParts:
     """A reduction's pieces for a tree (see the module docstring)."""
 
     partial: DerivedReduction
-    fold: DerivedReduction
+    fold: DerivedReduction  # with indices: fold(values, indices) of partials whose indices are global
     finalize: JitFunction | None
 
 
@@ -83,7 +85,10 @@ class ReductionTrees:
 def _made(function: Any) -> TreeParts:
     binding = function.binding
     partial = DerivedReduction(replace(binding, finalize=None), function.identity, function.kwargs)
-    fold = DerivedReduction(replace(binding, map=None, finalize=None), function.identity, {})
+    # With indices a partial carries its element's index over the whole reduced extent, which the
+    # fold must compare (a combine may break ties by it), not the partial's place among the others.
+    fold = DerivedReduction(replace(binding, map=None, finalize=None, indices_given=binding.indexed),
+                            function.identity, {})
     finalize = None
     if binding.finalize is not None:
         finalize = JitFunction(finalize_code(binding.code, binding.finalize), None, {"count": 0})
