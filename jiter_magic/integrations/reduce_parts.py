@@ -13,7 +13,9 @@ pieces, each made of its own functors:
 `partial` and `fold` are reductions of bindings derived from the function's, run by the same call
 path (runtime/reduce_call.py) with kernels of their own; `finalize` is a `JitFunction` of the
 function's code string and one generated entry point. They are made once a function, on first use
-(in each Dask worker), and kept while the function lives.
+(in each Dask worker), and kept while the function lives. `global_indices` turns the indices a
+block's partial gives (over the block) into indices over the whole reduced extent, which `fold`
+of a reduction with indices compares.
 """
 from __future__ import annotations
 
@@ -98,3 +100,20 @@ def _made(function: Any) -> TreeParts:
 def tree_parts(function: Any) -> TreeParts:
     """The tree parts of a `ReductionFunction`."""
     return RUNTIME.part(ReductionTrees).parts(function)
+
+
+def global_indices(local: Any, block_sizes: tuple[int, ...], starts: tuple[int, ...], sizes: tuple[int, ...]) -> Any:
+    """The flat indices over reduced dims of `sizes` of the elements a block's call indexed with
+    `local`: flat indices over the block's own reduced sizes, `block_sizes`, whose block starts at
+    `starts` along each reduced dim (all in logical order, the last dim innermost, as torch counts).
+    Plain operators, so that NumPy and CuPy int64 arrays alike stay on their device, in int64."""
+    if block_sizes == sizes:  # the block spans the whole reduced extent (no reduced dim, too): as it is
+        return local
+    rest, coordinates = local, []
+    for size in reversed(block_sizes):  # unravel over the block's sizes, innermost first
+        coordinates.append(rest % size)
+        rest = rest // size
+    total = 0
+    for coordinate, start, size in zip(reversed(coordinates), starts, sizes):  # ravel over the whole sizes
+        total = total * size + (coordinate + start)
+    return total
