@@ -10,6 +10,9 @@ kwargs name extras, the other value parameters are the array inputs in declarati
 A reduction with indices (argmax, a max with its index) folds a value and the index of the
 element it came from: its combine takes two of them and writes the one it keeps through two
 references, `void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index)`.
+A tree of such folds (Dask, integrations/reduce_parts.py) folds partial results whose indices are
+already known: its derived binding has `indices_given`, and its kernels take each element's value
+from their first input and its index from their second, with no map.
 """
 from __future__ import annotations
 
@@ -30,9 +33,17 @@ class ReductionBinding:
     map: Binding | None  # None: no map function, each element (of one input) is its own value
     finalize: Functor | None
     indexed: bool = False  # the combine folds (value, index) pairs: a result and its index
+    indices_given: bool = False  # with indices: each element's index is input 1, not its position
+
+    def __post_init__(self) -> None:
+        # Only a tree's fold derives such a binding; a map would have no index input to pass on.
+        if self.indices_given and (not self.indexed or self.map is not None):
+            raise ValueError("indices_given needs a reduction with indices and no map")
 
     @property
     def input_names(self) -> tuple[str, ...]:
+        if self.indices_given:
+            return ("values", "indices")
         return self.map.input_names if self.map is not None else ("x",)
 
     @property

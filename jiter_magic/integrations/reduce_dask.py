@@ -9,8 +9,14 @@ count, not a block's), then casts to the result's dtype. A single Dask input is 
 own `x`; several inputs (Dask arrays, NumPy or CuPy arrays among them) are first broadcast and
 reduced block by block by `blockwise`, whose partials the tree then folds. What an eager call
 would refuse is refused now, from the inputs' dtypes and shapes (planning/reduce_result.py),
-without computing or compiling anything. A reduction with indices is computed otherwise
-(`_with_indices`): whole reduced extents a block.
+without computing or compiling anything.
+
+A reduction with indices (`_with_indices`) is the same tree over `ValuesIndices` partials: each
+block's eager call (no finalize) gives values and indices local to the block, which become flat
+indices over the whole reduced extent from where the block lies (`map_blocks`' block_info); the
+folds concatenate values and indices apart and fold them with the combine, given the global
+indices as a second input, so that it picks what the eager call picks, ties included, on any
+chunks. That needs the sizes of the reduced dims: unknown chunk sizes there are refused.
 """
 from __future__ import annotations
 
@@ -21,12 +27,14 @@ from functools import partial
 from typing import Any
 
 import dask.array as da
+from dask.array.core import _concatenate2, unify_chunks  # _concatenate2: as Dask's own dict reductions join
 from dask.array.utils import meta_from_array
+from dask.utils import deepmap
 
 from jiter_magic.arrays import adapter_for
 from jiter_magic.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedArrayError
 from jiter_magic.integrations.dask_inputs import as_dask_input, known_sizes, out_is_refused, split_outputs
-from jiter_magic.integrations.reduce_parts import tree_parts
+from jiter_magic.integrations.reduce_parts import TreeParts, global_indices, tree_parts
 from jiter_magic.planning.reduce_result import ReductionResult, reduction_result
 from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, dtype_name, extra_values
 
@@ -60,10 +68,8 @@ def reduce_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dic
         source, chunk = inputs[0], partials
     else:  # several inputs: each block's partial by blockwise, which the tree's chunk step passes on
         ndim = len(planned.shape)
-        indexed: list[Any] = []
-        for x in inputs:  # right-aligned broadcasting, as dask.py lays out an elementwise call
-            indexed += (x, tuple(range(ndim - x.ndim, ndim)))
-        source = da.blockwise(partial(partials, axis=planned.dims, keepdims=True), tuple(range(ndim)), *indexed,
+        source = da.blockwise(partial(partials, axis=planned.dims, keepdims=True), tuple(range(ndim)),
+                              *_right_aligned(inputs, ndim),
                               adjust_chunks=dict.fromkeys(planned.dims, 1), token=f"{name}-partial",
                               dtype=planned.accumulate,
                               meta=meta_from_array(inputs[0]._meta, ndim=ndim, dtype=planned.accumulate))
@@ -75,13 +81,17 @@ def reduce_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dic
                         name=name)  # Dask appends a token of its own
 
 
+def _right_aligned(inputs: list, ndim: int) -> list[Any]:
+    """Each input and its dims' indices, broadcast right-aligned, as dask.py lays out an elementwise call."""
+    indexed: list[Any] = []
+    for x in inputs:
+        indexed += (x, tuple(range(ndim - x.ndim, ndim)))
+    return indexed
+
+
 def _count(inputs: list, planned: ReductionResult) -> int:
     """The elements each result element folds, for the finalize: every reduced size must be known."""
-    for x in inputs:
-        offset = len(planned.shape) - x.ndim
-        if any(axis >= offset and math.isnan(x.shape[axis - offset]) for axis in planned.dims):
-            raise InvalidArgumentError("a reduction with a finalize needs the sizes of the dims it reduces, and a Dask "
-                                       "input has unknown chunk sizes there; call x.compute_chunk_sizes() first")
+    _check_known_reduced(inputs, planned, "a finalize needs the count of every element reduced")
     return planned.count
 
 
@@ -107,35 +117,109 @@ def _aggregate(function: Any, accumulate: str, result: str, count: int, partials
     parts = tree_parts(function)
     if parts.finalize is None:  # the fold's kernel converts to the result's dtype itself
         return parts.fold(partials, dim=axis, keepdim=keepdims, dtype=result)
-    total = parts.finalize(parts.fold(partials, dim=axis, keepdim=keepdims, dtype=accumulate), count=count)
+    return _ended(parts, parts.fold(partials, dim=axis, keepdim=keepdims, dtype=accumulate), count, result)
+
+
+def _ended(parts: TreeParts, total: Any, count: int, result: str) -> Any:
+    """Folded accumulator values finalized with the whole count, then cast to the result's dtype."""
+    assert parts.finalize is not None
+    total = parts.finalize(total, count=count)
     return total if total.dtype == result else total.astype(result)
+
+
+# Reductions with indices. An index counts over the whole reduced extent, so a block's partial turns
+# the local indices its call gives into global ones (from where the block starts), and the folds
+# compare those with the user's combine (reduce_parts.py: `fold` takes them as its second input):
+# the tree then picks what the eager call picks, ties included, whatever the chunks.
 
 
 def _with_indices(function: Any, inputs: list, planned: ReductionResult, options: dict[str, Any],
                   kwargs: dict) -> ValuesIndices:
-    """Values with their indices, lazily. An element's index is its place in the whole reduced
-    extent, and the combine compares indices, so partials of separate blocks cannot be folded
-    with it: each input's reduced dims are rechunked into one chunk, and every block (whole
-    reduced extents, any chunks of the kept dims) is the eager call, exact. The price: a block
-    holds whole reduced extents (everything, for `dim=None`)."""
-    ndim, dims = len(planned.shape), planned.dims
-    indexed: list[Any] = []
-    for x in inputs:  # right-aligned broadcasting; a reduced dim the input has becomes one chunk
-        offset = ndim - x.ndim
-        whole = {axis - offset: -1 for axis in dims if axis >= offset}
-        indexed += (x.rechunk(whole) if whole else x, tuple(range(offset, ndim)))
-    per_block = partial(_values_and_indices, function, options["dtype"], dims, kwargs)
-    metas = (meta_from_array(inputs[0]._meta, ndim=ndim, dtype=planned.dtype),
-             meta_from_array(inputs[0]._meta, ndim=ndim, dtype="int64"))
-    together = da.blockwise(per_block, tuple(range(ndim)), *indexed, adjust_chunks=dict.fromkeys(dims, 1),
-                            token=f"{function.name}-indexed", meta=metas)
-    results = split_outputs(together, tuple(range(ndim)), metas, function.name)
-    if not options["keepdim"]:
-        results = tuple(r.squeeze(axis=dims) for r in results)
-    return ValuesIndices(*results)
+    """Values with their indices, lazily, folded as a tree of (values, global indices) partials:
+    each block by `map_blocks` (which tells it where it lies), the partials by `dask.array.reduction`
+    carrying `ValuesIndices` pairs (`concatenate=False`: each fold concatenates values and indices
+    apart, so int64 indices never pass through the values' dtype), then one Dask array of each."""
+    name, ndim, dims, keepdim = function.name, len(planned.shape), planned.dims, bool(options["keepdim"])
+    _check_known_reduced(inputs, planned, "a reduction with indices needs them to count each index over the "
+                                          "whole reduced extent")
+    count = planned.count if function.binding.finalize is not None else 0
+    chunkss, aligned = unify_chunks(*_right_aligned(inputs, ndim))  # the chunks map_blocks aligns them to
+    partials = da.map_blocks(
+        partial(_indexed_partial, function, kwargs, planned, tuple(x.ndim for x in inputs)), *aligned,
+        chunks=tuple((1,) * len(chunkss[axis]) if axis in dims else chunkss[axis] for axis in range(ndim)),
+        meta=meta_from_array(inputs[0]._meta, ndim=ndim, dtype=planned.accumulate), token=f"{name}-block")
+    metas = tuple(meta_from_array(inputs[0]._meta, ndim=len(planned.out_shape), dtype=d)
+                  for d in (planned.dtype, "int64"))
+    together = da.reduction(partials, _passed_on, partial(_aggregate_pairs, function, planned, count), axis=dims,
+                            keepdims=keepdim, dtype=planned.dtype, combine=partial(_fold_pairs, function, planned),
+                            concatenate=False, meta=metas[0], name=name)
+    return ValuesIndices(*split_outputs(together, tuple(range(len(planned.out_shape))), metas, name))
 
 
-def _values_and_indices(function: Any, dtype: object, dims: tuple[int, ...], kwargs: dict, *blocks: Any) -> tuple:
-    """One block's values and indices, the reduced dims kept as 1 (blockwise's chunks say so)."""
-    found = function(*blocks, dim=dims, keepdim=True, dtype=dtype, **kwargs)
-    return found.values, found.indices
+def _check_known_reduced(inputs: list, planned: ReductionResult, why: str) -> None:
+    """Every size along the reduced dims known (boolean indexing leaves them NaN), or an error saying `why`."""
+    for x in inputs:
+        offset = len(planned.shape) - x.ndim
+        if any(axis >= offset and math.isnan(x.shape[axis - offset]) for axis in planned.dims):
+            raise InvalidArgumentError(f"a Dask input has unknown chunk sizes along the reduced dims, and {why}; "
+                                       "call x.compute_chunk_sizes() first")
+
+
+def _indexed_partial(function: Any, kwargs: dict, planned: ReductionResult, ndims: tuple[int, ...], *blocks: Any,
+                     block_info: dict) -> ValuesIndices:
+    """A block's values and GLOBAL indices: the eager call without the finalize, in the accumulator,
+    the reduced dims kept as 1, its local indices placed where the block lies in the whole extent."""
+    found = tree_parts(function).partial(*blocks, dim=planned.dims, keepdim=True, dtype=planned.accumulate, **kwargs)
+    starts, sizes = _block_extent(block_info, planned, ndims)
+    whole = tuple(planned.shape[axis] for axis in planned.dims)
+    return ValuesIndices(found.values, global_indices(found.indices, sizes, starts, whole))
+
+
+def _block_extent(block_info: dict, planned: ReductionResult,
+                  ndims: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Where a block starts along each reduced dim, and its size there, from Dask's `block_info`:
+    the place of an input spanning that dim (one of size 1 there is broadcast: 0 and 1)."""
+    starts, sizes = [], []
+    for axis in planned.dims:
+        start, stop = 0, 1
+        for position, ndim in enumerate(ndims):
+            own = axis - (len(planned.shape) - ndim)
+            if own >= 0 and block_info[position]["shape"][own] == planned.shape[axis]:
+                start, stop = block_info[position]["array-location"][own]
+                break
+        starts.append(start)
+        sizes.append(stop - start)
+    return tuple(starts), tuple(sizes)
+
+
+def _joined(pairs: Any, axis: tuple[int, ...]) -> tuple[Any, Any]:
+    """The values and the indices of the partials a fold gets (nested lists along the reduced
+    dims, as `concatenate=False` leaves them), each concatenated as Dask concatenates arrays."""
+    if not isinstance(pairs, list):  # no reduced dim (a 0-d input): one partial, no nest
+        return pairs.values, pairs.indices
+    axes = sorted(axis)
+    return (_concatenate2(deepmap(lambda pair: pair.values, pairs), axes=axes),
+            _concatenate2(deepmap(lambda pair: pair.indices, pairs), axes=axes))
+
+
+def _fold_pairs(function: Any, planned: ReductionResult, pairs: Any, axis: tuple[int, ...], keepdims: bool,
+                computing_meta: bool = False) -> Any:
+    """Partials folded together by the combine, which compares their global indices."""
+    if computing_meta:  # Dask asks for a meta: the declared one stands
+        return pairs
+    return tree_parts(function).fold(*_joined(pairs, axis), dim=axis, keepdim=keepdims, dtype=planned.accumulate)
+
+
+def _aggregate_pairs(function: Any, planned: ReductionResult, count: int, pairs: Any, axis: tuple[int, ...],
+                     keepdims: bool, computing_meta: bool = False) -> Any:
+    """The last fold: values in the result's dtype (finalized with the whole count), global indices."""
+    if computing_meta:
+        return pairs
+    parts = tree_parts(function)
+    values, indices = _joined(pairs, axis)
+    if parts.finalize is None:  # the fold's kernel converts to the result's dtype itself
+        return parts.fold(values, indices, dim=axis, keepdim=keepdims, dtype=planned.dtype)
+    found = parts.fold(values, indices, dim=axis, keepdim=keepdims, dtype=planned.accumulate)
+    return ValuesIndices(_ended(parts, found.values, count, planned.dtype), found.indices)
+
+

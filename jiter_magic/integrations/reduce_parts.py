@@ -5,13 +5,17 @@ the total once with the count of every element it holds. So a `ReductionFunction
 pieces, each made of its own functors:
 - `partial`: its map and combine without the finalize (each block's partial result);
 - `fold`: its combine alone, with no map (the partials are already accumulator values) and the
-  same identity;
+  same identity; for a reduction with indices it takes two inputs, the partials' values and their
+  indices (`indices_given`), so that its combine compares the indices each element has in the
+  whole reduced extent, as the eager call's does, never a position among the partials;
 - `finalize`: an elementwise function calling its finalize on each value with a count given
   by the caller (None where it has none).
 `partial` and `fold` are reductions of bindings derived from the function's, run by the same call
 path (runtime/reduce_call.py) with kernels of their own; `finalize` is a `JitFunction` of the
 function's code string and one generated entry point. They are made once a function, on first use
-(in each Dask worker), and kept while the function lives.
+(in each Dask worker), and kept while the function lives. `global_indices` turns the indices a
+block's partial gives (over the block) into indices over the whole reduced extent, which `fold`
+of a reduction with indices compares.
 """
 from __future__ import annotations
 
@@ -48,7 +52,7 @@ class TreeParts:
     """A reduction's pieces for a tree (see the module docstring)."""
 
     partial: DerivedReduction
-    fold: DerivedReduction
+    fold: DerivedReduction  # with indices: fold(values, indices) of partials whose indices are global
     finalize: JitFunction | None
 
 
@@ -83,7 +87,10 @@ class ReductionTrees:
 def _made(function: Any) -> TreeParts:
     binding = function.binding
     partial = DerivedReduction(replace(binding, finalize=None), function.identity, function.kwargs)
-    fold = DerivedReduction(replace(binding, map=None, finalize=None), function.identity, {})
+    # With indices a partial carries its element's index over the whole reduced extent, which the
+    # fold must compare (a combine may break ties by it), not the partial's place among the others.
+    fold = DerivedReduction(replace(binding, map=None, finalize=None, indices_given=binding.indexed),
+                            function.identity, {})
     finalize = None
     if binding.finalize is not None:
         finalize = JitFunction(finalize_code(binding.code, binding.finalize), None, {"count": 0})
@@ -93,3 +100,20 @@ def _made(function: Any) -> TreeParts:
 def tree_parts(function: Any) -> TreeParts:
     """The tree parts of a `ReductionFunction`."""
     return RUNTIME.part(ReductionTrees).parts(function)
+
+
+def global_indices(local: Any, block_sizes: tuple[int, ...], starts: tuple[int, ...], sizes: tuple[int, ...]) -> Any:
+    """The flat indices over reduced dims of `sizes` of the elements a block's call indexed with
+    `local`: flat indices over the block's own reduced sizes, `block_sizes`, whose block starts at
+    `starts` along each reduced dim (all in logical order, the last dim innermost, as torch counts).
+    Plain operators, so that NumPy and CuPy int64 arrays alike stay on their device, in int64."""
+    if block_sizes == sizes:  # the block spans the whole reduced extent (no reduced dim, too): as it is
+        return local
+    rest, coordinates = local, []
+    for size in reversed(block_sizes):  # unravel over the block's sizes, innermost first
+        coordinates.append(rest % size)
+        rest = rest // size
+    total = 0
+    for coordinate, start, size in zip(reversed(coordinates), starts, sizes):  # ravel over the whole sizes
+        total = total * size + (coordinate + start)
+    return total

@@ -8,7 +8,8 @@ converted to it, `combine` on two accumulator values, `finalize` on the result a
 A reduction with indices folds `jm_state_t` pairs instead, a value and the index of its element
 (-1: no element yet, which every combine passes over, so that lanes and threads holding no
 element never win a tie whatever the user's combine prefers); plain reductions fold `jm_acc_t`
-values themselves, and their sources name no pair at all.
+values themselves, and their sources name no pair at all. A spec with `indices_given` (the fold
+of a Dask tree's partials) reads each pair from two inputs, the value and its int64 index.
 """
 from __future__ import annotations
 
@@ -106,7 +107,10 @@ def initial(spec: ReductionSpec) -> str:
 
 
 def element(binding: ReductionBinding, spec: ReductionSpec, loaded: list[str], index: str) -> str:
-    """The state of one element: its mapped value, and with indices its reduced index `index`."""
+    """The state of one element: its mapped value, and with indices its reduced index `index`, or
+    where the indices are given (a tree's fold of partials) input 0's value and input 1's index."""
+    if spec.indices_given:  # the partials' indices count over the whole reduced extent, not this call's
+        return f"jm_state_t{{{mapped(binding, spec, loaded[:1])}, (int64_t)({loaded[1]})}}"
     value = mapped(binding, spec, loaded)
     return f"jm_state_t{{{value}, (int64_t)({index})}}" if spec.indexed else value
 

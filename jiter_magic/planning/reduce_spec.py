@@ -102,11 +102,13 @@ class ReductionSpec:
     reduced_ndim: int  # loop dims of the reduced elements (at least 1)
     vec: int = 1  # elements a vector load (the CUDA row paths, where every row is aligned)
     indexed: bool = False  # also the index of each result (an int64 output), as argmax gives
+    indices_given: bool = False  # with indices: input 1 holds each element's index (a tree's fold)
 
     def describe(self) -> str:
         """One line for people: dtypes, the kernel shape and its loop dims."""
         ins = ", ".join(self.inputs)
         vector = f", {self.vec}-wide loads" if self.vec > 1 else ""
         output = f"({self.output}, int64 index)" if self.indexed else self.output
-        return (f"reduce ({ins}) -> {output} accumulating {self.accumulate}, {self.path} "
+        given = ", indices given" if self.indices_given else ""
+        return (f"reduce ({ins}{given}) -> {output} accumulating {self.accumulate}, {self.path} "
                 f"{self.kept_ndim}-d kept x {self.reduced_ndim}-d reduced{vector}")

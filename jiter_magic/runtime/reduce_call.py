@@ -144,7 +144,9 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
               out: tuple[ArrayDesc, ...] | None) -> ReductionPlan:
     """Everything a call's launch needs, checked: dtypes, dims, `out=`, the layout and the kernel."""
     indexed = binding.indexed
-    planned = reduction_result([d.dtype for d in descs], [d.shape for d in descs], rules, dim, bool(keepdim),
+    # Given indices are int64 positions, not values: the values' dtype alone decides the result's.
+    valued = descs[:1] if binding.indices_given else descs
+    planned = reduction_result([d.dtype for d in valued], [d.shape for d in descs], rules, dim, bool(keepdim),
                                requested, identity, indexed)
     result, accumulate, shape, dims = planned.dtype, planned.accumulate, planned.shape, planned.dims
     if out is not None:
@@ -159,7 +161,8 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
         blocks = reduce_cuda.grid_blocks(layout) if path == reduce_cuda.GRID else 1
     spec = ReductionSpec(inputs, result, accumulate, tuple(scalar_kind(v) for v in extras),
                          identity_literal(identity, accumulate), path=path, kept_ndim=max(len(layout.kept_sizes), 1),
-                         reduced_ndim=max(len(layout.reduced_sizes), 1), vec=vec, indexed=indexed)
+                         reduced_ndim=max(len(layout.reduced_sizes), 1), vec=vec, indexed=indexed,
+                         indices_given=binding.indices_given)
     return ReductionPlan(spec, layout, blocks, loop_geometry(spec, layout), dense_strides(layout.out_shape))
 
 

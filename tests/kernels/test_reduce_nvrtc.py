@@ -116,3 +116,32 @@ def test_reductions_with_indices_compile(path, dtype, arch):
     assert "int64_t* jm_out_index;" in source and "atomic" not in source
     if path in (WARP_ROWS, BLOCK_ROWS):
         compile_cuda(argmax, dtype, path=path, vec=2, arch=arch)  # the index of a vector's element
+
+
+
+@pytest.mark.parametrize(("path", "accumulate", "output", "arch"),
+                         [(p, acc, out, a) for p in CUDA_PATHS
+                          for acc, out in (("float32", "float32"), ("float32", "float16"), ("float64", "float64"),
+                                           ("int64", "int8"))
+                          for a in ARCHES])
+def test_folds_of_given_indices_compile(path, accumulate, output, arch):
+    # A Dask tree's fold (integrations/reduce_parts.py): each pair from two inputs, the value and its index.
+    from jiter_magic import create_multi_output_reduction_fn
+    from jiter_magic.integrations.reduce_parts import tree_parts
+    from jiter_magic.planning.reduce_spec import ReductionSpec, identity_literal
+    from jiter_magic.runtime.reduce_loader import render
+
+    binding = tree_parts(create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")).fold.kernels.binding
+    # Vector loads need one itemsize: 8-byte values with their int64 indices, 2 a load.
+    vectors = (1, 2) if path in (WARP_ROWS, BLOCK_ROWS, GRID) and accumulate != "float32" else (1,)
+    for vec in vectors:
+        spec = ReductionSpec((accumulate, "int64"), output, accumulate, (), identity_literal(0, accumulate), path=path,
+                             kept_ndim=1, reduced_ndim=1, vec=vec, indexed=True, indices_given=True)
+        source = render(binding, spec)
+        if arch not in _COMPILERS:
+            _COMPILERS[arch] = NvrtcCompiler(arch)
+        assert _COMPILERS[arch].compile(source, binding.name).binary[:4] == b"\x7fELF"
+        assert "const int64_t* jm_in1;" in source and "atomic" not in source
+        dense = path in (WARP_ROWS, BLOCK_ROWS) or vec > 1  # rows read a vector at a time, of one element or more
+        index = "(int64_t)(jm_v1.jm_v[jm_e])" if dense else "(int64_t)(jm_a.jm_in1["
+        assert index in source  # the index read from the second input, not the element's position

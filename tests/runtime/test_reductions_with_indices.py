@@ -209,3 +209,69 @@ def test_a_backward_of_a_map_with_two_broadcast_inputs():
     values, _ = nearest(points, centres.detach(), dim=1)
     values.sum().backward()
     assert points.grad.shape == (10,) and int((points.grad != 0).sum()) <= 3
+
+
+# The fold of a tree's partials (integrations/reduce_parts.py): a reduction of (values, indices)
+# pairs whose indices are given as a second input, the element's position playing no part.
+KEEP_LAST = KEEP_MAX.replace("keep_max", "keep_last").replace("ib < ia", "ib > ia")
+LAST_WITH_INDEX = create_multi_output_reduction_fn(KEEP_LAST, combine="keep_last")
+
+
+def given_fold(function):
+    from jiter_magic.integrations.reduce_parts import tree_parts
+
+    return tree_parts(function).fold
+
+
+def expected_pick(values, indices, dim, last=False):
+    """The pair a max picks along `dim`: NaN first, then the larger value, ties by the given index."""
+    order = torch.where(values.isnan(), torch.inf, values) if values.is_floating_point() else values.to(torch.float64)
+    best = order.amax(dim=dim, keepdim=True)
+    candidates = torch.where(order == best, indices, -1 if last else torch.iinfo(torch.int64).max)
+    picked = candidates.amax(dim=dim) if last else candidates.amin(dim=dim)
+    position = (indices == picked.unsqueeze(dim)).to(torch.int64).argmax(dim=dim, keepdim=True)
+    return values.gather(dim, position).squeeze(dim), picked
+
+
+@pytest.mark.parametrize(("shape", "dim"), [((6, 40), 1), ((300, 64), 0), ((2, 20_000), 1), ((5, 3, 9), (0, 2))])
+@pytest.mark.parametrize("last", [False, True])
+def test_a_fold_with_given_indices_compares_them_not_positions(shape, dim, last):
+    # Ties everywhere, and indices given in an order unlike the positions (reversed, spread out): a
+    # fold by position would pick other elements. The shapes take the row, columns and split-row loops.
+    values = sample(shape, torch.float32, seed=7, high=3)
+    values[values == 1] = float("nan")
+    indices = (values.numel() - torch.arange(values.numel())).reshape(shape) * 3
+    fold = given_fold(LAST_WITH_INDEX if last else MAX_WITH_INDEX)
+    found = fold(values, indices, dim=dim, keepdim=False, dtype=None)
+    flat_dims = dim if isinstance(dim, tuple) else (dim,)
+    want_values, want_indices = expected_pick(flattened(values, flat_dims), flattened(indices, flat_dims), -1, last)
+    check(found, want_values, want_indices)
+
+
+def test_a_fold_with_given_indices_keeps_the_accumulator_or_casts_to_the_result():
+    fold = given_fold(MAX_WITH_INDEX)
+    values = torch.tensor([[1.5, 7.25, 7.25], [3.0, -2.0, 3.0]])  # float32 partials of float16 elements
+    indices = torch.tensor([[10, 4, 2], [0, 8, 1]])
+    found = fold(values, indices, dim=1, keepdim=True, dtype=torch.float16)
+    assert found.values.dtype == torch.float16 and found.values.shape == (2, 1)
+    assert found.values.flatten().tolist() == [7.25, 3.0] and found.indices.flatten().tolist() == [2, 0]
+    ints = fold(values.to(torch.int64), indices, dim=1, keepdim=False, dtype=torch.int8)
+    assert ints.values.dtype == torch.int8 and ints.indices.tolist() == [2, 0]
+    assert fold.kernels.binding.input_names == ("values", "indices")
+    assert "indices given" in fold.kernels.built[0].spec.describe()
+    with pytest.raises(BindError, match=r"takes 2 input array\(s\) \['values', 'indices'\]"):
+        fold(values, dim=1, keepdim=False, dtype=None)
+
+
+def test_given_indices_need_a_reduction_with_indices_and_no_map():
+    from dataclasses import replace
+
+    binding = MAX_WITH_INDEX.binding
+    assert replace(binding, indices_given=True).num_inputs == 2
+    with pytest.raises(ValueError, match="indices_given"):
+        replace(binding, indexed=False, indices_given=True)
+    nearest = create_multi_output_reduction_fn(
+        "template <typename T> T closeness(T p, T c) { return -(p - c) * (p - c); }\n" + KEEP_MAX,
+        map="closeness", combine="keep_max")
+    with pytest.raises(ValueError, match="no map"):
+        replace(nearest.binding, indices_given=True)
