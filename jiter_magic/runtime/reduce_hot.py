@@ -50,7 +50,9 @@ def _fast_key(kernels: ReductionKernels, args: tuple) -> Any:
     key_of = kernels.fast_keys.get(kind, False)
     if key_of is False:
         adapter = BY_TYPE.get(kind)
-        key_of = None if adapter is None or adapter.delegates else adapter.fast_key_for(kernels.binding.num_inputs)
+        if adapter is None:  # a type no call has met yet: the general path registers its adapter
+            return None
+        key_of = None if adapter.delegates else adapter.fast_key_for(kernels.binding.num_inputs)
         kernels.fast_keys[kind] = key_of
     return None if key_of is None else key_of(args)
 

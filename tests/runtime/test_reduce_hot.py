@@ -74,6 +74,24 @@ def test_numpy_arrays_take_the_hot_path_too():
     assert hot_kinds(fn) == {"HotPlan"}
 
 
+def test_a_second_library_gets_its_own_hot_path():
+    """NumPy arrays first, then torch tensors, in a fresh process (whose first calls never met the
+    torch adapter): calls of both libraries become hot."""
+    code = ("import numpy as np, torch, jiter_magic\n"
+            "from jiter_magic.native import call_path\n"
+            "call_path.wait(300)\n"
+            f"fn = jiter_magic.create_reduction_fn({SUMSQ!r}, 0, map='sq', combine='add')\n"
+            "x = np.arange(12.0).reshape(3, 4)\n"
+            "a = [fn(x, dim=1).tolist() for _ in range(2)]\n"
+            "t = torch.from_numpy(x.copy())\n"
+            "b = [fn(t, dim=1).tolist() for _ in range(2)]\n"
+            "print(a == b == [[14.0, 126.0, 366.0]] * 2, sorted(type(r).__name__ for r in fn._kernels.hot.values()))\n")
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True ['HotPlan', 'HotPlan']"
+
+
 def test_values_with_indices_come_back_as_values_indices():
     fn = jiter_magic.create_multi_output_reduction_fn(KEEP_MAX, float("-inf"), combine="keep_max")
     x = torch.tensor([[1.0, 5.0, 5.0, 2.0], [7.0, 0.0, 7.0, 9.0]])
