@@ -89,7 +89,7 @@ def output_stride(inputs: list[DTensor], shape: tuple[int, ...]) -> tuple[int, .
     return contiguous_strides(shape, dimension_order(shape, strides))
 
 
-def _mesh_of(args: tuple) -> tuple[DeviceMesh, list[DTensor]]:
+def mesh_of(args: tuple) -> tuple[DeviceMesh, list[DTensor]]:
     """The one mesh every array input lives on, and those inputs; refuses anything but DTensors
     and Python numbers, as torch refuses plain tensors mixed with DTensors."""
     inputs = [x for x in args if isinstance(x, DTensor)]
@@ -131,7 +131,7 @@ def _outputs(out: Any, count: int, mesh: DeviceMesh, shape: tuple[int, ...], tar
     return given
 
 
-def _local(x: Any, shape: tuple[int, ...], targets: Placements) -> Any:
+def local_input(x: Any, shape: tuple[int, ...], targets: Placements) -> Any:
     """The rank's local tensor of an input laid out for the call (a Python number as it is)."""
     if not isinstance(x, DTensor):
         return x
@@ -159,12 +159,12 @@ class DTensorAdapter:
 
     def run_call(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
         """`function(*args, out=out, **kwargs)` on DTensors: DTensor results, or the given `out=`."""
-        mesh, inputs = _mesh_of(args)
+        mesh, inputs = mesh_of(args)
         check_kwarg_names(kwargs, function.kwargs)  # before any redistribution, as the eager call refuses them
         shape = broadcast_shape([tuple(x.shape) for x in inputs])
         targets = output_placements(inputs, shape, mesh.ndim)
         given = None if out is None else _outputs(out, function.num_outputs, mesh, shape, targets)
-        local_inputs = [_local(x, shape, targets) for x in args]
+        local_inputs = [local_input(x, shape, targets) for x in args]
         if given is not None:
             function(*local_inputs, out=tuple(_local_out(o) for o in given), **kwargs)
             return given[0] if function.num_outputs == 1 else tuple(given)
@@ -173,6 +173,12 @@ class DTensorAdapter:
         wrapped = [DTensor.from_local(r, mesh, targets, run_check=False, shape=torch.Size(shape), stride=stride)
                    for r in (results if isinstance(results, tuple) else (results,))]
         return wrapped[0] if function.num_outputs == 1 else tuple(wrapped)
+
+    def run_reduction(self, function: Any, args: tuple, options: dict, kwargs: dict) -> Any:
+        """A reduction on DTensors (reduce_dtensor.py, imported here: it builds on this module)."""
+        from jiter_magic.integrations.reduce_dtensor import reduce_dtensor
+
+        return reduce_dtensor(function, args, options, kwargs)
 
 
 ADAPTER = DTensorAdapter()

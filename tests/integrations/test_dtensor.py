@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
+from importlib import import_module
 
 import numpy as np
 import pytest
@@ -212,8 +213,10 @@ CASES: dict[str, Callable] = {name[len("case_"):]: f for name, f in globals().it
 
 
 # ----------------------------------------------------------------------------- running the cases in two ranks
-def _rank_main(rank: int, world_size: int, init_file: str, backend: str, names: list[str], reports) -> None:
-    """One rank: join the process group, run the cases, report each (traceback or None)."""
+def _rank_main(rank: int, world_size: int, init_file: str, backend: str, names: list[str], reports,
+               module: str = __name__) -> None:
+    """One rank: join the process group, run the cases (the `CASES` of test module `module`),
+    report each (traceback or None)."""
     device = "cpu"
     if backend == "nccl":
         os.environ["NCCL_NVLS_ENABLE"] = "0"
@@ -223,9 +226,10 @@ def _rank_main(rank: int, world_size: int, init_file: str, backend: str, names: 
         dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world_size,
                                 timeout=RANK_TIMEOUT)
         mesh = init_device_mesh(device, (world_size,))
+        cases = import_module(module).CASES
         for name in names:
             try:
-                CASES[name](mesh, device)
+                cases[name](mesh, device)
                 reports.put((rank, name, None))
             except BaseException:  # noqa: BLE001 - reported to the parent, which fails the test
                 reports.put((rank, name, traceback.format_exc()))
@@ -236,13 +240,14 @@ def _rank_main(rank: int, world_size: int, init_file: str, backend: str, names: 
             dist.destroy_process_group()
 
 
-def run_in_ranks(tmp_dir: str, backend: str, names: list[str], world_size: int = 2) -> dict[str, list[str]]:
+def run_in_ranks(tmp_dir: str, backend: str, names: list[str], world_size: int = 2,
+                 module: str = __name__) -> dict[str, list[str]]:
     """Each case's failures (one message a failing rank); a rank that never reported a case
-    (it died, or the deadline passed) counts as failing it."""
+    (it died, or the deadline passed) counts as failing it. The cases are `module`'s `CASES`."""
     context = multiprocessing.get_context("spawn")
     reports = context.Queue()
     init_file = os.path.join(tmp_dir, f"rendezvous-{backend}")
-    ranks = [context.Process(target=_rank_main, args=(rank, world_size, init_file, backend, names, reports),
+    ranks = [context.Process(target=_rank_main, args=(rank, world_size, init_file, backend, names, reports, module),
                              daemon=True) for rank in range(world_size)]
     for process in ranks:
         process.start()
