@@ -2,7 +2,7 @@
 ranks exchange only the small partial results of the dims the mesh splits.
 
 A kernel reads one rank's local tensor only. The inputs are first laid out alike over the mesh,
-as an elementwise call lays them out (torch_dtensor.py: a `Partial` or `_StridedShard` input is
+as an elementwise call lays them out (dtensor_layout.py: a `Partial` or `_StridedShard` input is
 redistributed, to `Replicate` or to the other inputs' `Shard`), then, mesh dim by mesh dim:
 - `Replicate`: every rank holds the whole extent, so the result is replicated too;
 - `Shard(d)` on a dim that is not reduced: each rank's rows of the result depend on its own rows
@@ -47,8 +47,8 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Replicate, Shard
 
 from jiter_magic.errors import ArgumentTypeError, GradientError, InvalidArgumentError
+from jiter_magic.integrations.dtensor_layout import Placements, local_input, mesh_of, output_placements
 from jiter_magic.integrations.reduce_parts import TreeParts, global_indices, tree_parts
-from jiter_magic.integrations.torch_dtensor import Placements, local_input, mesh_of, output_placements
 from jiter_magic.planning.layout import contiguous_strides
 from jiter_magic.planning.reduce_result import ReductionResult, reduction_result
 from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, dtype_name, extra_values, no_backward
