@@ -175,8 +175,8 @@ def _body(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
     operands = kept_operands(spec)
     store = stored(binding, spec, "jm_acc", f"{ARGS}.jm_count")
     code = CodeBlock()
-    if spec.path == COLUMNS and spec.vec > 1:
-        code.extend(_vector_columns(binding, spec))
+    if spec.path == COLUMNS:
+        code.extend(_columns(binding, spec))
         return code
     if spec.path != WARP_ROWS:  # a warp a row folds in registers only
         code.line(f"__shared__ {state_type(spec)} jm_shared[{WARPS * 33}];")
@@ -193,28 +193,15 @@ def _body(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
         code.extend(_dense_row(binding, spec, "jm_thread_x()", BLOCK))
         code.line("jm_acc = jm_block_fold(jm_acc, jm_shared);")
         code.line(f"if (jm_thread_x() == 0) {{ {store} }}")
-    elif spec.path == COLUMNS:
-        code.line("const jm_index_t jm_row = (jm_index_t)jm_block_x() * 32 + jm_thread_x();")
-        code.line(f"const bool jm_active = jm_row < {ARGS}.jm_rows;")
-        code.extend(CodeBlock(*kept_offsets(spec, "jm_active ? jm_row : 0", operands)))
-        code.extend(_strided_share(binding, spec, f"jm_active ? (jm_index_t)jm_thread_y() : {ARGS}.jm_count",
-                                   str(WARPS)))
-        code.line("jm_shared[jm_thread_y() * 33 + jm_thread_x()] = jm_acc;")
-        code.line("__syncthreads();")
-        with code.block("if (jm_thread_y() == 0 && jm_active)"):
-            code.line("jm_acc = jm_shared[jm_thread_x()];")
-            code.line(f"for (int jm_w = 1; jm_w < {WARPS}; ++jm_w) "
-                      f"jm_acc = {folded(binding, spec, 'jm_acc', 'jm_shared[jm_w * 33 + jm_thread_x()]')};")
-            code.line(store)
     else:
         code.extend(_grid_body(binding, spec, store))
     return code
 
 
-def _vector_columns(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
-    """The columns path with `spec.vec` neighbouring output elements a thread (_column_width): each
-    reduced element's group of them read as one access and folded into one accumulator each, the
-    block's 8 rows of threads folded in their order through shared memory, as the scalar path does."""
+def _columns(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
+    """The columns path, `spec.vec` neighbouring output elements a thread (1, or _column_width's):
+    each reduced element's group of them read as one access and folded into one accumulator each,
+    then the block's 8 rows of threads folded in their order through shared memory."""
     width, ins, state = spec.vec, range(len(spec.inputs)), state_type(spec)
     operands = kept_operands(spec)
     code = CodeBlock(f"__shared__ {state} jm_shared[{WARPS * 33 * width}];")
@@ -228,12 +215,15 @@ def _vector_columns(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock
         code.line("jm_index_t " + ", ".join(f"jm_o{i} = jm_k{i + 1}" for i in ins) + ";")
         for line in reduced_offsets(spec, "jm_r"):
             code.line(line)
-        for i in ins:
-            vector = f"jm_vec<{ctype(spec.inputs[i])}, {width}>"
-            code.line(f"const {vector} jm_v{i} = *reinterpret_cast<const {vector}*>({ARGS}.jm_in{i} + jm_o{i});")
+        loaded = [f"{ARGS}.jm_in{i}[jm_o{i}]" for i in ins]  # one column a thread: plain loads
+        if width > 1:
+            for i in ins:
+                vector = f"jm_vec<{ctype(spec.inputs[i])}, {width}>"
+                code.line(f"const {vector} jm_v{i} = *reinterpret_cast<const {vector}*>({ARGS}.jm_in{i} + jm_o{i});")
+            loaded = [f"jm_v{i}.jm_v[jm_c]" for i in ins]
         code.line("#pragma unroll")
         with code.block(f"for (int jm_c = 0; jm_c < {width}; ++jm_c)"):
-            value = element(binding, spec, [f"jm_v{i}.jm_v[jm_c]" for i in ins], "jm_r")
+            value = element(binding, spec, loaded, "jm_r")
             code.line(f"jm_acc[jm_c] = {folded(binding, spec, 'jm_acc[jm_c]', value)};")
     code.line("#pragma unroll")
     with code.block(f"for (int jm_c = 0; jm_c < {width}; ++jm_c)"):

@@ -100,7 +100,7 @@ class ReductionSpec:
     path: str  # one of HOST_PATHS or CUDA_PATHS
     kept_ndim: int  # loop dims of the output elements (at least 1)
     reduced_ndim: int  # loop dims of the reduced elements (at least 1)
-    vec: int = 1  # elements a vector load (the CUDA row paths, where every row is aligned)
+    vec: int = 1  # elements a vector load: along rows (CUDA row and grid paths), or columns a thread (columns)
     indexed: bool = False  # also the index of each result (an int64 output), as argmax gives
     indices_given: bool = False  # with indices: input 1 holds each element's index (a tree's fold)
 

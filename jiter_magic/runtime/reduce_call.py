@@ -229,7 +229,6 @@ def run(kernels: ReductionKernels, identity: object, defaults: dict[str, object]
     """A whole call: `options` holds dim, keepdim, dtype and out."""
     binding = kernels.binding
     arrays, descs, adapter, device = _described(args, binding)
-    extra_given = bool(given)
     extras = extra_values(binding, defaults, given)
     requested = None if options["dtype"] is None else dtype_name(options["dtype"])
     out = options["out"]
@@ -249,7 +248,7 @@ def run(kernels: ReductionKernels, identity: object, defaults: dict[str, object]
         size, kind = reduce_cuda.partials_of(spec, layout.rows, plan.blocks)
         keep = adapter.allocator((size,), (1,), kind, arrays[0])()
         partials = adapter.pointer(keep)
-    if out is None and not extra_given:  # leave a C hot path for the calls keyed like this one
+    if out is None and not given:  # leave a C hot path for the calls keyed like this one
         def packed(stage: int) -> bytes:  # a launch's jm_Args with every pointer 0
             values = packed_values(plan, [0] * len(outs), [0] * len(descs), 0, stage, extras)
             return reduce_args(spec).packer.pack(*values)
