@@ -10,7 +10,8 @@ folded): the one the saved widget state holds, which the live panel kept up to d
 notebook was saved, or else the one stored when the panel was displayed. It drops the saved widget
 state once no widget view is left, so the page loads no widget script. It also marks `%%jiterator`
 and `%%jiterator_backward` cells as C++ (`magics_language`, which nbconvert's highlighter reads),
-as IPython's lexer would show their body as plain text.
+as IPython's lexer would show their body as plain text. Where a panel is shown, it adds PANEL_CSS to
+the page's stylesheets, so that the panel's code is set as the cells' code is.
 
 Enabled by `jupyter nbconvert --to jiter_html notebook.ipynb` (the `PanelHTMLExporter`, an
 `nbconvert.exporters` entry point), or for `--to html` itself by a line in
@@ -30,6 +31,15 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 PANEL_MARK = '<div class="jiter-magic">'  # how static_html (panel_html.py) opens
 CELL_MAGICS = ("%%jiterator ", "%%jiterator\n", "%%jiterator_backward")
 CPP_LEXER = "c++"  # Pygments' name of its C++ lexer
+# nbconvert's lab stylesheet gives HTML outputs' `pre` the page's proportional font
+# (`.jp-OutputArea-output pre { font-family: inherit }`) and both `pre` and `code` the size of the text
+# around them, so a panel's functor and generated kernel came out in a proportional font, larger than
+# the cells' code. These rules give them the font and size of the cells' code (the variables of
+# JupyterLab's theme, which the page defines); a class and two element names outrank lab's rules, a
+# class and one element. Only exported pages get them: the panel's HTML itself (code_html.py) is the
+# live panel's too, and inline styles only.
+PANEL_CSS = ("div.jiter-magic pre, div.jiter-magic code { font-family: var(--jp-code-font-family, monospace); "
+             "font-size: var(--jp-code-font-size, 13px); }")
 
 
 def is_jiterator_cell(cell: Any) -> bool:
@@ -40,6 +50,12 @@ def is_jiterator_cell(cell: Any) -> bool:
 def _is_panel(output: Any) -> bool:
     data = output.get("data", {})
     return WIDGET_VIEW in data and str(data.get("text/html", "")).startswith(PANEL_MARK)
+
+
+def _shows_panel(output: Any) -> bool:
+    """An output the page draws as a panel's static HTML (its widget view, if any, already dropped)."""
+    data = output.get("data", {})
+    return WIDGET_VIEW not in data and str(data.get("text/html", "")).startswith(PANEL_MARK)
 
 
 def saved_static_html(view: dict, state: dict) -> str | None:
@@ -63,6 +79,9 @@ class StaticPanels(Preprocessor):
     def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
         self._state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
         nb, resources = super().preprocess(nb, resources)
+        if any(_shows_panel(output) for cell in nb.cells for output in cell.get("outputs", [])):
+            # nbconvert's templates write each of resources["inlining"]["css"] into a <style> of the page
+            resources.setdefault("inlining", {}).setdefault("css", []).append(PANEL_CSS)
         views_left = any(WIDGET_VIEW in output.get("data", {})
                          for cell in nb.cells for output in cell.get("outputs", []))
         widgets = nb.metadata.get("widgets", {})
