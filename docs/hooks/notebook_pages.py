@@ -38,9 +38,8 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer
 
-from jiter_magic.notebook.export import PANEL_CSS, PANEL_MARK
+from jiter_magic.notebook.export import CELL_MAGICS, PANEL_CSS, PANEL_MARK
 
-CELL_MAGICS = ("%%jiterator ", "%%jiterator\n", "%%jiterator_backward")  # as export.py reads a cell
 # The coloured cell (mkdocs-jupyter's `highlight-ipynb hl-LANGUAGE` div) and the escaped source after it.
 CELL = re.compile(r'<div class="highlight-ipynb hl-[\w+]+ ?"><pre>.*?</pre></div>(?P<between>\s*)'
                   r'(?P<copy><div [^>]*class="clipboard-copy-txt"[^>]*>(?P<source>.*?)</div>)', re.S)
