@@ -2,6 +2,7 @@
 # One device call: an earlier version of the package (BASELINE_REV, default 2b01290, from bench/.baseline-jiter_magic.tar,
 # made by `git archive REV jiter_magic > bench/.baseline-jiter_magic.tar`) against the current
 # tree, on one GPU: bench/bench_gpu.py alternately (baseline-1, new-1, [baseline-2, new-2]),
+# with COMPARE_REDUCE=1 bench/bench_reduce.py for both (reduce-baseline/, reduce-new/),
 # bench/profile_host.py for both, the current tree's GPU tests, then bench/compare_results.py.
 #
 # Usage on the GPU machine, from the repository root: bash bench/compare_gpu.sh
@@ -13,7 +14,8 @@
 # fits it (so the optional round can never crowd out the tests). Every step runs under `timeout`
 # so the whole script ends within COMPARE_BUDGET_S seconds (default 540 = 9 minutes).
 # Env: COMPARE_BUDGET_S (540), COMPARE_ROUNDS (2; 1 skips round 2), BASELINE_TAR (the tar above),
-# COMPARE_BENCH_S (150: seconds one benchmark run may take), COMPARE_TESTS (1; 0 skips the tests).
+# COMPARE_BENCH_S (150: seconds one benchmark run may take), COMPARE_TESTS (1; 0 skips the tests),
+# COMPARE_TEST_FILES (tests/gpu/test_gpu.py: the GPU test files to run), COMPARE_REDUCE (0).
 set -u -o pipefail
 { # the whole script is one compound command, read in full before it runs (safe to edit meanwhile)
 START=$SECONDS
@@ -45,7 +47,7 @@ tar -xf "$TAR" -C "$BASE" || { echo "could not extract $TAR" >&2; exit 2; }
 # The same benchmark code for both trees: each script puts its own ../ first on sys.path, so a
 # copy inside the baseline tree imports the baseline package. Runs start in their tree's root
 # too, since bench_gpu.py's `python -c` subprocesses put the working folder first on sys.path.
-cp bench/bench_gpu.py bench/profile_host.py "$BASE/bench/"
+cp bench/bench_gpu.py bench/bench_reduce.py bench/profile_host.py "$BASE/bench/"
 
 : > "$OUT/steps.txt"
 {
@@ -80,6 +82,16 @@ run_bench() {  # LABEL ROOT LIMIT
   step_log "$label" "$rc" "${DUR[$label]}"
   if (( rc != 0 )); then failed=1; tail -n 20 "$dir/bench.log"; fi
 }
+run_reduce() {  # SIDE ROOT LIMIT: the reduction benchmark (4096 x 65536 sum of squares)
+  local side=$1 root=$2 limit=$3 dir=$OUT/reduce-$1 t0=$SECONDS rc
+  if (( limit < 30 )); then step_log "reduce-$side" skip 0; return; fi
+  mkdir -p "$dir"
+  (cd "$root" && JITER_MAGIC_CACHE_DIR=$(mktemp -d -p "$WORK") PYTHONPATH=$root \
+     timeout -k 10 "$limit" python3 bench/bench_reduce.py --device cuda --rounds 3 --out "$dir") > "$dir/bench.log" 2>&1
+  rc=$?
+  step_log "reduce-$side" "$rc" "$((SECONDS - t0))"
+  if (( rc != 0 )); then failed=1; tail -n 20 "$dir/bench.log"; fi
+}
 run_profile() {  # SIDE ROOT LIMIT
   local side=$1 root=$2 limit=$3 t0=$SECONDS rc
   if (( limit < 15 )); then step_log "profile-$side" skip 0; return; fi
@@ -92,10 +104,14 @@ run_profile() {  # SIDE ROOT LIMIT
 
 # Round 1. Expected ~40-70 s a run on the H200; reserves keep room for the profiles, tests and table.
 BENCH_S=${COMPARE_BENCH_S:-150}  # seconds one benchmark run may take
-TESTS_S=120  # kept for the GPU tests
+TESTS_S=${COMPARE_TESTS_S:-120}  # kept for the GPU tests (COMPARE_TESTS_S)
 [ "${COMPARE_TESTS:-1}" = 0 ] && TESTS_S=0
 run_bench baseline-1 "$BASE" "$(cap "$BENCH_S" $(( BENCH_S + 100 + TESTS_S )))"
 run_bench new-1 "$REPO" "$(cap "$BENCH_S" $(( 100 + TESTS_S )))"
+if [ "${COMPARE_REDUCE:-0}" = 1 ]; then
+  run_reduce baseline "$BASE" "$(cap 100 $(( 100 + 100 + TESTS_S )))"
+  run_reduce new "$REPO" "$(cap 100 $(( 100 + TESTS_S )))"
+fi
 run_profile baseline "$BASE" "$(cap 60 $(( 50 + TESTS_S )))"
 run_profile new "$REPO" "$(cap 60 $(( 5 + TESTS_S )))"
 
@@ -107,7 +123,8 @@ if [ "${COMPARE_TESTS:-1}" = 0 ]; then
   echo "the GPU tests were not run (COMPARE_TESTS=0)" > "$OUT/gpu-tests.log"
 elif (( limit >= 30 )); then
   (JITER_MAGIC_CACHE_DIR=$(mktemp -d -p "$WORK") PYTHONPATH=$REPO timeout -k 10 "$limit" \
-     python3 -m pytest tests/gpu/test_gpu.py -m gpu -q -p no:cacheprovider --junitxml="$OUT/gpu-junit.xml") \
+     python3 -m pytest ${COMPARE_TEST_FILES:-tests/gpu/test_gpu.py} -m gpu -q -p no:cacheprovider \
+       --junitxml="$OUT/gpu-junit.xml") \
      > "$OUT/gpu-tests.log" 2>&1
   tests_rc=$?
 else

@@ -1,7 +1,7 @@
 """Where the host time of one small CUDA call goes: each step of the hot path timed alone.
 
 Guides work on the per-call overhead (bench_gpu.py's host_us rows); prints microseconds.
-Works with both layouts of the package: the plan cache `f._dispatch.plans` (a MemoryCache;
+Works with both layouts of the package: the plan cache `f._calls.plans` (a MemoryCache;
 launcher(values, geometry, grid, stream)) and the older `f._fast_plans` dict
 (launcher(values, geometry, stream)); the first line says which one it found.
 """
@@ -49,15 +49,15 @@ def cached_plans(f) -> tuple[str, list]:
     cache = getattr(dispatch, "plans", None)
     if cache is not None:
         if hasattr(cache, "values") and not isinstance(cache, dict):  # MemoryCache
-            return "f._dispatch.plans", cache.values()
+            return "f._calls.plans", cache.values()
         if isinstance(cache, dict):
-            return "f._dispatch.plans", list(cache.values())
+            return "f._calls.plans", list(cache.values())
     fast = getattr(f, "_fast_plans", None)
     if fast is not None:
         if fast or not isinstance(getattr(f, "_plans", None), dict):
             return "f._fast_plans", list(fast.values())
         return "f._plans", list(f._plans.values())  # the general path's plans (not torch arrays)
-    raise SystemExit("profile_host.py: found neither f._dispatch.plans nor f._fast_plans on the jitted function")
+    raise SystemExit("profile_host.py: found neither f._calls.plans nor f._fast_plans on the jitted function")
 
 
 def main() -> None:

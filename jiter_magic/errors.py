@@ -70,6 +70,13 @@ class GradientError(JiterError, RuntimeError):
     arguments that require grad, or an inference tensor as `out=` outside inference mode (as torch
     refuses both)."""
 
+    @classmethod
+    def no_backward(cls, name: str, takes: str, when: str = "") -> GradientError:
+        """What a function without `def_backward` raises where autograd needs its gradient: `takes`
+        says what its kind's backward functor takes and writes, `when` why it is needed now."""
+        return cls(f"{name} has no backward{when}: give it one with {name}.def_backward(code_string) ({takes}), "
+                   "or call it under torch.no_grad()")
+
 
 class DTypeError(JiterError, TypeError):
     """An unsupported dtype, or a cast that the safe-casting rules forbid."""

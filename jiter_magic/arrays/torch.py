@@ -15,13 +15,13 @@ from jiter_magic.errors import DeviceError, DTypeError, GradientError, InvalidAr
 from jiter_magic.native import call_path as fast_call
 from jiter_magic.planning.layout import ArrayDesc
 
-_NAMES = {
+NAME_OF = {
     torch.bool: "bool", torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",
     torch.int32: "int32", torch.int64: "int64", torch.float16: "float16", torch.bfloat16: "bfloat16",
     torch.float32: "float32", torch.float64: "float64", torch.complex64: "complex64",
     torch.complex128: "complex128", torch.uint16: "uint16", torch.uint32: "uint32", torch.uint64: "uint64",
 }
-_DTYPES = {name: dt for dt, name in _NAMES.items()}
+DTYPE_OF = {name: dt for dt, name in NAME_OF.items()}
 _raw_stream = torch._C._cuda_getCurrentRawStream if torch.cuda.is_available() else None
 
 # Large CPU outputs go on transparent huge pages (see TorchAdapter.allocator).
@@ -196,7 +196,7 @@ class TorchAdapter:
         """Once a plan: the array as planning sees it, after checking its storage covers it."""
         _check_storage_covers(described.array)
         try:
-            name = _NAMES[described.dtype]
+            name = NAME_OF[described.dtype]
         except KeyError:
             raise DTypeError(f"torch dtype {described.dtype} is not supported by jiter_magic") from None
         return ArrayDesc(name, tuple(described.array.shape), tuple(described.strides), described.pointer)
@@ -225,7 +225,7 @@ class TorchAdapter:
 
     def default_float(self) -> str:
         """What a Python float promotes to: torch's default dtype."""
-        return _NAMES.get(torch.get_default_dtype(), "float32")
+        return NAME_OF.get(torch.get_default_dtype(), "float32")
 
     def gradient_inputs(self, items: list, outs: list | None) -> list:
         """The tensors that require grad while grad mode is on; with `out=` that is torch's error."""
@@ -250,15 +250,15 @@ class TorchAdapter:
         torch's allocator hands back fresh pages, and faulting 4 KiB pages in is otherwise slower
         than the kernel that fills them (17 ms against 5 ms for 64 MiB on the development machine)."""
         native = self.native
-        nbytes = _DTYPES[dtype].itemsize
+        nbytes = DTYPE_OF[dtype].itemsize
         for size in shape:
             nbytes *= size
         huge = like.device.type == "cpu" and nbytes >= HUGE_PAGE_THRESHOLD and _madvise is not None
         if native is not None and not huge:  # at::empty_strided from C++, no argument parsing
-            return native.Allocator(tuple(shape), tuple(strides), _DTYPES[dtype], like.device)
+            return native.Allocator(tuple(shape), tuple(strides), DTYPE_OF[dtype], like.device)
         # A method of an empty tensor of the output's dtype and device (it holds no memory) takes no
         # keyword arguments to parse, unlike torch.empty_strided(..., dtype=, device=).
-        template = torch.empty(0, dtype=_DTYPES[dtype], device=like.device)
+        template = torch.empty(0, dtype=DTYPE_OF[dtype], device=like.device)
         allocate = partial(template.new_empty_strided, shape, strides)
         if not huge:
             return allocate

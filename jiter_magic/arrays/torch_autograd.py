@@ -48,9 +48,8 @@ def out_with_grad() -> GradientError:
 
 def no_backward(name: str) -> GradientError:
     """What a backward through a function without `def_backward` raises (eager or compiled)."""
-    return GradientError(f"{name} has no backward: give it one with {name}.def_backward(code_string) (a functor "
-                         "taking the inputs, the extras and one gradient an output, writing one gradient an input), "
-                         "or call it under torch.no_grad()")
+    return GradientError.no_backward(name, "a functor taking the inputs, the extras and one gradient an output, "
+                                           "writing one gradient an input")
 
 
 class _WithBackward(torch.autograd.Function):

@@ -26,6 +26,16 @@ class Binding:
     returns_value: bool  # the single output is the return value
 
     @property
+    def name(self) -> str:
+        """The function's name: its entry functor's."""
+        return self.functor.name
+
+    @property
+    def code(self) -> str:
+        """The user's code string."""
+        return self.functor.code
+
+    @property
     def num_inputs(self) -> int:
         return len(self.input_names)
 

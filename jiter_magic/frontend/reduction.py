@@ -120,5 +120,10 @@ def bind_reduction(code: str, map_name: str | None, combine: object, finalize: o
             raise BindError(f"keyword arguments {kwarg_names} need a map function to pass them to; "
                             "the code string has none besides combine and finalize")
         return ReductionBinding(code, combine_fn, None, finalize_fn, indexed)
-    mapped = bind(_named(functions, map_name, "map"), list(kwarg_names), None)
+    map_fn = _named(functions, map_name, "map")
+    if not map_fn.returns_value or any(p.is_reference for p in map_fn.parameters):
+        raise BindError(f"the map function must take each element's inputs (and the extras) by value and return "
+                        f"the element's value, such as `T sq(T x) {{ return x * x; }}`; {map_fn.name} is: "
+                        f"{map_fn.signature}")
+    mapped = bind(map_fn, list(kwarg_names), None)
     return ReductionBinding(code, combine_fn, mapped, finalize_fn, indexed)

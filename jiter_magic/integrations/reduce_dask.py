@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -35,8 +36,9 @@ from jiter_magic.arrays import adapter_for
 from jiter_magic.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedArrayError
 from jiter_magic.integrations.dask_inputs import as_dask_input, known_sizes, out_is_refused, split_outputs
 from jiter_magic.integrations.reduce_parts import TreeParts, global_indices, tree_parts
+from jiter_magic.planning.dtypes import dtype_name
 from jiter_magic.planning.reduce_result import ReductionResult, reduction_result
-from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, dtype_name, extra_values
+from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, extra_values
 
 
 def reduce_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dict) -> da.Array | ValuesIndices:
@@ -168,9 +170,17 @@ def _check_known_reduced(inputs: list, planned: ReductionResult, why: str) -> No
 def _indexed_partial(function: Any, kwargs: dict, planned: ReductionResult, ndims: tuple[int, ...], *blocks: Any,
                      block_info: dict) -> ValuesIndices:
     """A block's values and GLOBAL indices: the eager call without the finalize, in the accumulator,
-    the reduced dims kept as 1, its local indices placed where the block lies in the whole extent."""
-    found = tree_parts(function).partial(*blocks, dim=planned.dims, keepdim=True, dtype=planned.accumulate, **kwargs)
+    the reduced dims kept as 1, its local indices placed where the block lies in the whole extent.
+    A block empty along a reduced dim (an empty chunk of a non-empty extent) holds no element: its
+    indices are -1, which the fold passes over, as the kernels' own empty states."""
     starts, sizes = _block_extent(block_info, planned, ndims)
+    if 0 in sizes:
+        xp = sys.modules[type(blocks[0]).__module__.split(".")[0]]  # NumPy or CuPy, as the blocks are
+        shape = list(xp.broadcast_shapes(*(b.shape for b in blocks)))
+        for axis in planned.dims:
+            shape[axis] = 1
+        return ValuesIndices(xp.zeros(shape, dtype=planned.accumulate), xp.full(shape, -1, dtype="int64"))
+    found = tree_parts(function).partial(*blocks, dim=planned.dims, keepdim=True, dtype=planned.accumulate, **kwargs)
     whole = tuple(planned.shape[axis] for axis in planned.dims)
     return ValuesIndices(found.values, global_indices(found.indices, sizes, starts, whole))
 

@@ -49,9 +49,10 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 from jiter_magic.errors import ArgumentTypeError, GradientError, InvalidArgumentError
 from jiter_magic.integrations.dtensor_layout import Placements, local_input, mesh_of, output_placements
 from jiter_magic.integrations.reduce_parts import TreeParts, global_indices, tree_parts
+from jiter_magic.planning.dtypes import dtype_name
 from jiter_magic.planning.layout import contiguous_strides
 from jiter_magic.planning.reduce_result import ReductionResult, reduction_result
-from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, dtype_name, extra_values, no_backward
+from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, extra_values, no_backward
 
 
 def reduce_dtensor(function: Any, args: tuple, options: dict[str, Any], kwargs: dict) -> DTensor | ValuesIndices:

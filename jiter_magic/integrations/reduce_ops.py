@@ -4,7 +4,7 @@ As torch_ops.py does for elementwise functions, a traced call of a `ReductionFun
 `torch.ops.jiter_magic.<name>_<digest>(x0, ..., k0, ..., dims, keepdim, dtype)`: the inputs, the
 map's extras as 0-d tensors (torch_extras.py says why), the reduced dims (normalized while
 tracing), keepdim and `dtype=` as a name. It is registered once a process, under a name derived
-from what made the function (`ReductionFunction._recipe`) and its backward's code:
+from what made the function (`ReductionFunction.recipe`) and its backward's code:
 - its CPU and CUDA kernels are the eager call;
 - its fake implementation gives the result's shape and dtype from planning/reduce_result.py, the
   pure functions the call's own planning uses, dense as the eager call allocates it;
@@ -26,7 +26,7 @@ import torch
 from torch._dynamo import assume_constant_result
 
 from jiter_magic.arrays.reduce_autograd import KeptDimsBackward
-from jiter_magic.arrays.torch import _DTYPES
+from jiter_magic.arrays.torch import DTYPE_OF
 from jiter_magic.arrays.torch_autograd import input_gradient, out_with_grad
 from jiter_magic.errors import ArgumentTypeError, DeviceError, DTypeError, GradientError, ShapeError
 from jiter_magic.integrations import torch_op_parts as parts
@@ -38,11 +38,12 @@ from jiter_magic.integrations.torch_ops import (
     operator_name,
     registered_once,
 )
+from jiter_magic.planning.dtypes import dtype_name
 from jiter_magic.planning.layout import broadcast_shape
 from jiter_magic.planning.reduce_layout import normalize_dims, reduced_shape
 from jiter_magic.planning.reduce_result import reduction_result
 from jiter_magic.runtime.keywords import check_kwarg_names
-from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, dtype_name, no_backward
+from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, no_backward
 
 # Part of every reduction operator's name (as torch_ops.SCHEMA_VERSION), and what keeps their
 # digests apart from elementwise operators'.
@@ -74,8 +75,8 @@ def reduction_call(function: Any, inputs: tuple, options: dict[str, Any], kwargs
     requested = None if options["dtype"] is None else dtype_name(options["dtype"])
     values = {**function.kwargs, **kwargs}
     extras = [extra_as_graph_input(values[extra], extra, inputs[0]) for extra in function.binding.extra_names]
-    backward = None if function.backward is None else function.backward._recipe
-    operator = getattr(getattr(torch.ops, NAMESPACE), reduction_operator_name(function._recipe, backward))
+    backward = None if function.backward is None else function.backward.recipe
+    operator = getattr(getattr(torch.ops, NAMESPACE), reduction_operator_name(function.recipe, backward))
     result = operator(*inputs, *extras, list(dims), bool(options["keepdim"]), requested)
     results = tuple(result) if indexed else (result,)
     for given, made in zip(outs, results):
@@ -109,10 +110,10 @@ def reduction_operator_name(recipe: bytes, backward: bytes | None) -> str:
     """The operator of one reduction, registered on first use (Dynamo records the name as a
     constant, as torch_ops.operator_name)."""
     def make() -> Any:
-        from jiter_magic.reduction import _rebuild
+        from jiter_magic.reduction import rebuild
 
         code, identity, map_name, combine, finalize, kwargs, indexed = pickle.loads(recipe)  # noqa: S301 - ours
-        return _rebuild(code, identity, map_name, combine, finalize, kwargs, indexed,
+        return rebuild(code, identity, map_name, combine, finalize, kwargs, indexed,
                         None if backward is None else pickle.loads(backward)[0])  # noqa: S301
 
     name = registered_once((SCHEMA, recipe, backward), make, _register)
@@ -163,7 +164,7 @@ def _kernel(function: Any) -> Callable[..., Any]:
     def run(*args: Any) -> Any:
         inputs, extras, dims, keepdim, dtype = _split(function, args)
         result = function(*inputs, dim=tuple(dims), keepdim=keepdim, dtype=dtype,
-                          **parts._extras_of(function, extras))
+                          **parts.extras_of(function, extras))
         return tuple(result) if function.binding.indexed else result  # an operator returns plain tuples
 
     return run
@@ -177,9 +178,9 @@ def _fake(function: Any) -> Callable[..., Any]:
         if any(x.device != device for x in inputs):
             raise DeviceError(f"inputs live on different devices ({', '.join(str(x.device) for x in inputs)}); "
                               "move them to one device")
-        planned = reduction_result([parts._described(x).dtype for x in inputs], [tuple(x.shape) for x in inputs],
+        planned = reduction_result([parts.described(x).dtype for x in inputs], [tuple(x.shape) for x in inputs],
                                    "torch", list(dims), keepdim, dtype, function.identity, function.binding.indexed)
-        values = inputs[0].new_empty(planned.out_shape, dtype=_DTYPES[planned.dtype])
+        values = inputs[0].new_empty(planned.out_shape, dtype=DTYPE_OF[planned.dtype])
         if function.binding.indexed:
             return values, inputs[0].new_empty(planned.out_shape, dtype=torch.int64)
         return values

@@ -28,7 +28,7 @@ from jiter_magic.frontend.parse import Functor
 from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.function import JitFunction
 from jiter_magic.runtime import reduce_call
-from jiter_magic.runtime.reduce_loader import ReductionKernels
+from jiter_magic.runtime.reduce_calls import ReductionCalls
 from jiter_magic.state import RUNTIME
 
 FINALIZE_ENTRY = "jm_finalize_with_count"  # the generated entry point of `finalize` (reserved prefix)
@@ -38,13 +38,13 @@ class DerivedReduction:
     """A reduction of a derived binding, called as a `ReductionFunction` is (no `out=`)."""
 
     def __init__(self, binding: ReductionBinding, identity: object, defaults: dict[str, object]) -> None:
-        self.kernels = ReductionKernels(binding)
+        self.calls = ReductionCalls(binding)
         self.identity = identity
         self.defaults = defaults
 
     def __call__(self, *arrays: Any, dim: object, keepdim: bool, dtype: object, **kwargs: object) -> Any:
         options = {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": None}
-        return reduce_call.run(self.kernels, self.identity, self.defaults, arrays, options, kwargs)
+        return reduce_call.run(self.calls, self.identity, self.defaults, arrays, options, kwargs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from jiter_magic.arrays.torch import _DTYPES, _NAMES
+from jiter_magic.arrays.torch import DTYPE_OF, NAME_OF
 from jiter_magic.errors import DeviceError, DTypeError
 from jiter_magic.integrations.torch_extras import STAND_INS, GraphNumber, as_python_number
 from jiter_magic.planning import dtypes as dt
@@ -21,7 +21,7 @@ from jiter_magic.planning.layout import ArrayDesc, plan_layout
 from jiter_magic.planning.resolve import result_dtype
 
 
-def _extras_of(function: Any, extras: tuple) -> dict:
+def extras_of(function: Any, extras: tuple) -> dict:
     """The operator's extras by the function's names, keeping only those that differ from the
     defaults, so that a call with none goes through the hot path."""
     defaults = function.kwargs
@@ -37,7 +37,7 @@ def kernel(function: Any, with_out: bool) -> Callable[..., Any]:
         kinds = args[-1]
         out = tuple(keywords[f"o{i}"] for i in range(count)) if with_out else None
         given = tuple(a if kind == "t" else as_python_number(a) for a, kind in zip(args, kinds))
-        result = function._call(given, out, _extras_of(function, args[inputs:-1]))
+        result = function.run(given, out, extras_of(function, args[inputs:-1]))
         return None if with_out else result
 
     return run
@@ -58,8 +58,8 @@ def fake(function: Any, with_out: bool) -> Callable[..., Any]:
         if function.backend not in ("auto", device.type):
             raise DeviceError(f"{function.name} is set to backend={function.backend!r} but its inputs live on "
                               f"{device}; move them, or set backend='auto'")
-        arrays = [_described(a) if kind == "t" else STAND_INS[kind] for a, kind in zip(args, kinds)]
-        default = _NAMES.get(torch.get_default_dtype(), "float32")
+        arrays = [described(a) if kind == "t" else STAND_INS[kind] for a, kind in zip(args, kinds)]
+        default = NAME_OF.get(torch.get_default_dtype(), "float32")
         common = result_dtype(arrays, "torch", default)
         dt.dtype(common)
         dt.compute_dtype(common)
@@ -68,22 +68,22 @@ def fake(function: Any, with_out: bool) -> Callable[..., Any]:
         if with_out:
             outs = [keywords[f"o{i}"] for i in range(count)]
             for o in outs:
-                target = _NAMES[o.dtype]
+                target = NAME_OF[o.dtype]
                 if not dt.can_cast(common, target, "torch"):
                     raise DTypeError(f"result type {common} can't be cast to the desired output type {target} (out=)")
             plan_layout(shapes, strides, [tuple(o.shape) for o in outs], [tuple(o.stride()) for o in outs], count)
             return None
         layout = plan_layout(shapes, strides, None, None, count)
-        results = [torch.empty_strided(layout.shape, layout.output_strides, dtype=_DTYPES[common], device=device)
+        results = [torch.empty_strided(layout.shape, layout.output_strides, dtype=DTYPE_OF[common], device=device)
                    for _ in range(count)]
         return results[0] if count == 1 else tuple(results)
 
     return outputs
 
 
-def _described(x: torch.Tensor) -> ArrayDesc:
+def described(x: torch.Tensor) -> ArrayDesc:
     try:
-        name = _NAMES[x.dtype]
+        name = NAME_OF[x.dtype]
     except KeyError:
         raise DTypeError(f"torch dtype {x.dtype} is not supported by jiter_magic") from None
     return ArrayDesc(name, tuple(x.shape), tuple(x.stride()), 0)

@@ -69,7 +69,7 @@ def operator_call(function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
         raise out_with_grad()
     backward = function.backward
     numbers = bool(function.binding.extra_names) or kinds.count("t") != len(kinds)
-    name = operator_name(function._recipe, None if backward is None else backward._recipe, function.backend,
+    name = operator_name(function.recipe, None if backward is None else backward.recipe, function.backend,
                          outs is not None, numbers)
     operator = getattr(getattr(torch.ops, NAMESPACE), name)
     given = [a.tensor if isinstance(a, GraphNumber) else a for a in inputs]
@@ -85,15 +85,15 @@ def operator_call(function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
 
 @assume_constant_result
 def operator_name(recipe: bytes, backward: bytes | None, backend: str, with_out: bool, numbers: bool) -> str:
-    """The operator of one function (`JitFunction._recipe`: code string, outputs, kwargs), registered
+    """The operator of one function (`JitFunction.recipe`: code string, outputs, kwargs), registered
     on first use; `numbers`: the variant for calls that take numbers (extras, number inputs). Dynamo
     runs this while tracing and records its result as a constant (registering is no graph
     operation)."""
     def make() -> Any:
-        from jiter_magic.function import _rebuild
+        from jiter_magic.function import rebuild
 
         code, num_outputs, kwargs = pickle.loads(recipe)  # noqa: S301 - our own bytes, made in this process
-        return _rebuild(code, num_outputs, kwargs, backend, None if backward is None else pickle.loads(backward)[0])  # noqa: S301
+        return rebuild(code, num_outputs, kwargs, backend, None if backward is None else pickle.loads(backward)[0])  # noqa: S301
 
     name = registered_once((SCHEMA_VERSION, recipe, backward, backend, with_out, numbers), make,
                            lambda name, function: _register(name, function, with_out, numbers))
@@ -125,9 +125,9 @@ def registered_once(made_of: tuple, make: Callable[[], Any], register: Callable[
 def register_function_operators(function: Any) -> list[str]:
     """The operators of one jitted function, registered now: with and without `out=`, and its
     backward's operators."""
-    backward = None if function.backward is None else function.backward._recipe
+    backward = None if function.backward is None else function.backward.recipe
     variants = (True,) if function.binding.extra_names else (False, True)
-    return [operator_name(function._recipe, backward, function.backend, with_out, numbers)
+    return [operator_name(function.recipe, backward, function.backend, with_out, numbers)
             for with_out in (False, True) for numbers in variants]
 
 

@@ -41,8 +41,8 @@ def register_operators(*functions: Any) -> list[str]:
     names: list[str] = []
     for function in functions:
         if isinstance(function, ReductionFunction):
-            backward = None if function.backward is None else function.backward._recipe
-            names.append(reduction_operator_name(function._recipe, backward))
+            backward = None if function.backward is None else function.backward.recipe
+            names.append(reduction_operator_name(function.recipe, backward))
         elif isinstance(function, JitFunction):
             names += register_function_operators(function)
         else:

@@ -13,7 +13,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.utils.process import arg_split
 
-from jiter_magic import JitFunction, ReductionFunction
+from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.tools.benchmarking import benchmark
 from jiter_magic.tools.results import BenchmarkResult
 
@@ -77,7 +77,7 @@ def _evaluate(text: str | ast.expr, namespace: dict[str, Any], what: str) -> Any
     return eval(compile(tree, f"<%jiterator_bench {what}>", "eval"), namespace)
 
 
-def _bench_call(text: str, namespace: dict[str, Any]) -> tuple[JitFunction | ReductionFunction, str, list,
+def _bench_call(text: str, namespace: dict[str, Any]) -> tuple[KernelFunction, str, list,
                                                                  dict[str, Any]]:
     """CALL's jitted function, its spelling, and its evaluated arguments (`*args` and `**kwargs` too)."""
     try:
@@ -89,7 +89,7 @@ def _bench_call(text: str, namespace: dict[str, Any]) -> tuple[JitFunction | Red
         raise UsageError(f"%jiterator_bench {text!r}: expected a call such as axpy(x, y)")
     label = ast.unparse(call.func)
     fn = _evaluate(call.func, namespace, label)
-    if not isinstance(fn, (JitFunction, ReductionFunction)):  # benchmark() times either
+    if not isinstance(fn, KernelFunction):  # benchmark() times either
         raise UsageError(f"%jiterator_bench: {label} is a {type(fn).__name__}, not a jitted function; "
                          "time one made by %%jiterator or jiter_magic.create_jit_fn")
     args: list = []

@@ -77,10 +77,11 @@ def _in_the_cell(message: str) -> str:
 
 
 def _create(cell: str, options: CellOptions) -> JitFunction | CellReduction:
+    fn: JitFunction | CellReduction
     try:
         if options.reduce is not None:
-            return cell_reduce.create(cell, options.reduce, options.kwargs)
-        if options.outputs is None:
+            fn = cell_reduce.create(cell, options.reduce, options.kwargs)
+        elif options.outputs is None:
             fn = jiter_magic.create_jit_fn(cell, **options.kwargs)
         else:
             fn = jiter_magic.create_multi_output_jit_fn(cell, options.outputs, **options.kwargs)
@@ -93,10 +94,8 @@ def _create(cell: str, options: CellOptions) -> JitFunction | CellReduction:
 
 
 def _compile(fn: JitFunction | CellReduction, options: CellOptions) -> None:
-    """Build the default specialization now; a failure fails the cell with the mapped compiler log."""
-    if isinstance(fn, CellReduction):
-        assert options.reduce is not None
-        return _compile_reduction(fn, options, options.reduce)
+    """Build the default specialization now (a reduction's default kernel), so that a broken functor
+    fails the cell with the mapped compiler log, and a --dtype the function refuses is a UsageError."""
     dtypes = options.dtypes
     if len(dtypes) == 1:
         dtypes = dtypes * fn.num_inputs
@@ -105,15 +104,8 @@ def _compile(fn: JitFunction | CellReduction, options: CellOptions) -> None:
         warnings.warn(f"%%jiterator {options.name} --backend cuda: no GPU found here, so the kernel is only compiled "
                       f"(for {default_arch()}, to check it); calling {options.name} needs CUDA inputs on a GPU",
                       RuntimeWarning, stacklevel=2)
-    with _build_failures_fail_the_cell(fn, options, backend, (DTypeError, BindError)):
+    with _build_failures_fail_the_cell(fn, options, backend, (DTypeError, BindError, ScalarOverflowError)):
         fn.compile(*dtypes, backend=backend)
-
-
-def _compile_reduction(fn: CellReduction, options: CellOptions, reduce: ReduceOptions) -> None:
-    """Build the kernel of a call on zero arrays (of --dtype, on the GPU where there is one); the same
-    failures as an elementwise cell's, and a --dtype the reduction refuses as a UsageError."""
-    with _build_failures_fail_the_cell(fn, options, None, (DTypeError, BindError, ScalarOverflowError)):
-        cell_reduce.compile_now(fn, options.dtypes, reduce.dim, cuda_available())
 
 
 @contextmanager

@@ -4,25 +4,26 @@ the compile at cell time.
 The cell is C++ functions, as for `create_reduction_fn`; the line names the identity, and may name
 the combine, map and finalize functions and a default `dim`. A missing `combine=` is found when the
 cell defines exactly one function that could be one (two parameters of one type, returning a value),
-so that a plain sum cell needs no more than its identity. The reduction then compiles at once, on a
-zero array of the `--dtype` given (float32 by default), so that a broken functor fails the cell that
-holds it, as an elementwise cell does.
+so that a plain sum cell needs no more than its identity. The reduction then compiles at once for the
+`--dtype` given (float32 by default), so that a broken functor fails the cell that holds it, as an
+elementwise cell does.
 """
 from __future__ import annotations
 
 import ast
+import pickle
 from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
 from IPython.core.error import UsageError
 
-from jiter_magic import BindError
-from jiter_magic.errors import ArgumentTypeError, DTypeError
+from jiter_magic.errors import ArgumentTypeError
 from jiter_magic.frontend.parse import Functor, parse_definitions
 from jiter_magic.frontend.reduction import is_indexed_combine
-from jiter_magic.planning.dtypes import dtype as dtype_of
-from jiter_magic.reduction import ReductionFunction
+from jiter_magic.reduction import ReductionFunction, rebuild
+from jiter_magic.runtime.unpickled import UnpickledFunctions
+from jiter_magic.state import RUNTIME
 
 # The keys a `--reduce` line gives to create_reduction_fn (and dim to the calls); every other
 # key=value is a default of one of the map's extra arguments, as on an elementwise line.
@@ -57,6 +58,25 @@ class CellReduction(ReductionFunction):
 
     def __call__(self, *inputs: object, dim: object = _UNSET, **options: Any) -> Any:
         return super().__call__(*inputs, dim=self.default_dim if dim is _UNSET else dim, **options)
+
+    def __reduce__(self) -> tuple:
+        """Pickled with its default dim, so that a worker's copy reduces the same dims."""
+        return _unpickle_cell, (self.default_dim, *self._pickled_state())
+
+    def _now(self) -> bytes:
+        return pickle.dumps((super()._now(), self.default_dim))
+
+
+def _unpickle_cell(default_dim: object, *state: Any) -> CellReduction:
+    """A cell's reduction rebuilt from its pickled state (reused while unchanged, as any function's)."""
+    def make() -> CellReduction:
+        fn = rebuild(*state, kind=CellReduction)
+        assert isinstance(fn, CellReduction)
+        fn.default_dim = default_dim
+        return fn
+
+    return RUNTIME.part(UnpickledFunctions).reuse_or_make(pickle.dumps((default_dim, state)), make,
+                                                          CellReduction._now)
 
 
 def parse_dim(text: str) -> object:
@@ -151,43 +171,3 @@ def create(code: str, reduce: ReduceOptions, extras: dict[str, object]) -> CellR
     if reduce.has_dim:
         fn.default_dim = reduce.dim
     return fn
-
-
-def _example_ndim(dim: object) -> int:
-    """Dims of the zero array the cell compiles on: enough for the default dim (2 at least, so a
-    dim=1 cell compiles the row kernel a call of that dim will use)."""
-    if dim is _UNSET or dim is None:
-        return 1
-    dims = dim if isinstance(dim, tuple) else (dim,)
-    return max([2] + [d + 1 if d >= 0 else -d for d in dims])
-
-
-def zeros(name: str, shape: tuple[int, ...], cuda: bool) -> Any:
-    """A zero array of dtype `name`: NumPy on the host, CuPy on a GPU; torch where NumPy has no such
-    dtype (bfloat16)."""
-    dtype_of(name)  # an unknown name: the DTypeError names the known ones
-    if name == "bfloat16":
-        try:
-            import torch
-        except ImportError:
-            raise DTypeError("bfloat16 arrays need torch, which is not installed") from None
-        return torch.zeros(shape, dtype=torch.bfloat16, device="cuda" if cuda else "cpu")
-    if cuda:
-        import cupy
-
-        return cupy.zeros(shape, dtype=name)
-    import numpy
-
-    return numpy.zeros(shape, dtype=name)
-
-
-def compile_now(fn: CellReduction, dtypes: tuple[str, ...], dim: object, cuda: bool) -> None:
-    """Build the kernel a call on zero arrays of `dtypes` (float32 by default) and the default dim
-    needs, where the inputs would live (a GPU where there is one)."""
-    names = dtypes * fn.num_inputs if len(dtypes) == 1 else (dtypes or ("float32",) * fn.num_inputs)
-    if len(names) != fn.num_inputs:
-        raise BindError(f"{fn.name} takes {fn.num_inputs} input(s) {list(fn.binding.input_names)}, "
-                        f"got {len(names)} dtypes")
-    shape = (2,) * _example_ndim(dim)
-    fn(*(zeros(name, shape, cuda) for name in names))
-

@@ -86,11 +86,10 @@ _FUNCTION_NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\([^;{}()]*\)\s*(?:const\s*)?\{
 
 def _jitted_names(namespace: Callable[[], dict[str, Any]], token: str) -> list[SimpleCompletion]:
     """The notebook's names bound to jitted functions that start with `token` (not IPython's `_1`)."""
-    from jiter_magic.function import JitFunction
-    from jiter_magic.reduction import ReductionFunction
+    from jiter_magic.kernel_function import KernelFunction
 
     names = sorted(name for name, value in namespace().items()
-                   if isinstance(value, (JitFunction, ReductionFunction)) and name.startswith(token)
+                   if isinstance(value, KernelFunction) and name.startswith(token)
                    and not name.startswith("_"))
     return [SimpleCompletion(name, type="function") for name in names]
 

@@ -22,7 +22,8 @@ from IPython.display import display
 from IPython.utils.process import arg_split
 
 import jiter_magic
-from jiter_magic import BindError, JitFunction, ParseError, ReductionFunction
+from jiter_magic import BindError, JitFunction, ParseError
+from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.notebook.bench_line import run_bench_line
 from jiter_magic.notebook.cell_build import (
     CELL_FIRST_LINE,
@@ -103,7 +104,7 @@ class JiteratorMagics(Magics):
         fn = _create(CELL_FIRST_LINE + cell, options)
         _compile(fn, options)
         previous = self.shell.user_ns.get(options.name)
-        if isinstance(previous, (JitFunction, ReductionFunction)) and previous is not fn:
+        if isinstance(previous, KernelFunction) and previous is not fn:
             from jiter_magic.notebook import widgets
 
             widgets.rebound(previous, options.name)  # its panels say the name now points elsewhere

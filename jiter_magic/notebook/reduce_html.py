@@ -13,13 +13,14 @@ import html
 from dataclasses import replace
 
 from jiter_magic import ReductionFunction
+from jiter_magic.kernels.families import REDUCTION
 from jiter_magic.notebook.code_html import highlight
 from jiter_magic.notebook.panel_html import cache_tab_html, counted, kernel_html
 from jiter_magic.planning.reduce_spec import COLUMNS, GRID, HOST_COLUMNS
-from jiter_magic.runtime.reduce_loader import BuiltReduction, render
+from jiter_magic.runtime.build import Specialization
 
 
-def label(index: int, built: BuiltReduction) -> str:
+def label(index: int, built: Specialization) -> str:
     """'#0 cpu: reduce (float32) -> float32 accumulating float32, host 1-d kept x 1-d reduced'."""
     return f"#{index} {built.backend}: {built.describe()}"
 
@@ -76,25 +77,25 @@ def static_html(fn: ReductionFunction) -> str:
     )
 
 
-def _generated_html(built: list[BuiltReduction]) -> str:
+def _generated_html(built: list[Specialization]) -> str:
     if not built:
         return ""
     newest = built[-1]
-    logs = "".join(f"<p>{html.escape(label(i, s))}: " + (f"</p><pre>{html.escape(s.built.log.strip())}</pre>"
-                                                         if s.built.log.strip() else "no warnings</p>")
+    logs = "".join(f"<p>{html.escape(label(i, s))}: " + (f"</p><pre>{html.escape(s.log.strip())}</pre>"
+                                                         if s.log.strip() else "no warnings</p>")
                    for i, s in enumerate(built))
     return (f'<details class="jiter-magic-generated"><summary>generated kernel of '
             f"{html.escape(label(len(built) - 1, newest))}, and the compile logs</summary>"
             f"{kernel_html(newest.source, newest.backend)}{logs}</details>")
 
 
-def log_html(built: list[BuiltReduction]) -> str:
+def log_html(built: list[Specialization]) -> str:
     """The Compile log tab: each kernel's target, how it was built, its options and its log."""
     if not built:
         return "<p><i>nothing compiled yet</i></p>"
     parts = []
     for i, s in enumerate(built):
-        made = s.built
+        made = s
         how = (f"compiled in {made.compile_seconds:.3f} s" if made.cache_event == "compiled"
                else "loaded from the disk cache")
         log = html.escape(made.log.strip()) or "<i>(empty: no warnings)</i>"
@@ -103,14 +104,14 @@ def log_html(built: list[BuiltReduction]) -> str:
     return "".join(parts)
 
 
-def cache_html(built: list[BuiltReduction], stats: dict) -> str:
+def cache_html(built: list[Specialization], stats: dict) -> str:
     """The Cache tab: one short row a kernel (the long facts as tooltips), then the cache's totals."""
     rows = [(s.describe(), f"({', '.join(s.spec.inputs)}) → {s.spec.output}", f"{s.backend} {s.spec.path}",
-             s.built.cache_event, s.built.cache_file, len(s.built.binary), s.built.compile_seconds) for s in built]
+             s.cache_event, s.cache_file, len(s.binary), s.compile_seconds) for s in built]
     return cache_tab_html("kernel", rows, stats)
 
 
-def listing(fn: ReductionFunction, built: BuiltReduction, kind: str, arch: str) -> str:
+def listing(fn: ReductionFunction, built: Specialization, kind: str, arch: str) -> str:
     """The Kernel tab's compiled listing of a kernel. PTX and SASS of a host kernel are those of its
     CUDA counterpart (the columns kernel for the host's column walk, the grid kernel otherwise: it
     serves any layout), compiled by NVRTC for `arch` without a GPU."""
@@ -124,7 +125,7 @@ def listing(fn: ReductionFunction, built: BuiltReduction, kind: str, arch: str) 
         source, what = built.source, f"{kind.upper()} for {arch}"
     else:
         spec = replace(built.spec, path=COLUMNS if built.spec.path == HOST_COLUMNS else GRID, vec=1)
-        source = render(fn.binding, spec)
+        source = REDUCTION.render(fn.binding, spec, "cuda")
         what = (f"{kind.upper()} for {arch} of this CPU kernel's CUDA counterpart, the {spec.path} kernel "
                 f"({spec.kept_ndim}-d kept x {spec.reduced_ndim}-d reduced), compiled by NVRTC (no GPU needed)")
     return listing_html(compiled_text(kind, source, "cuda", arch, fn.code), what)

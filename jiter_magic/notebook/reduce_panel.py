@@ -10,7 +10,7 @@ from typing import Any
 
 from jiter_magic import ReductionFunction
 from jiter_magic.notebook import reduce_html
-from jiter_magic.notebook.widgets import Panel, _live, _live_frontend
+from jiter_magic.notebook.widgets import Panel, live_frontend, live_panels
 
 
 class ReductionPanel(Panel):
@@ -50,7 +50,7 @@ def runs_where() -> str:
 def panel(fn: ReductionFunction) -> ReductionPanel:
     """A new live panel of `fn`, kept with the function's others (widgets.panels, rebound)."""
     made = ReductionPanel(fn)
-    _live().setdefault(fn, []).append(made)
+    live_panels().setdefault(fn, []).append(made)
     return made
 
 
@@ -59,7 +59,7 @@ def mimebundle(fn: ReductionFunction, include: Container[str] | None = None,
     """`ReductionFunction._repr_mimebundle_`: the live panel where a kernel can host it, static HTML
     and text always (as widgets.mimebundle for elementwise functions)."""
     bundle: dict[str, Any] = {}
-    if _live_frontend():
+    if live_frontend():
         bundle.update(panel(fn).widget._repr_mimebundle_())
     bundle["text/plain"] = reduce_html.static_text(fn)
     bundle["text/html"] = reduce_html.static_html(fn)

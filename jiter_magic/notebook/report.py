@@ -34,8 +34,8 @@ def reduction_summary(fn: ReductionFunction, bound_to: str) -> str:
         where = "the CPU"
     else:
         where = f"CUDA {built.target} ({cuda_device_name()})"
-    event = built.built.cache_event
-    how = f"compiled in {built.built.compile_seconds:.2f} s" if event == "compiled" else _HOW[event]
+    event = built.cache_event
+    how = f"compiled in {built.compile_seconds:.2f} s" if event == "compiled" else _HOW[event]
     words = f"; {len(fn.warnings)} compiler warning(s): see {bound_to}.warnings" if fn.warnings else ""
     spec = built.spec
     name = bound_to if bound_to == fn.name else f"{bound_to} ({fn.name})"

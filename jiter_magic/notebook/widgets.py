@@ -18,7 +18,8 @@ from collections.abc import Container
 from typing import Any
 
 import jiter_magic
-from jiter_magic import JitFunction, ReductionFunction, settings
+from jiter_magic import JitFunction, settings
+from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.notebook.listings import compiled_listing, cuda_archs, preferred_arch
 from jiter_magic.notebook.panel_html import (
     _cache_html,
@@ -31,7 +32,6 @@ from jiter_magic.notebook.panel_html import (
     static_html,
     static_text,
 )
-from jiter_magic.runtime.notice import what_is_built, why_new
 from jiter_magic.state import RUNTIME
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -68,7 +68,7 @@ class Panel:
 
     TITLES = ("Functor", "Kernel", "Compile log", "Cache")
 
-    def __init__(self, fn: JitFunction | ReductionFunction):
+    def __init__(self, fn: KernelFunction):
         import ipywidgets as w
 
         self._fn = weakref.ref(fn)  # the function owns the panel (through its listener), not the reverse
@@ -99,8 +99,7 @@ class Panel:
         self.view.observe(self._show_source, names="value")
         self.arch.observe(self._show_source, names="value")
         fn.add_listener(self._on_specialization)
-        if hasattr(fn, "add_start_listener"):  # reductions build without telling before (no "compiling ..." line)
-            fn.add_start_listener(self._on_build_start)
+        fn.add_start_listener(self._on_build_start)
         weakref.finalize(fn, self._close_widgets)
         self.refresh()
 
@@ -110,10 +109,8 @@ class Panel:
     def _on_build_start(self, spec, device: int) -> None:
         """Say in the header that a call waits for a build (replaced by the next refresh)."""
         fn = self._fn()
-        if isinstance(fn, JitFunction):  # only elementwise functions tell of a build before it
-            earlier = [s.spec for s in fn.specializations]
-            what = what_is_built(fn.name, spec, device, len(earlier)) + why_new(spec, earlier)
-            busy = html.escape(f"compiling {what}")
+        if fn is not None:
+            busy = html.escape(f"compiling {fn.describe_build(spec, device)}")
             self.header.value = f"{self._header(fn)}<div><i>{busy} &hellip;</i></div>"
 
     def _header(self, fn: Any) -> str:
@@ -190,9 +187,8 @@ class Panel:
         fn = self._fn()
         if fn is not None:
             fn.remove_listener(self._on_specialization)
-            if hasattr(fn, "remove_start_listener"):
-                fn.remove_start_listener(self._on_build_start)
-            live = _live().get(fn, [])
+            fn.remove_start_listener(self._on_build_start)
+            live = live_panels().get(fn, [])
             if self in live:
                 live.remove(self)
         self._close_widgets()
@@ -210,7 +206,7 @@ class LivePanels:
         self.by_function: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _live() -> weakref.WeakKeyDictionary:
+def live_panels() -> weakref.WeakKeyDictionary:
     return RUNTIME.part(LivePanels).by_function
 
 
@@ -218,16 +214,16 @@ def panel(fn: JitFunction) -> Panel:
     """A new live panel of `fn`: each display gets its own, so a tab chosen in one does not
     move another; all of them follow the function's new specializations."""
     made = Panel(fn)
-    _live().setdefault(fn, []).append(made)
+    live_panels().setdefault(fn, []).append(made)
     return made
 
 
-def panels(fn: JitFunction | ReductionFunction) -> list[Panel]:
+def panels(fn: KernelFunction) -> list[Panel]:
     """The live panels of `fn`."""
-    return list(_live().get(fn, []))
+    return list(live_panels().get(fn, []))
 
 
-def rebound(previous: JitFunction | ReductionFunction, name: str) -> None:
+def rebound(previous: KernelFunction, name: str) -> None:
     """`name` was bound to `previous` and now names another function: its panels say so."""
     for shown in panels(previous):
         shown.rebound(name)
@@ -245,7 +241,7 @@ def runs_on(fn: JitFunction) -> str:
     return device if fn.backend == "cuda" else f"the inputs' device ({device}, or the CPU)"
 
 
-def _live_frontend() -> bool:
+def live_frontend() -> bool:
     """Whether to offer the widget: inside a Jupyter kernel, unless JITER_MAGIC_PANEL says otherwise."""
     mode = settings.PANEL.get()
     if mode in ("static", "widget"):
@@ -266,7 +262,7 @@ def mimebundle(fn: JitFunction, include: Container[str] | None = None,
     between runs.
     """
     bundle: dict[str, Any] = {}
-    if _live_frontend():
+    if live_frontend():
         bundle.update(panel(fn).widget._repr_mimebundle_())
     bundle["text/plain"] = static_text(fn)
     bundle["text/html"] = static_html(fn)

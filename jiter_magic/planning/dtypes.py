@@ -203,3 +203,17 @@ def can_cast(source: str, target: str, rules: str = "torch") -> bool:
 def extra_arg_type(value: object) -> str:
     """C++ type class of an extra scalar argument, as torch's jiterator converts it."""
     return scalar_dtype(value)
+
+
+def dtype_name(value: object) -> str:
+    """A `dtype=` (a torch or NumPy dtype, a type such as float, or a name) as a dtype name."""
+    if isinstance(value, str):
+        return dtype(value).name
+    if type(value).__module__.startswith("torch"):
+        return dtype(str(value).removeprefix("torch.")).name
+    try:
+        import numpy
+
+        return dtype(numpy.dtype(value).name).name  # type: ignore[call-overload]
+    except TypeError:
+        raise DTypeError(f"dtype= must be a torch or NumPy dtype or a dtype name, got {value!r}") from None

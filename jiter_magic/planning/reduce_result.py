@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jiter_magic.planning.dtypes import promote_types
+from jiter_magic.errors import ArgumentTypeError
+from jiter_magic.planning.dtypes import DIMENSIONED, ZERO_DIM, promote_types, torch_result_type
 from jiter_magic.planning.layout import broadcast_shape
 from jiter_magic.planning.reduce_layout import check_not_empty, normalize_dims, reduced_shape
 from jiter_magic.planning.reduce_spec import accumulate_dtype, identity_literal, result_dtype
@@ -35,16 +36,34 @@ class ReductionResult:
         return total
 
 
+def check_keepdim(keepdim: object) -> None:
+    """`keepdim=` is True or False (a NumPy bool too), as torch.sum takes it: a string such as
+    "False" would otherwise count as true."""
+    numpy_bool = type(keepdim).__module__ == "numpy" and type(keepdim).__name__ in ("bool", "bool_")
+    if not isinstance(keepdim, bool) and not numpy_bool:
+        raise ArgumentTypeError(f"keepdim must be True or False, got {type(keepdim).__name__}: {keepdim!r}")
+
+
+def common_dtype(dtypes: list[str], shapes: list[tuple[int, ...]], rules: str) -> str:
+    """The inputs' promoted dtype, as an elementwise call's: under torch's rules a 0-d tensor
+    promotes only within its category (a float32 tensor with a 0-d float64 one stays float32);
+    NumPy's rules (NEP 50) treat a 0-d array as any other."""
+    if rules == "torch":
+        return torch_result_type(tuple((d, ZERO_DIM if s == () else DIMENSIONED) for d, s in zip(dtypes, shapes)))
+    common = dtypes[0]
+    for name in dtypes[1:]:
+        common = promote_types(common, name, rules)
+    return common
+
+
 def reduction_result(dtypes: list[str], shapes: list[tuple[int, ...]], rules: str, dim: object, keepdim: bool,
                      requested: str | None, identity: object, indexed: bool = False) -> ReductionResult:
     """The result of reducing inputs of these dtypes and shapes: `rules` promote them ('torch' or
     'numpy'), `requested` is `dtype=` as a name; the identity must fit the accumulator. `indexed`:
     values with their indices, whose values keep the inputs' dtype and whose reduced dims may not
     be empty."""
-    common = dtypes[0]
-    for name in dtypes[1:]:
-        common = promote_types(common, name, rules)
-    result = result_dtype(common, requested, indexed)
+    check_keepdim(keepdim)
+    result = result_dtype(common_dtype(dtypes, shapes, rules), requested, indexed)
     accumulate = accumulate_dtype(result)
     identity_literal(identity, accumulate)  # an identity the accumulator cannot hold: the call's own error
     shape = broadcast_shape(shapes)

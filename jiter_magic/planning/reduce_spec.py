@@ -49,8 +49,16 @@ def result_dtype(inputs: str, requested: str | None, indexed: bool = False) -> s
 
 
 def check_identity(value: object) -> None:
-    """At creation: the identity is a bool, int or float (C++ literals depend on it)."""
+    """At creation: the identity is a bool, int or float (C++ literals depend on it) that some
+    accumulator can hold."""
     if isinstance(value, numbers.Real):  # bool, int, float, and NumPy's real scalars
+        try:
+            float(value)
+        except OverflowError:
+            text = str(value) if len(str(value)) <= 24 else f"{str(value)[:12]}...({len(str(value))} digits)"
+            raise ScalarOverflowError(f"identity {text} is beyond every accumulator's range (an int64 or uint64 "
+                                      "holds below 2**64, a float64 about 1.8e308); for a max or min identity "
+                                      "give float('-inf') or float('inf')") from None
         return
     raise ArgumentTypeError(f"identity must be a Python number (bool, int or float) that combine(identity, x) "
                             f"leaves x unchanged for, such as 0 for a sum or float('-inf') for a max; got "

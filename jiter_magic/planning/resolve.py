@@ -139,3 +139,13 @@ def check_overlap(pairs: tuple[OverlapPair, ...], out_pointers: list[int], in_po
                 "out= partially overlaps an input: some elements of the input and the written-to "
                 "array refer to the same memory; pass a separate output or the input itself"
             )
+
+
+def check_written(outs: list[ArrayDesc], inputs: list[ArrayDesc]) -> None:
+    """Every check of `out=` arrays against themselves, each other and the inputs, at once, for a
+    call that plans no pairs ahead (a reduction's): no element written from several places, no
+    partial overlap with an input, no overlap between outputs."""
+    check_expanded_outputs(outs)
+    out_pointers = [o.pointer for o in outs]
+    check_overlap(overlap_pairs(outs, inputs), out_pointers, [a.pointer for a in inputs])
+    check_output_overlap(output_overlap_pairs(outs), out_pointers)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from jiter_magic import settings
@@ -21,19 +21,16 @@ from jiter_magic.cache.disk import DiskCache, NullDiskCache, disk_cache
 from jiter_magic.cache.entry import cache_key, counters
 from jiter_magic.compilers.base import Compiler, with_source_lines
 from jiter_magic.errors import CompileError
-from jiter_magic.frontend.bind import Binding
-from jiter_magic.kernels import describe
-from jiter_magic.kernels.render import render
-from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.kernels.families import KernelFamily
 
 DEBUG_VARIABLE = settings.DEBUG.name
 
 
 @dataclass(frozen=True, slots=True)
 class Built:
-    """One build's binary and how it was found: what a reduction keeps, and a Specialization reports."""
+    """One build's binary and how it was found, as a Specialization reports it."""
 
-    binary: bytes
+    binary: bytes = field(repr=False)
     log: str
     options: tuple[str, ...]
     compile_seconds: float  # 0.0 when it came from the disk cache
@@ -49,16 +46,17 @@ class Specialization(Built):
 
     backend: str  # 'cuda' or 'cpu'
     target: str  # 'sm_90', or 'host'
-    spec: KernelSpec
-    source: str
+    spec: Any  # a KernelSpec of an elementwise function, a ReductionSpec of a reduction
+    source: str = field(repr=False)
+    description: str  # one line for people (its family's `describe`)
 
     @property
     def binary_size(self) -> int:
         return len(self.binary)
 
     def describe(self) -> str:
-        """One line for people: dtypes, the path and its loop shape, the index width."""
-        return describe(self.spec)
+        """One line for people: dtypes, the kernel's path and its loop shape."""
+        return self.description
 
 
 def debugging() -> bool:
@@ -92,19 +90,22 @@ class _Job:
         return Built(binary, log, self.options, seconds, event, self.key, path)
 
 
-def build(binding: Binding, spec: KernelSpec, backend: str, compiler: Compiler) -> Specialization:
-    """The binary for `spec` on `backend`: from disk when a valid entry exists, else compiled and
-    stored. On a miss the key's inter-process lock is taken and the disk checked again, so that
-    of several processes (or threads) missing together only one compiles."""
-    source = render(binding, spec, backend)
-    built = build_source(binding.functor.name, binding.functor.code, describe(spec), source, backend, compiler)
+def build(binding: Any, family: KernelFamily, spec: Any, backend: str, compiler: Compiler) -> Specialization:
+    """The binary for `spec` of `family` (a kind of operation's kernels) on `backend`: from disk
+    when a valid entry exists, else compiled and stored. `binding` is the function's, as its
+    family renders it (it names the function and holds the user's code)."""
+    source = family.render(binding, spec, backend)
+    what = family.describe(spec)
+    built = build_source(binding.name, binding.code, what, source, backend, compiler)
     found: dict[str, Any] = {f.name: getattr(built, f.name) for f in fields(Built)}
-    return Specialization(**found, backend=backend, target=compiler.target, spec=spec, source=source)
+    return Specialization(**found, backend=backend, target=compiler.target, spec=spec, source=source,
+                          description=what)
 
 
 def build_source(name: str, code: str, what: str, source: str, backend: str, compiler: Compiler) -> Built:
     """The binary of a rendered `source` (of the function `name`, made from the code string `code`)
-    on `backend`, through the disk cache as `build` finds it: a reduction's kernels build here too."""
+    on `backend`, through the disk cache. On a miss the key's inter-process lock is taken and the
+    disk checked again, so that of several processes (or threads) missing together only one compiles."""
     options = compiler.options()
     job = _Job(name, code, what, backend, compiler, source, options, cache_key(source, options, compiler.identity))
     disk = disk_cache()

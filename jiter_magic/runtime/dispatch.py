@@ -11,40 +11,29 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Any, cast
 
 from jiter_magic.arrays import BY_TYPE, adapter_for, coerce
 from jiter_magic.arrays.base import ArrayAdapter, Delegated, DelegatingAdapter, Described, FastKey
-from jiter_magic.cache.memory import MemoryCache
-from jiter_magic.errors import BindError, DeviceError, DTypeError, InvalidArgumentError, device_name
+from jiter_magic.errors import BindError, DeviceError, DTypeError, device_name
 from jiter_magic.planning.resolve import check_output_overlap, check_overlap
 from jiter_magic.planning.values import scalar_kind
 from jiter_magic.runtime import planner
+from jiter_magic.runtime.calls import FunctionCalls
 from jiter_magic.runtime.keywords import KeywordExtras
 from jiter_magic.runtime.loader import KernelLoader
 from jiter_magic.runtime.plan import CallPlan
 from jiter_magic.runtime.planner import DescribedCall
 
 PLAN_LIMIT = 4096  # plans kept per function (each key of a call: dtypes, shapes, strides, alignment)
-BACKENDS = ("auto", "cuda", "cpu")
 
 
-@dataclass(slots=True)
-class CallCounts:
-    """Calls of one function by the path they took (`JitFunction.call_counts`)."""
-
-    hot: int = 0  # found their plan from the fast key (run in C or launched from Python)
-    general: int = 0  # described, checked and (on a miss) planned argument by argument
-
-
-class Dispatcher:
-    """The call path of one jitted function, with its plan cache."""
+class Dispatcher(FunctionCalls):
+    """The call path of one jitted elementwise function, with its plan cache."""
 
     def __init__(self, name: str, loader: KernelLoader, kwargs: dict[str, object], returns_one: bool) -> None:
+        super().__init__(name, loader, PLAN_LIMIT)
         binding = loader.binding
-        self.name = name
-        self.loader = loader
         self.input_names = binding.input_names
         self.num_inputs = len(binding.input_names)
         self.extra_names = binding.extra_names
@@ -52,11 +41,6 @@ class Dispatcher:
         self.kwargs = kwargs
         self.returns_one = returns_one
         self.keywords = KeywordExtras(binding.extra_names, kwargs)
-        self.plans: MemoryCache[CallPlan] = MemoryCache(PLAN_LIMIT)
-        self.counts = CallCounts()
-        self.backend = "auto"
-        self.backward: Any = None  # the jitted gradient (fn.def_backward), called by autograd
-        self._checked_device: int | None = None
         self._fast_keys: dict[type, Callable[[tuple], FastKey | None] | None] = {}
         self._out_keys: dict[ArrayAdapter, Callable[[tuple], FastKey | None]] = {}  # of inputs and out= arrays
         self.owner: Callable[[], Any] = lambda: None  # the JitFunction, weakly (a delegated call needs it)
@@ -68,13 +52,6 @@ class Dispatcher:
             return None
         found = self._fast_keys[kind] = adapter.fast_key_for(self.num_inputs)
         return found
-
-    def set_backend(self, value: str) -> None:
-        if value not in BACKENDS:
-            raise InvalidArgumentError(f"backend must be 'auto', 'cuda' or 'cpu', got {value!r}")
-        self.backend = value
-        self._checked_device = None
-        self.plans.clear()
 
     def call(self, args: tuple, out: object, kwargs: dict) -> Any:
         """One call. The hot path is here: plain arrays, no keywords, no `out=`, a planned key."""
@@ -245,8 +222,8 @@ class Dispatcher:
             described = a.describe(a.materialize(x))
             if adapter is None:
                 adapter, device = a, described.device
-                if check_backend and device != self._checked_device:
-                    self._check_backend(device)
+                if check_backend:
+                    self.check_backend(device)
             elif a is not adapter:
                 raise DeviceError(f"inputs mix {adapter.library} and {a.library} arrays; convert them to one library")
             elif described.device != device:
@@ -263,14 +240,6 @@ class Dispatcher:
                 items[position] = described
                 parts[position] = described.key
         return items, parts, adapter, device
-
-    def _check_backend(self, device: int) -> None:
-        lives = "cpu" if device < 0 else "cuda"
-        if self.backend != "auto" and self.backend != lives:
-            raise DeviceError(f"{self.name} is set to backend={self.backend!r} but its inputs live on "
-                              f"{device_name(device)}; "
-                              "move them, or set backend='auto'")
-        self._checked_device = device
 
     def _outputs(self, out: object, adapter: ArrayAdapter, device: int) -> list[Described]:
         given = out if isinstance(out, (tuple, list)) else (out,)

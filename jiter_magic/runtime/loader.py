@@ -1,4 +1,7 @@
-"""The loaded kernels of one jitted function: each (device, spec) built and loaded once.
+"""The loaded kernels of one function, of any kind: each (device, spec) built and loaded once.
+
+The function's `KernelFamily` (kernels/families.py) renders, describes and lays out its kernels;
+everything else here serves every kind of operation alike.
 
 Threads that miss together build once (under a lock); each build is recorded as a
 `Specialization` and announced to listeners (the notebook panel). Loaded kernels are shared
@@ -13,14 +16,13 @@ import sys
 import threading
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import replace
 from typing import Any
 
 from jiter_magic.cache.memory import MemoryCache
 from jiter_magic.errors import LaunchError
-from jiter_magic.frontend.bind import Binding
-from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.kernels.families import KernelFamily
 from jiter_magic.runtime.backends import backend_for, compile_only
 from jiter_magic.runtime.build import Specialization, build, discard
 from jiter_magic.state import RUNTIME
@@ -44,7 +46,7 @@ class KernelPool:
             found = self._live.get(key)
         return found if found is not None else self._recent.get(key)
 
-    def put(self, key: tuple, launcher: Any, spec: KernelSpec) -> None:
+    def put(self, key: tuple, launcher: Any, spec: Hashable) -> None:
         with self._lock:
             self._live[key] = launcher
         self._recent.put(key, launcher, spec)
@@ -82,17 +84,21 @@ class KernelLoaders:
 
 
 class KernelLoader:
-    def __init__(self, binding: Binding) -> None:
+    """One function's loaded kernels. `binding` is the function's (its family renders from it; it
+    names the function and holds the user's code); specs are its family's spec records."""
+
+    def __init__(self, binding: Any, family: KernelFamily) -> None:
         self.binding = binding
+        self.family = family
         self.loaded: MemoryCache[Launcher] = MemoryCache(KERNEL_LIMIT, counted=False)
         self.specializations: list[Specialization] = []
         self.warnings: list[str] = []
         self.listeners: list[Callable[[Specialization], None]] = []
-        self.start_listeners: list[Callable[[KernelSpec, int], None]] = []  # a build of (spec, device) begins
+        self.start_listeners: list[Callable[[Any, int], None]] = []  # a build of (spec, device) begins
         self._lock = threading.RLock()
         RUNTIME.part(KernelLoaders).loaders.add(self)
 
-    def launcher(self, spec: KernelSpec, device: int) -> Launcher:
+    def launcher(self, spec: Hashable, device: int) -> Launcher:
         """The loaded kernel of `spec` on `device` (-1: the host), built on first use."""
         key = (device, spec)
         found = self.loaded.get(key)
@@ -105,7 +111,7 @@ class KernelLoader:
                 self.loaded.put(key, found, spec)
         return found
 
-    def _load(self, spec: KernelSpec, device: int) -> Launcher:
+    def _load(self, spec: Any, device: int) -> Launcher:
         shared_key = (device, self.binding, spec)
         pool = RUNTIME.part(KernelPool)
         launcher = pool.get(shared_key)
@@ -126,7 +132,7 @@ class KernelLoader:
         self.record(specialization)
         return launcher
 
-    def _build(self, spec: KernelSpec, device: int) -> Specialization:
+    def _build(self, spec: Any, device: int) -> Specialization:
         """The binary of `spec` for `device`: from the disk cache or compiled, announced to the
         start listeners and, when slow, in the notebook cell."""
         self._announce(self.start_listeners, spec, device)
@@ -135,7 +141,7 @@ class KernelLoader:
             from jiter_magic.runtime import notice as compile_notice
 
             earlier = [s.spec for s in self.specializations]
-            notice = compile_notice.start(self.binding.functor.name, spec, device, earlier)
+            notice = compile_notice.start(self.binding.name, self.family, spec, device, earlier)
         built: Specialization | None = None
         try:
             built = self._build_now(spec, device)
@@ -144,18 +150,20 @@ class KernelLoader:
             if notice is not None:
                 notice.finish(None if built is None else built.cache_event)
 
-    def _build_now(self, spec: KernelSpec, device: int) -> Specialization:
+    def _build_now(self, spec: Any, device: int) -> Specialization:
         backend = backend_for(device)
-        return build(self.binding, spec, backend.name, backend.compiler(device))
+        return build(self.binding, self.family, spec, backend.name, backend.compiler(device))
 
     def _loaded(self, specialization: Specialization, device: int) -> Any:
         """A launcher for a built binary, loaded on `device` (-1: the host)."""
-        return backend_for(device).load(specialization, device, self.binding.functor.name)
+        backend, spec = backend_for(device), specialization.spec
+        block = self.family.block(spec) if device >= 0 else (1, 1, 1)  # host kernels have no thread blocks
+        return backend.load(specialization, self.family.packer(spec, backend.name), block, device, self.binding.name)
 
-    def build_without_device(self, spec: KernelSpec) -> Specialization:
+    def build_without_device(self, spec: Any) -> Specialization:
         """Compile a CUDA specialization with no GPU present (for the default architecture)."""
         backend = compile_only()
-        specialization = build(self.binding, spec, backend.name, backend.compiler(-1))
+        specialization = build(self.binding, self.family, spec, backend.name, backend.compiler(-1))
         self.record(specialization)
         return specialization
 

@@ -19,9 +19,7 @@ from typing import Any
 
 from jiter_magic import settings
 from jiter_magic.errors import device_name
-from jiter_magic.kernels import identity
-from jiter_magic.kernels.novelty import novelty
-from jiter_magic.planning.spec import KernelSpec
+from jiter_magic.kernels.families import KernelFamily
 
 NOTICE_ENV = settings.NOTICE_AFTER.name
 DEFAULT_AFTER_S = settings.NOTICE_AFTER.default
@@ -54,9 +52,9 @@ def _in_a_kernel() -> bool:
 class CompileNotice:
     """One build's notice: shown by a timer after the threshold, finished by the building thread."""
 
-    def __init__(self, name: str, spec: KernelSpec, device: int, after: float, earlier: Sequence[KernelSpec]) -> None:
-        self._what = what_is_built(name, spec, device, len(earlier))
-        self._why = why_new(spec, earlier)
+    def __init__(self, what: str, why: str, after: float) -> None:
+        self._what = what
+        self._why = why
         self._started = time.perf_counter()
         self._lock = threading.Lock()
         self._handle: Any = None
@@ -89,15 +87,15 @@ class CompileNotice:
             self._handle.update(_Line(text))
 
 
-def what_is_built(name: str, spec: KernelSpec, device: int, number: int) -> str:
+def what_is_built(name: str, family: KernelFamily, spec: Any, device: int, number: int) -> str:
     """'axpy #1 for (float32, scalar float32) -> (float32), contiguous vec1 on the CPU': the
     specialization's number and what tells it apart from the function's others."""
-    return f"{name} #{number} for {identity(spec)} on {device_name(device)}"
+    return f"{name} #{number} for {family.identity(spec)} on {device_name(device)}"
 
 
-def why_new(spec: KernelSpec, earlier: Sequence[KernelSpec]) -> str:
+def why_new(family: KernelFamily, spec: Any, earlier: Sequence[Any]) -> str:
     """' (new scalar kinds; #0 is ...)': the facets that make `spec` new beside `earlier`, '' for a first."""
-    new = novelty(spec, earlier)
+    new = family.novelty(spec, earlier)
     return f" ({new})" if new else ""
 
 
@@ -111,10 +109,11 @@ class _Line:
         return self.text
 
 
-def start(name: str, spec: KernelSpec, device: int, earlier: Sequence[KernelSpec] = ()) -> CompileNotice | None:
-    """A notice for a build about to start, `earlier` the function's specializations so far; None
-    outside a Jupyter kernel or when silenced."""
+def start(name: str, family: KernelFamily, spec: Any, device: int,
+          earlier: Sequence[Any] = ()) -> CompileNotice | None:
+    """A notice for a build of `spec` (of `family`'s kernels) about to start, `earlier` the
+    function's specs so far; None outside a Jupyter kernel or when silenced."""
     after = threshold()
     if after is None or _SILENCED.get() or not _in_a_kernel():
         return None
-    return CompileNotice(name, spec, device, after, earlier)
+    return CompileNotice(what_is_built(name, family, spec, device, len(earlier)), why_new(family, spec, earlier), after)

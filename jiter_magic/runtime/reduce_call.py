@@ -1,7 +1,7 @@
 """One call of a reduction: describe the arrays, plan (dtypes, dims, layout, kernel shape), launch.
 
 The arrays go through the same adapters as elementwise calls (arrays/); the plan is a frozen
-`ReductionPlan` of pure planning records; the kernel comes from the function's `ReductionKernels`.
+`ReductionPlan` of pure planning records; the kernel comes from the function's `ReductionCalls`.
 Every check of an argument happens before anything is allocated or launched.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from jiter_magic.errors import (
 from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.kernels import reduce_cuda, reduce_host
 from jiter_magic.kernels.reduce_common import reduce_args
-from jiter_magic.planning.dtypes import dtype as dtype_of
+from jiter_magic.planning.dtypes import dtype_name
 from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.reduce_layout import (
     ReductionLayout,
@@ -36,9 +36,10 @@ from jiter_magic.planning.reduce_spec import (
     ReductionSpec,
     identity_literal,
 )
+from jiter_magic.planning.resolve import check_written
 from jiter_magic.planning.values import scalar_kind, scalar_value
 from jiter_magic.runtime import reduce_hot
-from jiter_magic.runtime.reduce_loader import ReductionKernels
+from jiter_magic.runtime.reduce_calls import ReductionCalls
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,29 +54,11 @@ class ReductionPlan:
     out_strides: tuple[int, ...]  # of a result allocated for the call: dense
 
 
-def dtype_name(value: object) -> str:
-    """A `dtype=` (a torch or NumPy dtype, a type such as float, or a name) as a dtype name."""
-    if isinstance(value, str):
-        return dtype_of(value).name
-    if type(value).__module__.startswith("torch"):
-        return dtype_of(str(value).removeprefix("torch.")).name
-    try:
-        import numpy
-
-        return dtype_of(numpy.dtype(value).name).name  # type: ignore[call-overload]
-    except TypeError:
-        raise DTypeError(f"dtype= must be a torch or NumPy dtype or a dtype name, got {value!r}") from None
-
-
 def no_backward(name: str, indexed: bool = False) -> GradientError:
     """What a call of a reduction without `def_backward` raises where autograd tracks an input."""
-    if indexed:
-        return GradientError(f"{name} has no backward, and an input requires grad: give it one with "
-                             f"{name}.def_backward(code_string) (a functor of the inputs at each result's index, the "
-                             "value and its gradient, writing one gradient an input), or call it under torch.no_grad()")
-    return GradientError(f"{name} has no backward, and an input requires grad: give it one with "
-                         f"{name}.def_backward(code_string) (a functor of the inputs, the result and its gradient, "
-                         "writing one gradient an input), or call it under torch.no_grad()")
+    takes = "a functor of the inputs at each result's index, the value and its gradient" if indexed else \
+        "a functor of the inputs, the result and its gradient"
+    return GradientError.no_backward(name, takes + ", writing one gradient an input", ", and an input requires grad")
 
 
 def check_input_count(binding: ReductionBinding, args: tuple) -> None:
@@ -84,8 +67,10 @@ def check_input_count(binding: ReductionBinding, args: tuple) -> None:
                         f"got {len(args)}")
 
 
-def _described(args: tuple, binding: ReductionBinding) -> tuple[list[Any], list[ArrayDesc], ArrayAdapter, int]:
-    """Each input array, its description, and the one adapter and device they share."""
+def _described(args: tuple, calls: ReductionCalls) -> tuple[list[Any], list[ArrayDesc], ArrayAdapter, int]:
+    """Each input array, its description, and the one adapter and device they share (checked
+    against the function's backend)."""
+    binding = calls.binding
     check_input_count(binding, args)
     arrays, descs, adapter, device = [], [], None, -1
     raw = []  # the descriptions before normalizing, as gradient_inputs reads them
@@ -102,6 +87,7 @@ def _described(args: tuple, binding: ReductionBinding) -> tuple[list[Any], list[
         described = a.describe(x)
         if adapter is None:
             adapter, device = a, described.device
+            calls.check_backend(device)
         elif a is not adapter:
             raise DeviceError(f"inputs mix {adapter.library} and {a.library} arrays; convert them to one library")
         elif described.device != device:
@@ -146,7 +132,7 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
     indexed = binding.indexed
     # Given indices are int64 positions, not values: the values' dtype alone decides the result's.
     valued = descs[:1] if binding.indices_given else descs
-    planned = reduction_result([d.dtype for d in valued], [d.shape for d in descs], rules, dim, bool(keepdim),
+    planned = reduction_result([d.dtype for d in valued], [d.shape for d in descs], rules, dim, keepdim,
                                requested, identity, indexed)
     result, accumulate, shape, dims = planned.dtype, planned.accumulate, planned.shape, planned.dims
     if out is not None:
@@ -183,26 +169,28 @@ def loop_geometry(spec: ReductionSpec, layout: ReductionLayout) -> tuple[int, ..
 
 def packed_values(plan: ReductionPlan, out_pointers: list[int], pointers: list[int], partials: int, stage: int,
                   extras: list) -> list:
-    """The `jm_Args` values of a launch, in `reduce_args` order (`out_pointers`: the result's, then
-    the indices' output's with indices)."""
+    """The `jm_Args` values of a launch before its loop geometry (`plan.geometry`), in `reduce_args`
+    order (`out_pointers`: the result's, then the indices' output's with indices)."""
     spec, layout = plan.spec, plan.layout
     values: list = [*out_pointers, *pointers, partials, layout.rows, layout.count, plan.blocks, stage]
     values += [bool(v) if kind == "bool" else float(v) if kind == "float64" else int(v)
                for v, kind in zip(extras, spec.extras)]
-    values += plan.geometry
     return values
 
 
-def _memo_key(descs: list[ArrayDesc], device: int, extras: list, options: dict[str, Any], requested: str | None,
-              out: tuple[ArrayDesc, ...] | None) -> tuple | None:
-    """What decides a call's plan, as a hashable tuple (None where a `dim=` cannot be hashed): every
-    field of the inputs' and `out=`'s descriptions but the pointers, whose alignment alone counts."""
+def _memo_key(adapter: ArrayAdapter, descs: list[ArrayDesc], device: int, extras: list, options: dict[str, Any],
+              requested: str | None, out: tuple[ArrayDesc, ...] | None) -> tuple | None:
+    """What decides a call's plan, as a hashable tuple (None where a `dim=` cannot be hashed): the
+    array library (its promotion rules and allocators), every field of the inputs' and `out=`'s
+    descriptions but the pointers, whose alignment alone counts."""
     dim = options["dim"]
     # Typed, so that dim=True (refused) never finds dim=1's plan, though True == 1 in a dict key.
     dim = tuple((type(d), d) for d in dim) if isinstance(dim, (list, tuple)) else (type(dim), dim)
     arrays = tuple((d.dtype, d.shape, d.strides, d.pointer % 16) for d in descs)
     written = None if out is None else tuple((d.dtype, d.shape, d.strides) for d in out)
-    key = (arrays, device, tuple(scalar_kind(v) for v in extras), dim, bool(options["keepdim"]), requested, written)
+    keepdim = options["keepdim"]
+    key = (adapter, arrays, device, tuple(scalar_kind(v) for v in extras), dim, (type(keepdim), keepdim), requested,
+           written)
     try:
         hash(key)
     except TypeError:
@@ -210,30 +198,32 @@ def _memo_key(descs: list[ArrayDesc], device: int, extras: list, options: dict[s
     return key
 
 
-def _planned(kernels: ReductionKernels, descs: list[ArrayDesc], rules: str, device: int, identity: object,
+def _planned(calls: ReductionCalls, descs: list[ArrayDesc], adapter: ArrayAdapter, device: int, identity: object,
              extras: list, options: dict[str, Any], requested: str | None,
              out: tuple[ArrayDesc, ...] | None) -> ReductionPlan:
     """The call's plan: from the function's memo of plans, or planned (and checked) now and kept."""
-    key = _memo_key(descs, device, extras, options, requested, out)
-    plan = kernels.plans.get(key) if key is not None else None
+    rules = adapter.rules
+    key = _memo_key(adapter, descs, device, extras, options, requested, out)
+    plan = calls.plans.get(key) if key is not None else None
     if plan is None:
-        plan = plan_call(kernels.binding, descs, rules, device, identity, extras, options["dim"], options["keepdim"],
+        plan = plan_call(calls.binding, descs, rules, device, identity, extras, options["dim"], options["keepdim"],
                          requested, out)
         if key is not None:
-            kernels.keep_plan(key, plan)
+            calls.plans.put(key, plan, plan.spec)
     return plan
 
 
-def run(kernels: ReductionKernels, identity: object, defaults: dict[str, object], args: tuple,
+def run(calls: ReductionCalls, identity: object, defaults: dict[str, object], args: tuple,
         options: dict[str, Any], given: dict[str, object]) -> Any:
     """A whole call: `options` holds dim, keepdim, dtype and out."""
-    binding = kernels.binding
-    arrays, descs, adapter, device = _described(args, binding)
+    binding = calls.binding
+    calls.counts.general += 1
+    arrays, descs, adapter, device = _described(args, calls)
     extras = extra_values(binding, defaults, given)
     requested = None if options["dtype"] is None else dtype_name(options["dtype"])
     out = options["out"]
-    outs, out_descs = _out_arrays(out, binding, adapter, device)
-    plan = _planned(kernels, descs, adapter.rules, device, identity, extras, options, requested, out_descs)
+    outs, out_descs = _out_arrays(out, binding, adapter, device, descs)
+    plan = _planned(calls, descs, adapter, device, identity, extras, options, requested, out_descs)
     layout, spec = plan.layout, plan.spec
     if outs is None:
         dtypes = [spec.output, "int64"] if spec.indexed else [spec.output]
@@ -241,7 +231,7 @@ def run(kernels: ReductionKernels, identity: object, defaults: dict[str, object]
     result = ValuesIndices(*outs) if spec.indexed else outs[0]
     if layout.rows == 0:
         return result
-    launcher = kernels.launcher(spec, device)
+    launcher = calls.launcher(spec, device)
     stream = adapter.stream(device) if device >= 0 else 0
     partials, keep = 0, None
     if device >= 0 and plan.blocks > 1:
@@ -251,25 +241,26 @@ def run(kernels: ReductionKernels, identity: object, defaults: dict[str, object]
     if out is None and not given:  # leave a C hot path for the calls keyed like this one
         def packed(stage: int) -> bytes:  # a launch's jm_Args with every pointer 0
             values = packed_values(plan, [0] * len(outs), [0] * len(descs), 0, stage, extras)
-            return reduce_args(spec).packer.pack(*values)
+            return reduce_args(spec).packer.pack(*values, *plan.geometry)
 
-        reduce_hot.keep_hot(kernels, args, options, plan, adapter, device, packed,
+        reduce_hot.keep_hot(calls, args, options, plan, adapter, device, packed,
                             ValuesIndices if spec.indexed else None)
     pointers = [d.pointer for d in descs]
     out_pointers = [adapter.pointer(o) for o in outs]
     launches = reduce_cuda.launches(spec, layout.rows, plan.blocks) if device >= 0 else [((1, 1, 1), (1, 1, 1), 0)]
-    for grid, block, stage in launches:
-        launcher(packed_values(plan, out_pointers, pointers, partials, stage, extras), grid, block, stream)
+    for grid, _block, stage in launches:
+        launcher(packed_values(plan, out_pointers, pointers, partials, stage, extras), plan.geometry, grid, stream)
     del keep  # the partials stay allocated until the launches are queued: the allocator orders reuse on the stream
     if out is not None:
         adapter.written(list(outs))
     return result
 
 
-def _out_arrays(given: object, binding: ReductionBinding, adapter: ArrayAdapter,
-                device: int) -> tuple[list | None, tuple[ArrayDesc, ...] | None]:
-    """The `out=` arrays of a call and their descriptions, checked for their library, writability
-    and device: one array, or with indices a (values, indices) pair as torch.max(x, dim, out=...) takes."""
+def _out_arrays(given: object, binding: ReductionBinding, adapter: ArrayAdapter, device: int,
+                inputs: list[ArrayDesc]) -> tuple[list | None, tuple[ArrayDesc, ...] | None]:
+    """The `out=` arrays of a call and their descriptions, checked for their library, writability,
+    device, gradient and memory (planning/resolve.py's `check_written`, against `inputs`): one array,
+    or with indices a (values, indices) pair as torch.max(x, dim, out=...) takes."""
     if given is None:
         return None, None
     if binding.indexed:
@@ -279,16 +270,18 @@ def _out_arrays(given: object, binding: ReductionBinding, adapter: ArrayAdapter,
         outs = list(given)
     else:
         outs = [given]
-    descs = []
+    described = []
     for out in outs:
         if adapter_for(out) is not adapter:
             raise ArgumentTypeError(f"out= must be a {adapter.library} array like the inputs, "
                                     f"got {type(out).__name__}")
         adapter.check_output(out)
-        described = adapter.describe(out)
-        if described.device != device:
-            raise DeviceError(f"out= lives on {device_name(described.device)}, the inputs on {device_name(device)}")
-        descs.append(adapter.normalize(described))
+        described.append(adapter.describe(out))
+        if described[-1].device != device:
+            raise DeviceError(f"out= lives on {device_name(described[-1].device)}, the inputs on {device_name(device)}")
+    adapter.gradient_inputs([], described)  # an out= that requires grad: torch's own refusal
+    descs = [adapter.normalize(d) for d in described]
+    check_written(descs, inputs)
     return outs, tuple(descs)
 
 

@@ -27,9 +27,8 @@ from jiter_magic.arrays import BY_TYPE
 from jiter_magic.arrays.base import ArrayAdapter
 from jiter_magic.kernels import reduce_cuda
 from jiter_magic.native import call_path
-from jiter_magic.runtime.reduce_loader import ReductionKernels
+from jiter_magic.runtime.reduce_calls import ReductionCalls
 
-HOT_LIMIT = 256  # hot keys a function keeps; a full table starts again
 PARTIALS = struct.Struct("<Q")
 
 
@@ -44,37 +43,40 @@ def options_key(dim: object, keepdim: object, dtype: object) -> tuple | None:
     return dim, keepdim, dtype
 
 
-def _fast_key(kernels: ReductionKernels, args: tuple) -> Any:
+def _fast_key(calls: ReductionCalls, args: tuple) -> Any:
     """The adapter's fast key of the inputs, (key, pointers), or None."""
     kind = type(args[0])
-    key_of = kernels.fast_keys.get(kind, False)
+    key_of = calls.fast_keys.get(kind, False)
     if key_of is False:
         adapter = BY_TYPE.get(kind)
         if adapter is None:  # a type no call has met yet: the general path registers its adapter
             return None
-        key_of = None if adapter.delegates else adapter.fast_key_for(kernels.binding.num_inputs)
-        kernels.fast_keys[kind] = key_of
+        key_of = None if adapter.delegates else adapter.fast_key_for(calls.binding.num_inputs)
+        calls.fast_keys[kind] = key_of
     return None if key_of is None else key_of(args)
 
 
-def hot_call(kernels: ReductionKernels, args: tuple, dim: object, keepdim: object, dtype: object) -> Any:
+def hot_call(calls: ReductionCalls, args: tuple, dim: object, keepdim: object, dtype: object) -> Any:
     """The result of a call run by its C hot path, or None where the call takes the general path."""
-    if not kernels.hot or len(args) != kernels.binding.num_inputs:
+    if not calls.hot or len(args) != calls.binding.num_inputs:
         return None
     options = options_key(dim, keepdim, dtype)
     if options is None:
         return None
-    fast = _fast_key(kernels, args)
+    fast = _fast_key(calls, args)
     if fast is None:
         return None
     try:
-        run = kernels.hot.get((fast[0], options))
+        run = calls.hot.get((fast[0], options))
     except TypeError:  # a dtype= that cannot be hashed: the general path says what is wrong with it
         return None
-    return None if run is None else run(fast[1])
+    if run is None:
+        return None
+    calls.counts.hot += 1
+    return run(fast[1])
 
 
-def keep_hot(kernels: ReductionKernels, args: tuple, options: dict[str, Any], plan: Any, adapter: ArrayAdapter,
+def keep_hot(calls: ReductionCalls, args: tuple, options: dict[str, Any], plan: Any, adapter: ArrayAdapter,
              device: int, packed: Callable[[int], bytes], wrap: Callable[..., Any] | None) -> None:
     """After the general path planned a call without `out=` or keyword values: its hot path, where
     the call may have one (module docstring). `packed(stage)`: the launch's `jm_Args` with every
@@ -86,10 +88,10 @@ def keep_hot(kernels: ReductionKernels, args: tuple, options: dict[str, Any], pl
     opts = options_key(options["dim"], options["keepdim"], options["dtype"])
     if core is None or opts is None:
         return
-    fast = _fast_key(kernels, args)
+    fast = _fast_key(calls, args)
     if fast is None or not adapter.reusable(fast[0]):
         return
-    launcher = kernels.launcher(spec, device)
+    launcher = calls.launcher(spec, device)
     if launcher.native is None:
         return
     dtypes = (spec.output, "int64") if spec.indexed else (spec.output,)
@@ -105,10 +107,7 @@ def keep_hot(kernels: ReductionKernels, args: tuple, options: dict[str, Any], pl
         if wrap is not None:
             run = _wrapped(run, wrap)
     try:
-        key = (fast[0], opts)
-        if len(kernels.hot) >= HOT_LIMIT:
-            kernels.hot.clear()
-        kernels.hot[key] = run
+        calls.hot.put((fast[0], opts), run, spec)
     except TypeError:  # an unhashable dtype=
         return
 

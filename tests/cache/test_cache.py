@@ -27,6 +27,7 @@ from jiter_magic import CacheWarning, create_jit_fn
 from jiter_magic.cache import entry as cache_entry
 from jiter_magic.cache.entry import cache_key
 from jiter_magic.kernels.contiguous import ContiguousParams
+from jiter_magic.kernels.families import ELEMENTWISE
 from jiter_magic.kernels.render import render
 from jiter_magic.kernels.rows import RowsParams
 from jiter_magic.planning.spec import CONTIGUOUS, ROWS, KernelSpec
@@ -52,7 +53,7 @@ from helpers import (  # tests/helpers.py
 def test_first_build_compiles_and_writes_an_entry(fresh_cache):
     compiler = FakeCompiler()
     before = counters()
-    spec = build(binding(), SPEC, "cpu", compiler)
+    spec = build(binding(), ELEMENTWISE, SPEC, "cpu", compiler)
     after = counters()
     assert compiler.calls == 1
     assert delta(before, after, "compiles") == 1
@@ -68,10 +69,10 @@ def test_first_build_compiles_and_writes_an_entry(fresh_cache):
 
 def test_second_build_hits_the_disk(fresh_cache):
     b = binding()
-    first = build(b, SPEC, "cpu", FakeCompiler())
+    first = build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     compiler = FakeCompiler()
     before = counters()
-    second = build(b, SPEC, "cpu", compiler)
+    second = build(b, ELEMENTWISE, SPEC, "cpu", compiler)
     after = counters()
     assert compiler.calls == 0
     assert delta(before, after, "compiles") == 0
@@ -83,14 +84,14 @@ def test_second_build_hits_the_disk(fresh_cache):
 
 def test_different_specs_are_different_entries(fresh_cache):
     b = binding()
-    s32 = build(b, SPEC, "cpu", FakeCompiler())
-    s64 = build(b, SPEC64, "cpu", FakeCompiler())
+    s32 = build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler())
+    s64 = build(b, ELEMENTWISE, SPEC64, "cpu", FakeCompiler())
     assert s32.cache_key != s64.cache_key and s32.binary != s64.binary
     assert counters()["entries"] == 2
 
 
 def test_entry_is_checksummed_and_bound_to_its_key(fresh_cache):
-    spec = build(binding(), SPEC, "cpu", FakeCompiler())
+    spec = build(binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     with open(spec.cache_file, "rb") as handle:
         blob = handle.read()
     magic = cache_entry.MAGIC
@@ -105,14 +106,14 @@ def test_entry_is_checksummed_and_bound_to_its_key(fresh_cache):
 
 
 def test_old_format_entry_is_a_miss_with_one_warning(fresh_cache):
-    good = build(binding(), SPEC, "cpu", FakeCompiler())
+    good = build(binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     old = b"JITERMAGIC1\n" + hashlib.sha256(good.binary).digest() + len(good.binary).to_bytes(8, "little") + good.binary
     with open(good.cache_file, "wb") as handle:
         handle.write(old)
     compiler = FakeCompiler()
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        again = build(binding(), SPEC, "cpu", compiler)
+        again = build(binding(), ELEMENTWISE, SPEC, "cpu", compiler)
     assert [str(w.message) for w in cache_warnings(record)] == [
         f"jiter_magic: cache entry {good.cache_file} is truncated, corrupt or not ours; discarding it and recompiling"]
     assert compiler.calls == 1 and again.cache_event == "compiled" and again.binary == good.binary
@@ -148,7 +149,7 @@ def _longer(blob: bytes) -> bytes:
                          ids=["truncated", "flipped-byte", "foreign", "header-only", "empty", "trailing-bytes"])
 def test_damaged_entry_warns_recompiles_and_heals(fresh_cache, damage):
     b = binding()
-    good = build(b, SPEC, "cpu", FakeCompiler())
+    good = build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     with open(good.cache_file, "rb") as handle:
         blob = handle.read()
     with open(good.cache_file, "wb") as handle:
@@ -156,7 +157,7 @@ def test_damaged_entry_warns_recompiles_and_heals(fresh_cache, damage):
     compiler = FakeCompiler()
     before = counters()
     with pytest.warns(CacheWarning, match="corrupt|truncated|not ours"):
-        again = build(b, SPEC, "cpu", compiler)
+        again = build(b, ELEMENTWISE, SPEC, "cpu", compiler)
     after = counters()
     assert compiler.calls == 1
     assert delta(before, after, "compiles") == 1
@@ -166,7 +167,7 @@ def test_damaged_entry_warns_recompiles_and_heals(fresh_cache, damage):
     # The entry was rewritten: the next build is a clean disk hit.
     with warnings.catch_warnings():
         warnings.simplefilter("error", CacheWarning)
-        third = build(b, SPEC, "cpu", FakeCompiler())
+        third = build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     assert third.cache_event == "disk" and third.binary == good.binary
 
 
@@ -181,7 +182,7 @@ def test_writes_are_atomic_via_os_replace(fresh_cache, monkeypatch):
         return real_replace(src, dst, *args, **kwargs)
 
     monkeypatch.setattr(cache_module.os, "replace", spy)
-    spec = build(binding(), SPEC, "cpu", FakeCompiler())
+    spec = build(binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     monkeypatch.undo()
     entry_calls = [c for c in calls if c[1] == spec.cache_file]
     assert len(entry_calls) == 1
@@ -200,7 +201,7 @@ def test_failed_write_leaves_no_temp_file(fresh_cache, monkeypatch):
     monkeypatch.setattr(cache_module.os, "replace", failing_replace)
     compiler = FakeCompiler()
     with pytest.warns(CacheWarning):
-        spec = build(binding(), SPEC, "cpu", compiler)
+        spec = build(binding(), ELEMENTWISE, SPEC, "cpu", compiler)
     monkeypatch.undo()
     assert spec.binary == FakeCompiler.binary_for(spec.source)
     assert compiler.calls == 1
@@ -250,7 +251,7 @@ def test_directories_created_recursively_with_mode_0700(tmp_path, monkeypatch):
     monkeypatch.setenv("JITER_MAGIC_CACHE_DIR", str(root))
     monkeypatch.delenv("JITER_MAGIC_DISK_CACHE", raising=False)
     assert not (tmp_path / "deep").exists()
-    spec = build(binding(), SPEC, "cpu", FakeCompiler())
+    spec = build(binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     assert os.path.isfile(spec.cache_file)
     folder = os.path.dirname(spec.cache_file)
     created = []
@@ -267,7 +268,7 @@ def test_xdg_cache_home_default(tmp_path, monkeypatch):
     monkeypatch.delenv("JITER_MAGIC_DISK_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert jiter_magic.cache_dir() == str(tmp_path / "xdg" / "jiter_magic")
-    spec = build(binding(), SPEC, "cpu", FakeCompiler())
+    spec = build(binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     assert spec.cache_file.startswith(str(tmp_path / "xdg" / "jiter_magic") + os.sep)
 
 
@@ -278,8 +279,8 @@ def test_disk_cache_disabled_writes_nothing(fresh_cache, monkeypatch):
     b = binding()
     compiler = FakeCompiler()
     before = counters()
-    first = build(b, SPEC, "cpu", compiler)
-    second = build(b, SPEC, "cpu", compiler)
+    first = build(b, ELEMENTWISE, SPEC, "cpu", compiler)
+    second = build(b, ELEMENTWISE, SPEC, "cpu", compiler)
     after = counters()
     assert compiler.calls == 2  # no disk layer: the second build compiles again
     assert delta(before, after, "disk_hits") == 0
@@ -310,8 +311,8 @@ def test_unwritable_directory_caches_in_memory(tmp_path, monkeypatch):
     compiler = FakeCompiler()
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        s32 = build(b, SPEC, "cpu", compiler)
-        s64 = build(b, SPEC64, "cpu", compiler)
+        s32 = build(b, ELEMENTWISE, SPEC, "cpu", compiler)
+        s64 = build(b, ELEMENTWISE, SPEC64, "cpu", compiler)
     assert any("not writable" in str(w.message) for w in cache_warnings(record))
     assert compiler.calls == 2
     assert s32.binary == FakeCompiler.binary_for(s32.source)
@@ -327,8 +328,8 @@ def test_unwritable_directory_warns_once(tmp_path, monkeypatch):
     b = binding()
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        build(b, SPEC, "cpu", FakeCompiler())
-        build(b, SPEC64, "cpu", FakeCompiler())
+        build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler())
+        build(b, ELEMENTWISE, SPEC64, "cpu", FakeCompiler())
     assert len(cache_warnings(record)) == 1
 
 
@@ -367,8 +368,8 @@ def test_unwritable_directory_end_to_end_warns_once(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- clear_cache
 def test_clear_cache(fresh_cache):
     b = binding()
-    build(b, SPEC, "cpu", FakeCompiler())
-    build(b, SPEC64, "cpu", FakeCompiler())
+    build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler())
+    build(b, ELEMENTWISE, SPEC64, "cpu", FakeCompiler())
     stats = counters()
     assert stats["entries"] == 2 and stats["compiles"] >= 2
     jiter_magic.clear_cache(memory=False)
@@ -376,14 +377,14 @@ def test_clear_cache(fresh_cache):
     assert stats["entries"] == 0 and stats["bytes"] == 0
     assert stats["compiles"] >= 2  # counters kept
     assert not any(f.endswith(".bin") for f in all_files(fresh_cache))
-    build(b, SPEC, "cpu", FakeCompiler())
+    build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     jiter_magic.clear_cache()
     stats = counters()
     assert stats["entries"] == 0
     assert stats["compiles"] == stats["disk_hits"] == stats["memory_hits"] == stats["corrupt_entries"] == 0
     # After clearing, a build compiles again.
     compiler = FakeCompiler()
-    build(b, SPEC, "cpu", compiler)
+    build(b, ELEMENTWISE, SPEC, "cpu", compiler)
     assert compiler.calls == 1
 
 
@@ -448,9 +449,9 @@ def test_cache_key_covers_source_options_identity_and_version(monkeypatch):
 def test_build_key_changes_with_compiler_identity_and_options(fresh_cache):
     b = binding()
     keys = {
-        build(b, SPEC, "cpu", FakeCompiler()).cache_key,
-        build(b, SPEC, "cpu", FakeCompiler(identity="fake-compiler 2.0")).cache_key,
-        build(b, SPEC, "cpu", FakeCompiler(options=("-O2",))).cache_key,
+        build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler()).cache_key,
+        build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler(identity="fake-compiler 2.0")).cache_key,
+        build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler(options=("-O2",))).cache_key,
     }
     assert len(keys) == 3
     assert counters()["entries"] == 3

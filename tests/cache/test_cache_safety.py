@@ -37,6 +37,7 @@ from jiter_magic.cache.entry import cache_key
 from jiter_magic.cache.keylock import KeyLock
 from jiter_magic.compilers.base import CompileResult
 from jiter_magic.errors import LaunchError
+from jiter_magic.kernels.families import ELEMENTWISE
 from jiter_magic.kernels.render import render
 from jiter_magic.runtime.build import build, discard
 
@@ -90,18 +91,18 @@ def use_root(monkeypatch, root) -> None:
 # ----------------------------------------------------------------------------- entries bound to their key
 def test_entry_copied_from_another_key_is_a_miss_with_one_warning(fresh_cache):
     b = binding()
-    s32 = build(b, SPEC, "cpu", FakeCompiler())
-    s64 = build(b, SPEC64, "cpu", FakeCompiler())
+    s32 = build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler())
+    s64 = build(b, ELEMENTWISE, SPEC64, "cpu", FakeCompiler())
     shutil.copyfile(s32.cache_file, s64.cache_file)  # a valid checksum, but the entry of another key
     compiler = FakeCompiler()
     before = counters()
-    again, messages = recorded(build, b, SPEC64, "cpu", compiler)
+    again, messages = recorded(build, b, ELEMENTWISE, SPEC64, "cpu", compiler)
     assert messages == [discarded(s64.cache_file, f"holds the kernel of another key (cpu/{s32.cache_key[:16]}...), "
                                                    "e.g. a copied file")]
     assert compiler.calls == 1 and again.cache_event == "compiled"
     assert again.binary == s64.binary != s32.binary
     assert delta(before, counters(), "corrupt_entries") == 1
-    third, messages = recorded(build, b, SPEC64, "cpu", FakeCompiler())  # healed: a clean disk hit
+    third, messages = recorded(build, b, ELEMENTWISE, SPEC64, "cpu", FakeCompiler())  # healed: a clean disk hit
     assert messages == [] and third.cache_event == "disk" and third.binary == s64.binary
 
 
@@ -121,23 +122,23 @@ def test_entry_of_another_namespace_is_a_miss(fresh_cache):
 
 # ----------------------------------------------------------------------------- no symbolic links, no special files
 def test_symlinked_entry_is_not_followed(fresh_cache, tmp_path):
-    good = build(binding(), SPEC, "cpu", FakeCompiler())
+    good = build(binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     outside = tmp_path / "planted.bin"
     shutil.move(good.cache_file, outside)  # a valid entry for this very key, behind a link
     os.symlink(outside, good.cache_file)
     compiler = FakeCompiler()
-    again, messages = recorded(build, binding(), SPEC, "cpu", compiler)
+    again, messages = recorded(build, binding(), ELEMENTWISE, SPEC, "cpu", compiler)
     assert messages == [discarded(good.cache_file, "is a symbolic link (not followed)")]
     assert compiler.calls == 1 and again.cache_event == "compiled"  # followed, it would have been a disk hit
     assert outside.is_file() and not os.path.islink(good.cache_file) and os.path.isfile(good.cache_file)
 
 
 def test_fifo_entry_is_rejected_without_blocking(fresh_cache):
-    good = build(binding(), SPEC, "cpu", FakeCompiler())
+    good = build(binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     os.remove(good.cache_file)
     os.mkfifo(good.cache_file)  # opening it for reading would block forever without O_NONBLOCK
     compiler = FakeCompiler()
-    again, messages = recorded(build, binding(), SPEC, "cpu", compiler)
+    again, messages = recorded(build, binding(), ELEMENTWISE, SPEC, "cpu", compiler)
     assert messages == [discarded(good.cache_file, "is not a regular file")]
     assert compiler.calls == 1 and again.binary == good.binary
     assert stat.S_ISREG(os.lstat(good.cache_file).st_mode)
@@ -170,8 +171,8 @@ def test_world_writable_subfolder_is_refused(fresh_cache):
     os.chmod(fresh_cache, 0o700)
     os.chmod(fresh_cache / "cpu", 0o777)
     compiler = FakeCompiler()
-    s32, messages = recorded(build, binding(), SPEC, "cpu", compiler)
-    s64, more = recorded(build, binding(), SPEC64, "cpu", compiler)
+    s32, messages = recorded(build, binding(), ELEMENTWISE, SPEC, "cpu", compiler)
+    s64, more = recorded(build, binding(), ELEMENTWISE, SPEC64, "cpu", compiler)
     folder = fresh_cache / "cpu"
     assert messages == [not_private(fresh_cache, f"{folder} is writable by group or others (mode 0777)",
                                     f"run `chmod go-w {folder}`")]
@@ -184,7 +185,7 @@ def test_symlinked_subfolder_is_refused(fresh_cache, tmp_path):
     elsewhere.mkdir(mode=0o700)
     fresh_cache.mkdir(mode=0o700)
     os.symlink(elsewhere, fresh_cache / "cpu")
-    spec, messages = recorded(build, binding(), SPEC, "cpu", FakeCompiler())
+    spec, messages = recorded(build, binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     link = fresh_cache / "cpu"
     assert messages == [not_private(fresh_cache, f"{link} is a symbolic link", f"remove the link {link}")]
     assert spec.cache_file is None and os.listdir(elsewhere) == []
@@ -197,8 +198,8 @@ def test_root_owned_by_another_user_is_refused(tmp_path, monkeypatch):
     os.chown(root, OTHER_UID, OTHER_UID)
     use_root(monkeypatch, root)
     compiler = FakeCompiler()
-    s32, messages = recorded(build, binding(), SPEC, "cpu", compiler)
-    s64, more = recorded(build, binding(), SPEC64, "cpu", compiler)
+    s32, messages = recorded(build, binding(), ELEMENTWISE, SPEC, "cpu", compiler)
+    s64, more = recorded(build, binding(), ELEMENTWISE, SPEC64, "cpu", compiler)
     assert messages == [not_private(root, f"{root} is owned by uid {OTHER_UID}, not by you (uid 0)",
                                     "use a folder of your own")]
     assert more == [] and compiler.calls == 2 and s32.cache_file is None and s64.cache_file is None
@@ -213,7 +214,7 @@ def test_root_linked_to_another_users_folder_is_refused(tmp_path, monkeypatch):
     root = tmp_path / "link"
     os.symlink(target, root)
     use_root(monkeypatch, root)
-    spec, messages = recorded(build, binding(), SPEC, "cpu", FakeCompiler())
+    spec, messages = recorded(build, binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     assert messages == [not_private(root, f"{root} is owned by uid {OTHER_UID}, not by you (uid 0)",
                                     "use a folder of your own")]
     assert spec.cache_file is None and os.listdir(target) == []
@@ -225,8 +226,8 @@ def test_root_linked_to_an_own_folder_is_used(tmp_path, monkeypatch):
     root = tmp_path / "link"
     os.symlink(target, root)
     use_root(monkeypatch, root)
-    first, messages = recorded(build, binding(), SPEC, "cpu", FakeCompiler())
-    second, more = recorded(build, binding(), SPEC, "cpu", FakeCompiler())
+    first, messages = recorded(build, binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
+    second, more = recorded(build, binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     assert messages == more == [] and (first.cache_event, second.cache_event) == ("compiled", "disk")
     assert os.path.isfile(target / "cpu" / first.cache_key[:2] / (first.cache_key + ".bin"))
 
@@ -234,8 +235,8 @@ def test_root_linked_to_an_own_folder_is_used(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- only the library's own files
 def test_foreign_files_are_not_counted_nor_cleared(fresh_cache):
     b = binding()
-    s32 = build(b, SPEC, "cpu", FakeCompiler())
-    s64 = build(b, SPEC64, "cpu", FakeCompiler())
+    s32 = build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler())
+    s64 = build(b, ELEMENTWISE, SPEC64, "cpu", FakeCompiler())
     key = s32.cache_key
     other = ("ef" if key[:2] != "ef" else "fe") + key[2:]
     foreign = [
@@ -295,7 +296,7 @@ def test_eviction_keeps_the_total_under_the_bound_least_recently_used_first(fres
     def make(name):
         time.sleep(0.02)  # distinct mtimes even on a coarse clock
         compiler = BigCompiler(name)
-        return build(b, SPEC, "cpu", compiler), compiler.calls
+        return build(b, ELEMENTWISE, SPEC, "cpu", compiler), compiler.calls
 
     built = {name: make(name)[0] for name in ("id-0", "id-1", "id-2", "id-3")}
     entry = os.path.getsize(built["id-0"].cache_file)
@@ -316,10 +317,10 @@ def test_eviction_keeps_the_total_under_the_bound_least_recently_used_first(fres
 def test_an_entry_larger_than_the_bound_is_kept_alone(fresh_cache, monkeypatch):
     monkeypatch.setenv("JITER_MAGIC_CACHE_MAX_BYTES", "1K")
     before = counters()
-    first = build(binding(), SPEC, "cpu", BigCompiler("a", 5_000))
+    first = build(binding(), ELEMENTWISE, SPEC, "cpu", BigCompiler("a", 5_000))
     assert os.path.exists(first.cache_file) and counters()["entries"] == 1
     time.sleep(0.02)
-    second = build(binding(), SPEC, "cpu", BigCompiler("b", 5_000))
+    second = build(binding(), ELEMENTWISE, SPEC, "cpu", BigCompiler("b", 5_000))
     assert not os.path.exists(first.cache_file) and os.path.exists(second.cache_file)
     assert delta(before, counters(), "evictions") == 1
     assert counters()["entries"] == 1
@@ -431,15 +432,15 @@ def test_host_identity_holds_the_compilers_real_features(monkeypatch):
 # ----------------------------------------------------------------------------- discard: an entry that fails to load
 def test_discard_removes_the_entry_and_the_next_build_compiles(fresh_cache):
     b = binding()
-    build(b, SPEC, "cpu", FakeCompiler())
-    from_disk = build(b, SPEC, "cpu", FakeCompiler())
+    build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler())
+    from_disk = build(b, ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     assert from_disk.cache_event == "disk"
     before = counters()
     removed, messages = recorded(discard, from_disk, "bad ELF header")
     assert removed is True and messages == [discarded(from_disk.cache_file, "could not be loaded (bad ELF header)")]
     assert not os.path.exists(from_disk.cache_file) and delta(before, counters(), "corrupt_entries") == 1
     compiler = FakeCompiler()
-    rebuilt = build(b, SPEC, "cpu", compiler)
+    rebuilt = build(b, ELEMENTWISE, SPEC, "cpu", compiler)
     assert compiler.calls == 1 and rebuilt.cache_event == "compiled"
     os.remove(rebuilt.cache_file)
     assert recorded(discard, rebuilt) == (False, [])  # nothing on disk: nothing to discard
@@ -447,7 +448,7 @@ def test_discard_removes_the_entry_and_the_next_build_compiles(fresh_cache):
 
 def test_discard_with_the_disk_cache_off(fresh_cache, monkeypatch):
     monkeypatch.setenv("JITER_MAGIC_DISK_CACHE", "0")
-    spec = build(binding(), SPEC, "cpu", FakeCompiler())
+    spec = build(binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     assert recorded(discard, spec, "whatever") == (False, [])
 
 
@@ -463,15 +464,15 @@ def test_unloadable_entry_is_discarded_and_rebuilt_end_to_end(fresh_cache):
     np.testing.assert_array_equal(fn(x), x - 5)
     spec = fn.specializations[-1]
     cache_module.disk_cache().put("cpu", spec.cache_key, b"not a shared library, valid checksum")
-    loaded = build(fn.binding, spec.spec, "cpu", cpu.compiler())
+    loaded = build(fn.binding, ELEMENTWISE, spec.spec, "cpu", cpu.compiler())
     assert loaded.cache_event == "disk"
     with pytest.raises(LaunchError) as info:
-        cpu.CpuLauncher(loaded.binary, loaded.spec, loaded.cache_key, "unloadable")
+        cpu.CpuLauncher(loaded.binary, ELEMENTWISE.packer(loaded.spec, "cpu"), loaded.cache_key, "unloadable")
     removed, messages = recorded(discard, loaded, str(info.value))
     assert removed is True and messages == [discarded(loaded.cache_file, f"could not be loaded ({info.value})")]
-    rebuilt = build(fn.binding, spec.spec, "cpu", cpu.compiler())
+    rebuilt = build(fn.binding, ELEMENTWISE, spec.spec, "cpu", cpu.compiler())
     assert rebuilt.cache_event == "compiled" and rebuilt.binary == spec.binary
-    cpu.CpuLauncher(rebuilt.binary, rebuilt.spec, rebuilt.cache_key, "unloadable")  # loads
+    cpu.CpuLauncher(rebuilt.binary, ELEMENTWISE.packer(rebuilt.spec, "cpu"), rebuilt.cache_key, "unloadable")  # loads
 
 
 # ----------------------------------------------------------------------------- per-key locks
@@ -545,7 +546,7 @@ def test_a_symlink_planted_at_the_lock_path_is_not_followed(fresh_cache, tmp_pat
     with pytest.raises(OSError):
         KeyLock(path).acquire(1.0)
     before = counters()
-    spec, messages = recorded(build, binding(), SPEC, "cpu", compiler)  # compiles without the lock
+    spec, messages = recorded(build, binding(), ELEMENTWISE, SPEC, "cpu", compiler)  # compiles without the lock
     assert messages == [] and compiler.calls == 1 and spec.cache_event == "compiled"
     assert delta(before, counters(), "lock_timeouts") == 0
     jiter_magic.clear_cache(memory=False)  # not a lock file it can lock: left alone, and so is its target
@@ -607,7 +608,7 @@ def test_killed_lock_holder_does_not_block(fresh_cache, monkeypatch):
     assert os.path.exists(path)  # the killed holder left its file, but no lock
     before = counters()
     started = time.monotonic()
-    spec, messages = recorded(build, binding(), SPEC, "cpu", compiler)
+    spec, messages = recorded(build, binding(), ELEMENTWISE, SPEC, "cpu", compiler)
     assert time.monotonic() - started < 5
     assert messages == [] and compiler.calls == 1 and spec.cache_event == "compiled"
     assert delta(before, counters(), "lock_timeouts") == 0
@@ -623,7 +624,7 @@ def test_lock_timeout_falls_back_to_compiling(fresh_cache, monkeypatch):
     try:
         before = counters()
         started = time.monotonic()
-        spec, messages = recorded(build, binding(), SPEC, "cpu", compiler)
+        spec, messages = recorded(build, binding(), ELEMENTWISE, SPEC, "cpu", compiler)
         waited = time.monotonic() - started
         assert 1.5 <= waited < 30
         assert messages == [f"jiter_magic: waited 1.5 s for another process compiling the same kernel (lock {path}); "
@@ -643,7 +644,7 @@ def test_disabled_disk_cache_does_not_lock(fresh_cache, monkeypatch):
     monkeypatch.setenv("JITER_MAGIC_DISK_CACHE", "0")
     with cache_module.disk_cache().key_lock("cpu", "ab" + "3" * 62) as held:
         assert held is False
-    build(binding(), SPEC, "cpu", FakeCompiler())
+    build(binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
     assert not fresh_cache.exists()
 
 

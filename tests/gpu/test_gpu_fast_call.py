@@ -32,8 +32,8 @@ def loaded():
 def _hot(function, *args):
     for _ in range(3):
         result = function(*args)
-    key = function._dispatch._fast_keys[type(args[0])](args)
-    plan = function._dispatch.plans.get(key[0])
+    key = function._calls._fast_keys[type(args[0])](args)
+    plan = function._calls.plans.get(key[0])
     assert type(getattr(plan.native_calls, "default", None)).__name__ == "HotPlan"
     return result
 
@@ -80,7 +80,7 @@ def test_a_thread_without_a_current_context_launches_in_the_kernels_own():
     f = jiter_magic.create_jit_fn(AXPY, alpha=0.5)
     a, b = torch.rand(4096, device="cuda"), torch.rand(4096, device="cuda")
     _hot(f, a, b)
-    plan = f._dispatch.plans.get(f._dispatch._fast_keys[torch.Tensor]((a, b))[0])
+    plan = f._calls.plans.get(f._calls._fast_keys[torch.Tensor]((a, b))[0])
     out = torch.empty_like(a)
     packed = plan.launcher.pack(out.data_ptr(), a.data_ptr(), b.data_ptr(), 4096, 0.5, *plan.geometry)
     stream = torch.cuda.current_stream().cuda_stream
@@ -126,8 +126,8 @@ def test_a_launch_error_is_a_launch_error_and_the_next_call_works():
     f = jiter_magic.create_jit_fn(AXPY, alpha=1.0)
     a = torch.rand(100, device="cuda")
     _hot(f, a, a)
-    key = f._dispatch._fast_keys[torch.Tensor]((a, a))
-    plan = f._dispatch.plans.get(key[0])
+    key = f._calls._fast_keys[torch.Tensor]((a, a))
+    plan = f._calls.plans.get(key[0])
     native = plan.launcher.native
     packed = plan.launcher.pack(a.data_ptr(), a.data_ptr(), a.data_ptr(), 100, 1.0, *plan.geometry)
     with pytest.raises(LaunchError, match=r"gfc_axpy: cuLaunchKernel failed with CUDA_ERROR_INVALID_VALUE"):
@@ -185,7 +185,7 @@ def test_a_cuda_storage_shrunk_under_a_planned_view_is_refused_on_the_hot_path(p
             f(view, other)
         # A key read in Python checks no storage, so its plan never runs in C (a C hot plan would
         # skip the storage check): the Python hot path checks it on every call.
-        assert f._dispatch.plans.get(_fast_key_of(2)((view, other))[0]).native_calls is None
+        assert f._calls.plans.get(_fast_key_of(2)((view, other))[0]).native_calls is None
     else:
         _hot(f, view, other)
     base.untyped_storage().resize_(1024)  # 256 floats left under a view that reads 32,760

@@ -156,7 +156,7 @@ def test_the_hot_path_on_a_gpu(shape, dim, hot):
     fn = create_reduction_fn(SQ + ADD, 0, map="sq", combine="add")
     x = sample(shape, torch.float32)
     check(fn(x, dim=dim), (x * x).sum(dim) if dim is not None else (x * x).sum())
-    assert [type(run).__name__ for run in fn._kernels.hot.values()] == [hot]
+    assert [type(run).__name__ for run in fn._calls.hot.values()] == [hot]
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):  # launched on the side stream, as torch's own ops would be
         y = sample(shape, torch.float32)

@@ -217,7 +217,7 @@ def test_a_0d_input_and_nothing_compiled_before_compute():
     lazy = fresh(da.from_array(numpy.array(3.5)))
     kept = fresh(da.from_array(numpy.array(3.5)), dim=0, keepdim=True)
     parts = tree_parts(fresh)
-    assert parts.partial.kernels.built == [] and parts.fold.kernels.built == []
+    assert parts.partial.calls.loader.specializations == [] and parts.fold.calls.loader.specializations == []
     found, found_kept = dask.compute(*lazy, scheduler="sync"), dask.compute(*kept, scheduler="sync")
     assert fresh.specializations == []  # the blocks ran its tree parts, not it
     assert_same(found, fresh(numpy.array(3.5)))
@@ -255,3 +255,17 @@ def test_global_indices_place_a_blocks_local_indices():
     found = global_indices(local, block, starts, sizes)
     assert found.dtype == numpy.int64 and numpy.array_equal(found, want)
     assert global_indices(local, sizes, (0, 0, 0), sizes) is local  # a block of the whole extent
+
+
+@pytest.mark.parametrize("chunks", [((3,), (2, 0, 2)), ((3,), (0, 4)), ((3,), (4, 0)), ((1, 2), (1, 0, 0, 3))])
+def test_an_empty_chunk_along_the_reduced_dim_holds_no_element(chunks):
+    """A chunk of size 0 along the reduced dim (the extent itself is not empty) gives nothing to the
+    fold, as the eager call of the whole array says: the values and indices of torch.max."""
+    fn = create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")
+    x = numpy.array([[1.0, 5.0, 5.0, 2.0], [7.0, 0.0, 1.0, 9.0], [4.0, 4.0, 4.0, 4.0]])
+    found = fn(da.from_array(x, chunks=chunks), dim=1)
+    values, indices = found.values.compute(), found.indices.compute()
+    want = torch.from_numpy(x).max(dim=1)
+    assert values.dtype == numpy.float64 and indices.dtype == numpy.int64
+    numpy.testing.assert_array_equal(values, want.values.numpy())
+    numpy.testing.assert_array_equal(indices, want.indices.numpy())

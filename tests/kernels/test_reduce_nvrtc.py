@@ -128,16 +128,16 @@ def test_folds_of_given_indices_compile(path, accumulate, output, arch):
     # A Dask tree's fold (integrations/reduce_parts.py): each pair from two inputs, the value and its index.
     from jiter_magic import create_multi_output_reduction_fn
     from jiter_magic.integrations.reduce_parts import tree_parts
+    from jiter_magic.kernels.families import REDUCTION
     from jiter_magic.planning.reduce_spec import ReductionSpec, identity_literal
-    from jiter_magic.runtime.reduce_loader import render
 
-    binding = tree_parts(create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")).fold.kernels.binding
+    binding = tree_parts(create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")).fold.calls.binding
     # Vector loads need one itemsize: 8-byte values with their int64 indices, 2 a load.
     vectors = (1, 2) if path in (WARP_ROWS, BLOCK_ROWS, GRID) and accumulate != "float32" else (1,)
     for vec in vectors:
         spec = ReductionSpec((accumulate, "int64"), output, accumulate, (), identity_literal(0, accumulate), path=path,
                              kept_ndim=1, reduced_ndim=1, vec=vec, indexed=True, indices_given=True)
-        source = render(binding, spec)
+        source = REDUCTION.render(binding, spec, "cuda")
         if arch not in _COMPILERS:
             _COMPILERS[arch] = NvrtcCompiler(arch)
         assert _COMPILERS[arch].compile(source, binding.name).binary[:4] == b"\x7fELF"

@@ -43,7 +43,7 @@ def test_no_notice_outside_a_kernel(monkeypatch):
     monkeypatch.setenv(compile_notice.NOTICE_ENV, "0")
     from jiter_magic.planning.spec import KernelSpec  # noqa: F401 - the notice needs no spec outside a kernel
 
-    assert compile_notice.start("axpy", None, -1) is None  # type: ignore[arg-type]
+    assert compile_notice.start("axpy", None, None, -1) is None  # type: ignore[arg-type]
 
 
 def _run(client, code: str) -> list[dict]:
@@ -120,3 +120,25 @@ def test_a_call_with_known_dtypes_says_what_makes_its_kernel_new(kernel):
     row = _texts(_run(kernel, "axpy(x, np.ones(4))"), "update_display_data")
     assert len(row) == 1 and row[0].startswith("jiter_magic: compiled axpy #2 for (float64, float64) -> (float64), rows ")
     assert row[0].endswith(" s (new kernel path; #0 is (float64, float64) -> (float64), contiguous vec1)")
+
+
+def test_a_reduction_says_so_in_the_cell_as_an_elementwise_call_does(kernel):
+    """A reduction's kernels build through the same loader: the same notice, its kernel named by
+    its spec, and what makes a later kernel new beside the earlier one."""
+    code = ("template <typename T> T sq(T x) { return x * x; }\\n"
+            "template <typename T> T add(T a, T b) { return a + b; }\\n")
+    setup = _run(kernel, f"import numpy as np, jiter_magic\nsum_sq = jiter_magic.create_reduction_fn('{code}', 0, "
+                         "'sq', combine='add')")
+    assert not [m for m in setup if m["msg_type"] == "error"], setup
+    first = _run(kernel, "print(sum_sq(np.ones((2, 3)), dim=1))")
+    what = "sq #0 for (float64) -> float64 accumulating float64, host 1-d kept x 1-d reduced on the CPU"
+    assert _texts(first, "display_data") == [f"jiter_magic: compiling {what} ..."]
+    updated = _texts(first, "update_display_data")
+    assert len(updated) == 1 and updated[0].startswith(f"jiter_magic: compiled {what} in ")
+    assert [m["content"]["text"] for m in first if m["msg_type"] == "stream"] == ["[3. 3.]\n"]
+    assert not [m for m in _run(kernel, "sum_sq(np.ones((2, 3)), dim=1)") if "display_data" in m["msg_type"]]
+    columns = _texts(_run(kernel, "sum_sq(np.ones((64, 64)), dim=0)"), "update_display_data")
+    assert len(columns) == 1 and columns[0].startswith("jiter_magic: compiled sq #1 for (float64) -> float64 "
+                                                       "accumulating float64, host_columns 1-d kept x 1-d reduced")
+    assert columns[0].endswith(" s (new path; #0 is (float64) -> float64 accumulating float64, host 1-d kept x "
+                               "1-d reduced)")

@@ -215,3 +215,29 @@ def test_the_reduce_line_completes_its_keys_and_the_cells_functions(shell, text,
     with provisionalcompleter():
         offered = [c.text for c in shell.Completer.completions(text + BODY, len(text))]
     assert offered == expected
+
+
+def test_a_pickled_cell_reduction_keeps_its_dim_and_every_option(shell):
+    import pickle
+
+    shell.run_cell_magic("jiterator", "rows_scaled --reduce identity=0 dim=1 scale=3.0 --no-panel --quiet",
+                         SCALED + ADD)
+    fn = shell.user_ns["rows_scaled"]
+    fn.backend = "cpu"
+    again = pickle.loads(pickle.dumps(fn))
+    assert isinstance(again, CellReduction) and again.default_dim == 1 and again.backend == "cpu"
+    assert again.kwargs == {"scale": 3.0}
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    torch.testing.assert_close(again(x), (3 * x).sum(1))
+    assert pickle.loads(pickle.dumps(fn)) is again  # unchanged since: the same function again
+    fn.default_dim = 0
+    changed = pickle.loads(pickle.dumps(fn))
+    torch.testing.assert_close(changed(x), (3 * x).sum(0))
+
+
+def test_a_dim_beyond_any_array_compiles_and_the_call_says_what_was_wrong(shell):
+    shell.run_cell_magic("jiterator", "far --reduce identity=0 dim=40 --no-panel --quiet", ADD)
+    fn = shell.user_ns["far"]
+    assert [s.spec.inputs for s in fn.specializations] == [("float32",)]  # compiled, no 41-d array made
+    with pytest.raises(jiter_magic.DimensionError, match="40"):
+        fn(torch.ones(2, 3))

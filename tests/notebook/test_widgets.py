@@ -119,8 +119,8 @@ def test_each_display_gets_its_own_panel_and_all_follow_the_function(fn):
     fn(np.arange(3.0), np.ones(3))  # a new specialization: both panels show it
     assert [value for _, value in first.choice.options] == [0, 1] == [value for _, value in second.choice.options]
     first.close()
-    assert first._on_specialization not in fn._loader.listeners
-    assert second._on_specialization in fn._loader.listeners
+    assert first._on_specialization not in fn._calls.loader.listeners
+    assert second._on_specialization in fn._calls.loader.listeners
     assert first.widget.comm is None and first.tabs.comm is None  # the models are closed
     assert widgets.panels(fn) == [second] and second.widget.comm is not None
 

@@ -42,7 +42,7 @@ def gen(seed: int) -> torch.Generator:
 
 def spec_of(fn, *args, **kwargs):
     """The spec a call would run on the host (planned as the call plans it, nothing compiled)."""
-    return example_spec(fn._dispatch, args, "cpu", kwargs)
+    return example_spec(fn._calls, args, "cpu", kwargs)
 
 
 def ran_spec(fn, *args, **kwargs):
@@ -83,7 +83,7 @@ def test_a_transposed_input_takes_the_blocked_loop_and_describe_names_it():
 def test_the_cuda_path_of_the_same_call_is_still_the_tiled_one():
     g = gen(1)
     x, y = transposed((300, 200), "float32", g), random_tensor((300, 200), "float32", g)
-    spec = example_spec(FUSED._dispatch, (x, y), "cuda", {})
+    spec = example_spec(FUSED._calls, (x, y), "cuda", {})
     assert spec.path == "tiled" and spec.params.tiled_inputs == (1,)
 
 

@@ -33,7 +33,7 @@ def check_fused(x, y):
 
 
 def spec_of(*args):
-    return example_spec(FUSED._dispatch, args, "cpu", {})
+    return example_spec(FUSED._calls, args, "cpu", {})
 
 
 def test_an_outer_product_takes_the_rows_loop_and_describe_names_it():
@@ -94,7 +94,7 @@ def test_rows_split_inside_a_row(shape):
 def test_dtypes_and_several_outputs(dtypes):
     g = torch.Generator().manual_seed(7)
     x, y = random_tensor((70_001, 1), dtypes[0], g), random_tensor((1, 3), dtypes[1], g)
-    assert example_spec(SUM_DIFF._dispatch, (x, y), "cpu", {}).path == "rows"
+    assert example_spec(SUM_DIFF._calls, (x, y), "cpu", {}).path == "rows"
     if dtypes[0] != "bool":
         assert_matches(SUM_DIFF(x, y), reference(lambda a, b: (a + b, a - b), x, y, num_outputs=2))
     check_fused(x, y)

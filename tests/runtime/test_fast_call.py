@@ -28,8 +28,8 @@ def hot_plan(function, *args):
     """The plan the hot path uses for `args`, after enough calls to give it its C hot path."""
     for _ in range(3):
         function(*args)
-    key = function._dispatch._fast_keys[type(args[0])](args)
-    return function._dispatch.plans.get(key[0])
+    key = function._calls._fast_keys[type(args[0])](args)
+    return function._calls.plans.get(key[0])
 
 
 def test_the_modules_are_loaded_for_the_session():
@@ -212,7 +212,7 @@ f = jiter_magic.create_jit_fn("template <typename T> T fc_child(T x, T y) { retu
 a = torch.arange(6.0)
 for _ in range(3):
     out = f(a, a)
-plan = next(p for p in f._dispatch.plans.values())
+plan = next(p for p in f._calls.plans.values())
 print(json.dumps({"status": fast_call.status(), "torch_status": fast_call.torch_status(), "values": out.tolist(),
                   "hot": type(getattr(plan.native_calls, "default", None)).__name__, "stats": jiter_magic.cache_stats()}))
 """
@@ -245,14 +245,14 @@ f = jiter_magic.create_jit_fn("template <typename T> T fc_numpy(T x, T y) { retu
 a = np.arange(6.0)
 for _ in range(3):
     out = f(a, a)
-plan = next(p for p in f._dispatch.plans.values())
+plan = next(p for p in f._calls.plans.values())
 found = {"status": fast_call.status(), "hot": type(getattr(plan.native_calls, "default", None)).__name__, "values": out.tolist()}
 fast_call.current().core_module.wait(120)  # the builder's result, loaded here now: the plan made before keeps its launch
 g = jiter_magic.create_jit_fn("template <typename T> T fc_numpy2(T x, T y) { return x - y; }")
 for _ in range(3):
     f(a, a), g(a, a)
 found.update(after=fast_call.status(), old_plan=type(getattr(plan.native_calls, "default", None)).__name__,
-             new_plan=type(getattr(next(p for p in g._dispatch.plans.values()).native_calls, "default", None)).__name__,
+             new_plan=type(getattr(next(p for p in g._calls.plans.values()).native_calls, "default", None)).__name__,
              torch_status=fast_call.torch_status(), torch_imported="torch" in sys.modules)
 print(json.dumps(found))
 """
@@ -283,7 +283,7 @@ h = jiter_magic.create_jit_fn("template <typename T> T fc_torch(T x) { return x 
 t = torch.arange(4.0)
 for _ in range(3):
     r = h(t)
-hot = next(p for p in h._dispatch.plans.values())
+hot = next(p for p in h._calls.plans.values())
 found.update(late_torch=fast_call.torch_status(), late_hot=type(getattr(hot.native_calls, "default", None)).__name__,
              allocator=type(hot.allocators[0]).__name__, late_values=r.tolist())
 print(json.dumps(found))""")
@@ -310,7 +310,7 @@ if child == 0:
     a = torch.arange(6.0)
     for _ in range(3):
         out = f(a, a)
-    plan = next(p for p in f._dispatch.plans.values())
+    plan = next(p for p in f._calls.plans.values())
     print("child", json.dumps({"status": fast_call.status(), "hot": type(getattr(plan.native_calls, "default", None)).__name__,
                                "values": out.tolist()}), flush=True)
     os._exit(0)

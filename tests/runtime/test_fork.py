@@ -93,7 +93,7 @@ total = jiter_magic.create_reduction_fn("template <typename T> T fk_add(T a, T b
 x = np.arange(10, dtype=np.float64)
 held, release = threading.Event(), threading.Event()
 def build_under_the_lock():  # as a thread building a reduction kernel holds its function's lock
-    with total._kernels._lock:
+    with total._calls.loader._lock:
         held.set()
         release.wait()
 worker = threading.Thread(target=build_under_the_lock)

@@ -123,7 +123,7 @@ def test_a_kernel_being_unloaded_can_no_longer_be_found_by_another_thread(monkey
     fn = jiter_magic.create_jit_fn("template <typename T> T unload_race(T x) { return x * T(3); }")
     assert fn(np.ones(2)).tolist() == [3.0, 3.0]
     pool = RUNTIME.part(loader.KernelPool)
-    keys = [key for key in pool.live_keys() if key[1] is fn._loader.binding]
+    keys = [key for key in pool.live_keys() if key[1] is fn._calls.loader.binding]
     assert len(keys) == 1
     seen_while_unloading = []
     monkeypatch.setattr(heap, "kernel_unloaded", lambda: seen_while_unloading.append(pool.held(keys[0])))

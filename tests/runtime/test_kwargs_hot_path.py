@@ -20,7 +20,7 @@ SCALE = "template <typename T> T kw_scale(T x, T a) { return x * a; }"
 
 
 def plan_of(function, *args):
-    dispatcher = function._dispatch
+    dispatcher = function._calls
     key = dispatcher._fast_key_function(type(args[0]))(args)
     return dispatcher.plans.get(key[0])
 
@@ -64,7 +64,7 @@ def test_values_of_other_kinds_keep_plans_of_their_own_beside_the_defaults():
         assert half.dtype == torch.float16 and half.tolist() == [1.0, 3.0, 5.0]
     # Each kind planned once (and stored under the fast key on its second call), then hot.
     assert f.call_counts.general - before.general <= 8
-    dispatcher, fast = f._dispatch, f._dispatch._fast_key_function(torch.Tensor)((x, y))[0]
+    dispatcher, fast = f._calls, f._calls._fast_key_function(torch.Tensor)((x, y))[0]
     default_plan, int_plan = dispatcher.plans.get(fast), dispatcher.plans.get((fast, ("int64",)))
     assert default_plan is not None and int_plan is not None and default_plan is not int_plan
     assert default_plan.spec.extras == ("float64",) and int_plan.spec.extras == ("int64",)
@@ -78,7 +78,7 @@ def test_signed_zeros_are_told_apart():
     for _ in range(3):
         assert torch.signbit(f(x, a=0.0)).tolist() == [False, False, True]
         assert torch.signbit(f(x, a=-0.0)).tolist() == [True, True, False]
-    keyword_extras = f._dispatch.keywords.for_hot_path
+    keyword_extras = f._calls.keywords.for_hot_path
     assert keyword_extras({"a": 0.0}) == ([0.0], None, (("a", struct.pack("<d", 0.0)),))
     assert keyword_extras({"a": -0.0}) == ([-0.0], None, (("a", struct.pack("<d", -0.0)),))
     assert math.copysign(1.0, keyword_extras({"a": -0.0})[0][0]) == -1.0  # the value itself keeps its sign
@@ -89,16 +89,16 @@ def test_signed_zeros_are_told_apart():
         assert torch.signbit(f(x, a=0.0)).tolist() == [False, False, True]
     assert f.call_counts.general == before.general
     if fast_call.status() == "loaded":
-        plan = f._dispatch.plans.get(f._dispatch._fast_key_function(torch.Tensor)((x,))[0])
+        plan = f._calls.plans.get(f._calls._fast_key_function(torch.Tensor)((x,))[0])
         for key in ((("a", struct.pack("<d", 0.0)),), (("a", struct.pack("<d", -0.0)),)):
             assert type(plan.native_calls.by_values[key]).__name__ == "HotPlan"
     c = jiter_magic.create_jit_fn(SCALE, a=1j)
     def bits(*parts: float) -> tuple:
         return tuple(struct.pack("<d", p) for p in parts)
 
-    assert c._dispatch.keywords.for_hot_path({"a": complex(-0.0, 1)})[2] == (("a", bits(-0.0, 1.0)),)
-    assert c._dispatch.keywords.for_hot_path({"a": complex(2, 1)})[2] == (("a", complex(2, 1)),)
-    assert c._dispatch.keywords.for_hot_path({"a": complex(2, 0)})[2] == (("a", bits(2.0, 0.0)),)
+    assert c._calls.keywords.for_hot_path({"a": complex(-0.0, 1)})[2] == (("a", bits(-0.0, 1.0)),)
+    assert c._calls.keywords.for_hot_path({"a": complex(2, 1)})[2] == (("a", complex(2, 1)),)
+    assert c._calls.keywords.for_hot_path({"a": complex(2, 0)})[2] == (("a", bits(2.0, 0.0)),)
     xc = x.to(torch.complex64)
     references = {}
     for value in (complex(-0.0, 1), complex(0.0, 1)):  # each from a function that never saw the other
@@ -123,7 +123,7 @@ def test_nans_of_either_sign_keep_their_own_hot_paths_beside_a_zero():
         for b, sign in ((positive, False), (negative, True)):
             result = two(x, a=0.0, b=b)
             assert torch.isnan(result).all() and torch.signbit(result).tolist() == [sign, sign]
-    keys = {two._dispatch.keywords.for_hot_path({"a": 0.0, "b": b})[2] for b in (positive, negative)}
+    keys = {two._calls.keywords.for_hot_path({"a": 0.0, "b": b})[2] for b in (positive, negative)}
     assert len(keys) == 2
 
 def test_a_sweep_over_many_values_stays_correct_and_bounded():
@@ -156,7 +156,7 @@ def test_values_off_the_hot_path_still_run_and_bad_ones_still_raise():
             f(x, a="2")
         assert f(x, a=float("nan")).isnan().all()
     assert f(x, a=2.0).tolist() == [2.0, 4.0]
-    keyword_extras = f._dispatch.keywords.for_hot_path
+    keyword_extras = f._calls.keywords.for_hot_path
     assert keyword_extras({"a": torch.tensor(3.0)}) is None and keyword_extras({"a": np.float32(0.5)}) is None
     assert keyword_extras({"b": 2.0}) is None and keyword_extras({"a": 1 << 63}) is None
     assert keyword_extras({"a": 2}) == ([2], ("int64",), (("a", 2),))
@@ -197,7 +197,7 @@ def test_without_the_torch_c_module_no_hot_plan_skips_the_storage_check(monkeypa
         f(view, other, alpha=2.0)
         f(view, other, alpha=3.0, out=target)
     plan = plan_of(f, view, other)
-    assert type(f._dispatch._fast_key_function(torch.Tensor)((view, other))[0]) is tuple
+    assert type(f._calls._fast_key_function(torch.Tensor)((view, other))[0]) is tuple
     assert plan.native_calls is None
     base.untyped_storage().resize_(100)  # 25 floats left: the view reaches float 40
     for call in (lambda: f(view, other), lambda: f(view, other, alpha=2.0),

@@ -16,7 +16,7 @@ TWO = "template <typename T> void oh_two(T x, T y, T& s, T& d) { s = x + y; d = 
 
 def out_keys(function) -> list:
     """The plan keys of `out=` calls' hot path."""
-    plans = function._dispatch.plans
+    plans = function._calls.plans
     return [key for key in (*plans._old, *plans._young) if type(key) is tuple and key[:1] == ("out",)]
 
 

@@ -34,7 +34,7 @@ def _c_call_path_loaded():
 
 
 def hot_kinds(fn) -> set[str]:
-    return {type(run).__name__ for run in fn._kernels.hot.values()}
+    return {type(run).__name__ for run in fn._calls.hot.values()}
 
 
 def test_a_second_call_runs_in_c_with_the_same_result_and_dtype():
@@ -47,7 +47,7 @@ def test_a_second_call_runs_in_c_with_the_same_result_and_dtype():
     torch.testing.assert_close(first, (x * x).sum(1))
     torch.testing.assert_close(again, (y * y).sum(1))
     assert again.dtype == torch.float32 and again.shape == (64,) and again.data_ptr() != first.data_ptr()
-    assert len(fn._kernels.hot) == 1
+    assert len(fn._calls.hot) == 1
 
 
 @pytest.mark.parametrize(("dim", "keepdim", "dtype"), [(None, False, None), (0, False, None), (1, True, None),
@@ -85,7 +85,7 @@ def test_a_second_library_gets_its_own_hot_path():
             "a = [fn(x, dim=1).tolist() for _ in range(2)]\n"
             "t = torch.from_numpy(x.copy())\n"
             "b = [fn(t, dim=1).tolist() for _ in range(2)]\n"
-            "print(a == b == [[14.0, 126.0, 366.0]] * 2, sorted(type(r).__name__ for r in fn._kernels.hot.values()))\n")
+            "print(a == b == [[14.0, 126.0, 366.0]] * 2, sorted(type(r).__name__ for r in fn._calls.hot.values()))\n")
     env = {**os.environ, "PYTHONPATH": ROOT}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -100,7 +100,7 @@ def test_values_with_indices_come_back_as_values_indices():
         assert type(got).__name__ == "ValuesIndices"
         torch.testing.assert_close(got.values, torch.tensor([5.0, 9.0]))
         assert got.indices.dtype == torch.int64 and got.indices.tolist() == [1, 3]
-    assert len(fn._kernels.hot) == 1
+    assert len(fn._calls.hot) == 1
 
 
 def test_extras_and_out_take_the_general_path_and_stay_right():
@@ -111,7 +111,7 @@ def test_extras_and_out_take_the_general_path_and_stay_right():
     out = torch.empty(3)
     assert fn(x, dim=1, out=out) is out and out.tolist() == [12.0, 44.0, 76.0]
     assert fn(x, dim=1).tolist() == [12.0, 44.0, 76.0]
-    assert len(fn._kernels.hot) == 1
+    assert len(fn._calls.hot) == 1
 
 
 def test_errors_are_those_of_the_general_path_after_a_hot_path_exists():
@@ -158,7 +158,7 @@ def test_without_the_c_call_path_every_call_takes_the_general_path():
     code = ("import torch, jiter_magic\n"
             f"fn = jiter_magic.create_reduction_fn({SUMSQ!r}, 0, map='sq', combine='add')\n"
             "x = torch.arange(6.0).reshape(2, 3)\n"
-            "print([fn(x, dim=1).tolist() for _ in range(3)], len(fn._kernels.hot))\n")
+            "print([fn(x, dim=1).tolist() for _ in range(3)], len(fn._calls.hot))\n")
     env = {**os.environ, "JITER_MAGIC_FAST_CALL": "0", "PYTHONPATH": ROOT}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -2,6 +2,8 @@
 dtypes and layouts; `out=`, `dtype=`, NumPy arrays, empty inputs, determinism and bad arguments."""
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -243,16 +245,22 @@ def test_kernels_are_built_once_and_listed():
     assert "jm_fold" in fn.source("float32")
 
 
-def test_kernels_come_from_the_disk_cache_for_a_new_function(fresh_cache):
+def test_kernels_come_from_the_pool_then_the_disk_cache_for_a_new_function(fresh_cache):
     code = SQ + ADD + "// a code string of this test's own\n"
     x = sample((3, 4), torch.float32)
     first = create_reduction_fn(code, 0, combine="add")
     first(x, dim=1)
-    assert first.specializations[0].built.cache_event == "compiled"
-    again = create_reduction_fn(code, 0, combine="add")
+    assert first.specializations[0].cache_event == "compiled"
+    again = create_reduction_fn(code, 0, combine="add")  # while `first` lives, its loaded kernel serves
     check(again(x, dim=1), (x * x).sum(1))
-    assert again.specializations[0].built.cache_event == "disk"
-    assert again.specializations[0].built.cache_key == first.specializations[0].built.cache_key
+    assert again.specializations[0].cache_event == "memory"
+    key = first.specializations[0].cache_key
+    del first, again
+    gc.collect()
+    jiter_magic.clear_cache(disk=False)  # the pool's recent kernels too
+    third = create_reduction_fn(code, 0, combine="add")
+    check(third(x, dim=1), (x * x).sum(1))
+    assert third.specializations[0].cache_event == "disk" and third.specializations[0].cache_key == key
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32], ids=str)
@@ -278,9 +286,9 @@ def test_plans_are_remembered_by_what_decides_them():
     for _ in range(3):
         check(fn(x, dim=1), x.sum(1))
     check(fn(x, dim=[1]), x.sum(1))  # a list of dims plans as its tuple
-    assert len(fn._kernels.plans) == 2
+    assert len(fn._calls.plans) == 2
     check(fn(x.t(), dim=1), x.t().sum(1))  # other strides: another plan
     check(fn(x, dim=0), x.sum(0))
-    assert len(fn._kernels.plans) == 4
+    assert len(fn._calls.plans) == 4
     with pytest.raises(ShapeError):  # a remembered plan never skips the checks of another call
         fn(x, dim=1, out=torch.empty(5))

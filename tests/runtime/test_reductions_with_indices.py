@@ -257,8 +257,8 @@ def test_a_fold_with_given_indices_keeps_the_accumulator_or_casts_to_the_result(
     assert found.values.flatten().tolist() == [7.25, 3.0] and found.indices.flatten().tolist() == [2, 0]
     ints = fold(values.to(torch.int64), indices, dim=1, keepdim=False, dtype=torch.int8)
     assert ints.values.dtype == torch.int8 and ints.indices.tolist() == [2, 0]
-    assert fold.kernels.binding.input_names == ("values", "indices")
-    assert "indices given" in fold.kernels.built[0].spec.describe()
+    assert fold.calls.binding.input_names == ("values", "indices")
+    assert "indices given" in fold.calls.loader.specializations[0].spec.describe()
     with pytest.raises(BindError, match=r"takes 2 input array\(s\) \['values', 'indices'\]"):
         fold(values, dim=1, keepdim=False, dtype=None)
 

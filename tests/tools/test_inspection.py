@@ -50,7 +50,7 @@ def test_source_rejects_wrong_arity_and_backend():
 def test_rows_path_for_dense_or_broadcast_rows(make, broadcast):
     fn = jiter_magic.create_jit_fn(CODE, alpha=1.0)
     args = make()
-    spec = example_spec(fn._dispatch, args, "cuda", {})
+    spec = example_spec(fn._calls, args, "cuda", {})
     assert spec.path == "rows" and list(spec.params.row_broadcast) == broadcast
     source = fn.source(*args)
     assert "jm_inner" in source and "jm_vec<" in source
@@ -59,4 +59,4 @@ def test_rows_path_for_dense_or_broadcast_rows(make, broadcast):
 
 def test_short_rows_stay_on_the_strided_path():
     fn = jiter_magic.create_jit_fn(CODE, alpha=1.0)
-    assert example_spec(fn._dispatch, (torch.rand(1000, 8), torch.rand(1, 8)), "cuda", {}).path == "strided"
+    assert example_spec(fn._calls, (torch.rand(1000, 8), torch.rand(1, 8)), "cuda", {}).path == "strided"

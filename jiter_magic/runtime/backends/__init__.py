@@ -7,6 +7,7 @@ default architecture and loads nothing. Each module imports its libraries only w
 """
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jiter_magic.errors import DeviceError
@@ -25,8 +26,10 @@ class Backend(Protocol):
     def compiler(self, device: int) -> Compiler:
         """The compiler of kernels for `device` (-1: the host)."""
 
-    def load(self, specialization: Specialization, device: int, name: str) -> Any:
-        """A launcher of the built specialization on `device` (runtime/loader.py's `Launcher`)."""
+    def load(self, specialization: Specialization, packer: struct.Struct, block: tuple[int, int, int], device: int,
+             name: str) -> Any:
+        """A launcher of the built specialization on `device` (runtime/loader.py's `Launcher`), packing
+        its `jm_Args` with `packer` and launching `block` threads a block (CUDA)."""
 
 
 class CompileOnlyCuda:
@@ -40,7 +43,8 @@ class CompileOnlyCuda:
 
         return NvrtcCompiler(default_arch())
 
-    def load(self, specialization: Specialization, device: int, name: str) -> Any:
+    def load(self, specialization: Specialization, packer: struct.Struct, block: tuple[int, int, int], device: int,
+             name: str) -> Any:
         raise DeviceError(f"{name}: no CUDA device to load the kernel on (it was compiled for "
                           f"{specialization.target}); call it on CUDA arrays on a machine with a GPU")
 

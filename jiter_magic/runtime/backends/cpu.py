@@ -6,6 +6,7 @@ import _ctypes
 import ctypes
 import functools
 import os
+import struct
 import tempfile
 import weakref
 from typing import Any
@@ -13,9 +14,7 @@ from typing import Any
 from jiter_magic.codegen.names import KERNEL_NAME
 from jiter_magic.compilers.cxx import CxxCompiler
 from jiter_magic.errors import LaunchError
-from jiter_magic.kernels.args import args_layout
 from jiter_magic.native import call_path as fast_call
-from jiter_magic.planning.spec import KernelSpec
 from jiter_magic.runtime.backends import fault_guard, heap, host_threads, load_check
 from jiter_magic.state import RUNTIME
 
@@ -33,8 +32,9 @@ class CpuBackend:
     def compiler(self, device: int) -> CxxCompiler:
         return self.host_compiler
 
-    def load(self, specialization: Any, device: int, name: str) -> CpuLauncher:
-        return CpuLauncher(specialization.binary, specialization.spec, specialization.cache_key, name)
+    def load(self, specialization: Any, packer: struct.Struct, block: tuple[int, int, int], device: int,
+             name: str) -> CpuLauncher:
+        return CpuLauncher(specialization.binary, packer, specialization.cache_key, name)
 
 
 def compiler() -> CxxCompiler:
@@ -84,12 +84,12 @@ def unload_when_gone(owner: object, library: ctypes.CDLL) -> None:
 
 
 class CpuLauncher:
-    """One loaded host specialization."""
+    """One loaded host kernel, of any kind of operation."""
 
-    def __init__(self, binary: bytes, spec: KernelSpec, key: str, name: str):
+    def __init__(self, binary: bytes, packer: struct.Struct, key: str, name: str):
         self.name = name
         self.library, self.function = load_library(binary, key, name)
-        self.pack = args_layout(spec, "cpu").packer.pack
+        self.pack = packer.pack
         # The C launcher where the C call path is loaded (it runs the kernel with the GIL released,
         # as ctypes does), else None: decided once, here.
         address = ctypes.cast(self.function, ctypes.c_void_p).value or 0

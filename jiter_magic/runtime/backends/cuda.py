@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import struct
 import threading
 import weakref
 from types import ModuleType
@@ -15,10 +16,7 @@ from typing import Any
 from jiter_magic.codegen.names import KERNEL_NAME
 from jiter_magic.compilers.nvrtc import NvrtcCompiler
 from jiter_magic.errors import DeviceError, LaunchError
-from jiter_magic.kernels import path_of
-from jiter_magic.kernels.args import args_layout
 from jiter_magic.native import call_path as fast_call
-from jiter_magic.planning.spec import KernelSpec
 from jiter_magic.runtime.backends import cuda_driver, heap
 
 
@@ -54,8 +52,9 @@ class CudaBackend:
     def compiler(self, device: int) -> NvrtcCompiler:
         return compiler(device)
 
-    def load(self, specialization: Any, device: int, name: str) -> CudaLauncher:
-        return CudaLauncher(specialization.binary, specialization.spec, device, name)
+    def load(self, specialization: Any, packer: struct.Struct, block: tuple[int, int, int], device: int,
+             name: str) -> CudaLauncher:
+        return CudaLauncher(specialization.binary, packer, block, device, name)
 
 
 def _unload(module: int, context: int) -> None:
@@ -64,19 +63,19 @@ def _unload(module: int, context: int) -> None:
 
 
 class CudaLauncher:
-    """One loaded specialization on one device, loaded through the driver (cuda_driver.py).
+    """One loaded kernel (of any kind of operation) on one device, loaded through the driver (cuda_driver.py).
     Launches from C where the C call path was loaded when it was made (native/loader.py), else
     packs the Args struct into a buffer it owns and launches through the driver's cuLaunchKernel
     (ctypes)."""
 
-    def __init__(self, binary: bytes, spec: KernelSpec, device: int, name: str = "kernel"):
+    def __init__(self, binary: bytes, packer: struct.Struct, block: tuple[int, int, int], device: int,
+                 name: str = "kernel"):
         try:
             module, self.function, self.context = cuda_driver.load(binary, device, KERNEL_NAME.encode())
         except LaunchError as exc:
             raise LaunchError(f"could not load the compiled kernel on CUDA device {device}: {exc}") from exc
         self.device = device
-        self.block = path_of(spec, "cuda").block_of(spec)
-        packer = args_layout(spec, "cuda").packer
+        self.block = block
         self.pack_into = packer.pack_into
         self.pack = packer.pack
         self.name = name

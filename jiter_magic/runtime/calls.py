@@ -1,0 +1,56 @@
+"""What the call path of every kind of function keeps: its kernels' loader, its plans, counts,
+backend and backward. `Dispatcher` (elementwise maps) and `ReductionCalls` (reductions) are the two
+kinds' call paths over it; the facade (jiter_magic/kernel_function.py) reads only this surface.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jiter_magic.cache.memory import MemoryCache
+from jiter_magic.errors import DeviceError, InvalidArgumentError, device_name
+from jiter_magic.runtime.loader import KernelLoader
+
+BACKENDS = ("auto", "cuda", "cpu")
+
+
+@dataclass(slots=True)
+class CallCounts:
+    """Calls of one function by the path they took (`fn.call_counts`)."""
+
+    hot: int = 0  # found their plan from the fast key (run in C or launched from Python)
+    general: int = 0  # described, checked and (on a miss) planned argument by argument
+
+
+class FunctionCalls:
+    """One function's call state, whatever its kind: plans are grouped by the spec they run, so
+    that `fn.memory_counts(specialization)` reads them alike."""
+
+    def __init__(self, name: str, loader: KernelLoader, plan_limit: int) -> None:
+        self.name = name
+        self.loader = loader
+        self.plans: MemoryCache[Any] = MemoryCache(plan_limit)
+        self.counts = CallCounts()
+        self.backend = "auto"
+        self.backward: Any = None  # the jitted gradient (fn.def_backward), called by autograd
+        self._checked_device: int | None = None  # the device the backend was last checked for
+
+    def set_backend(self, value: str) -> None:
+        if value not in BACKENDS:
+            raise InvalidArgumentError(f"backend must be 'auto', 'cuda' or 'cpu', got {value!r}")
+        self.backend = value
+        self._checked_device = None
+        self.forget_plans()
+
+    def forget_plans(self) -> None:
+        """Drop every plan (a new backend plans anew)."""
+        self.plans.clear()
+
+    def check_backend(self, device: int) -> None:
+        """Refuse inputs that live where the function's backend does not run."""
+        if device == self._checked_device:
+            return
+        if self.backend != "auto" and self.backend != ("cpu" if device < 0 else "cuda"):
+            raise DeviceError(f"{self.name} is set to backend={self.backend!r} but its inputs live on "
+                              f"{device_name(device)}; move them, or set backend='auto'")
+        self._checked_device = device

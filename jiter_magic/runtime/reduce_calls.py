@@ -1,0 +1,37 @@
+"""`ReductionCalls`: one reduction function's call path state, as `Dispatcher` is an elementwise one's.
+
+Its kernels load through the one `KernelLoader` (runtime/loader.py) with the reduction family of
+kernels (kernels/families.py), so the pool, the disk entry's retry, the notices and the listeners
+are those of every function; its plans and C hot paths are memory caches, which
+`clear_cache(memory=True)` empties with everything else; its calls are counted alike.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from jiter_magic.cache.memory import MemoryCache
+from jiter_magic.frontend.reduction import ReductionBinding
+from jiter_magic.kernels.families import REDUCTION
+from jiter_magic.runtime.calls import FunctionCalls
+from jiter_magic.runtime.loader import KernelLoader
+
+PLAN_LIMIT = 1024  # plans a function keeps (each a key of a call: dtypes, shapes, strides, dims)
+HOT_LIMIT = 256  # C hot paths a function keeps
+
+
+class ReductionCalls(FunctionCalls):
+    """One reduction's kernels and plans, and its C hot paths by fast key (runtime/reduce_hot.py)."""
+
+    def __init__(self, binding: ReductionBinding) -> None:
+        super().__init__(binding.name, KernelLoader(binding, REDUCTION), PLAN_LIMIT)
+        self.binding = binding
+        self.hot: MemoryCache[Callable[[list], Any]] = MemoryCache(HOT_LIMIT, counted=False)
+        self.fast_keys: dict[type, Any] = {}  # the adapter's fast key function by input type (None: none)
+
+    def launcher(self, spec: Any, device: int) -> Any:
+        return self.loader.launcher(spec, device)
+
+    def forget_plans(self) -> None:
+        super().forget_plans()
+        self.hot.clear()
