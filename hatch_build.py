@@ -26,6 +26,7 @@ reads (`python -m jiter_magic` shows the line).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -128,7 +129,10 @@ def compile_modules(root: str, build_lib: str, build_temp: str) -> tuple[dict[st
                 report[name] = {"built": False, "reason": why}
                 return
             made_for = {"torch": {k: torch[k] for k in ("version", "git", "abi")}} if torch is not None else {}
-            report[name] = {"built": True, **made_for}
+            # The source's digest: an editable install's loader refuses a module older than its source.
+            with open(ext.sources[0], "rb") as handle:
+                digest = hashlib.sha256(handle.read()).hexdigest()
+            report[name] = {"built": True, "source": os.path.basename(ext.sources[0]), "sha256": digest, **made_for}
 
     command = BuildNative(Distribution({"name": "jiter_magic", "ext_modules": extensions(root)}))
     command.build_lib, command.build_temp = build_lib, build_temp

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import hashlib
 import importlib
 import json
 import os
@@ -37,7 +38,8 @@ from typing import Any
 
 from jiter_magic.errors import LaunchError
 
-REPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_built.json")
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPORT = os.path.join(HERE, "_built.json")
 REINSTALL = "docs/install.md says how to install jiter_magic with it"
 
 
@@ -79,6 +81,7 @@ class NativeModule:
                 raise LaunchError(f"the install's build report {REPORT} does not name {self.name}")
             if not built.get("built"):
                 raise LaunchError(f"{built.get('reason', 'not built')} ({REINSTALL})")
+            check_source_unchanged(built)
             self._check(built)
             loaded = importlib.import_module(f"jiter_magic.native.{self.name}")
             self._install(loaded)
@@ -105,6 +108,19 @@ def build_report() -> dict[str, dict[str, Any]]:
     if not isinstance(report, dict):
         raise LaunchError(f"the install's build report {REPORT} is not a JSON object")
     return report
+
+
+def check_source_unchanged(built: dict[str, Any]) -> None:
+    """In an editable install the sources sit beside the modules: one edited since the install
+    built its module would run stale code, so the Python path runs until it is built again (a
+    wheel carries no sources, and nothing is checked)."""
+    path = os.path.join(HERE, str(built.get("source", "")))
+    if not built.get("source") or not os.path.isfile(path):
+        return
+    with open(path, "rb") as handle:
+        if hashlib.sha256(handle.read()).hexdigest() != built.get("sha256"):
+            raise LaunchError(f"native/{built['source']} changed since the install built it: "
+                              "pip install -e . builds it again")
 
 
 def check_nothing(built: dict[str, Any]) -> None:

@@ -309,6 +309,19 @@ def test_a_child_forked_while_another_thread_holds_the_loaders_lock_loads_on_its
     assert child == {"status": "loaded", "hot": "HotPlan", "values": [v * v + 1.0 for v in range(6)]}
 
 
+def test_a_module_older_than_its_source_is_refused():
+    """An editable install: a C++ source edited after the install built its module (the report
+    holds the digest of what was compiled) leaves the Python path until `pip install -e .` again."""
+    from jiter_magic.native.loader import build_report, check_source_unchanged
+
+    built = build_report()["_fast_call"]
+    assert built["source"] == "fast_call.cpp" and len(built["sha256"]) == 64
+    check_source_unchanged(built)  # the source as it was built: no complaint
+    with pytest.raises(LaunchError, match=re.escape("native/fast_call.cpp changed since the install built it: "
+                                                    "pip install -e . builds it again")):
+        check_source_unchanged({**built, "sha256": "0" * 64})
+
+
 def test_a_torch_module_built_for_another_torch_is_refused():
     """ATen's C++ ABI binds the module to the torch it was compiled against: a wheel built in an
     environment with another torch (pip's wheel cache, say) leaves the Python key, and says so."""

@@ -8,6 +8,7 @@ build requirements) linked in from this one, nothing else.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -106,7 +107,9 @@ def test_a_wheel_built_without_torch_has_the_core_module_and_says_why_it_lacks_t
     assert modules == ["_fast_call"]
     report = json.loads((native / "_built.json").read_text())
     why = "torch was not installed when jiter_magic was built"
-    assert report == {"_fast_call": {"built": True}, "_torch_call": {"built": False, "reason": why}}
+    digest = hashlib.sha256((ROOT / "jiter_magic" / "native" / "fast_call.cpp").read_bytes()).hexdigest()
+    assert report == {"_fast_call": {"built": True, "source": "fast_call.cpp", "sha256": digest},
+                      "_torch_call": {"built": False, "reason": why}}
     assert not list(native.glob("*.cpp"))  # the sources stay in the sdist
     found = run_from(unpacked, tmp_path)
     assert found["status"] == "loaded" and found["torch_status"].startswith(f"unavailable: {why} (docs/install.md")
