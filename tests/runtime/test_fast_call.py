@@ -226,11 +226,11 @@ def test_turned_off_the_python_path_gives_the_same_results(tmp_path):
     assert found["values"] == [v * v + 1.0 for v in range(6)]
 
 
-@pytest.mark.slow
 def test_a_fresh_process_with_an_empty_cache_takes_the_c_path_from_its_first_planned_call(tmp_path):
     """The modules were built at install: a new process on a machine whose cache is empty (every
     fresh Colab, Binder or CI session) loads both at its first call, builds nothing and stores
-    nothing of them: its first plan is native, its outputs come from at::empty_strided."""
+    nothing of them: its first plan is native, its outputs come from at::empty_strided. In the fast
+    loop (one process, a few seconds): the point of building the modules at install."""
     found = _run(CHILD, {"JITER_MAGIC_CACHE_DIR": str(tmp_path / "empty")})
     assert found["before"] == ["not loaded yet", "not loaded yet"]
     assert found["status"] == found["torch_status"] == "loaded"
