@@ -36,7 +36,10 @@ import sysconfig
 import tempfile
 from typing import Any
 
-from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+try:
+    from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+except ImportError:  # `python hatch_build.py` on a machine without hatchling (see the end of this file)
+    BuildHookInterface = object  # type: ignore[assignment,misc]
 
 NATIVE = "jiter_magic/native"
 REPORT = "_built.json"  # what was built and why not: read by jiter_magic/native/loader.py
@@ -142,28 +145,48 @@ def compile_modules(root: str, build_lib: str, build_temp: str) -> tuple[dict[st
     return report, made
 
 
+def build(root: str, scratch: str) -> list[tuple[str, str]]:
+    """Both modules and the report made under `scratch`: (file, its path in the package tree) pairs."""
+    build_lib = os.path.join(scratch, "lib")
+    report, made = compile_modules(root, build_lib, os.path.join(scratch, "temp"))
+    os.makedirs(os.path.join(build_lib, NATIVE), exist_ok=True)
+    with open(os.path.join(build_lib, NATIVE, REPORT), "w") as handle:
+        json.dump(report, handle, indent=1, sort_keys=True)
+    return [(path, os.path.relpath(path, build_lib)) for path in [*made, os.path.join(build_lib, NATIVE, REPORT)]]
+
+
+def build_in_place(root: str) -> None:
+    """The modules in the source tree, where an editable install (or a run from the tree) imports them."""
+    with tempfile.TemporaryDirectory(prefix="jiter_magic-build-") as scratch:
+        for path, relative in build(root, scratch):
+            shutil.copy2(path, os.path.join(root, relative))
+
+
 class CustomBuildHook(BuildHookInterface):
     """Compiles the modules into a wheel, or into the source tree for an editable install."""
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name != "wheel":
             return
-        self.scratch = tempfile.mkdtemp(prefix="jiter_magic-build-")  # hatchling reads the files in it until finalize
-        build_lib = os.path.join(self.scratch, "lib")
-        report, made = compile_modules(self.root, build_lib, os.path.join(self.scratch, "temp"))
-        os.makedirs(os.path.join(build_lib, NATIVE), exist_ok=True)
-        with open(os.path.join(build_lib, NATIVE, REPORT), "w") as handle:
-            json.dump(report, handle, indent=1, sort_keys=True)
-        for path in [*made, os.path.join(build_lib, NATIVE, REPORT)]:
-            relative = os.path.relpath(path, build_lib)
-            if version == "editable":  # an editable install imports the source tree: they go there
-                shutil.copy2(path, os.path.join(self.root, relative))
-            else:
+        if version == "editable":
+            build_in_place(self.root)
+        else:
+            self.scratch = tempfile.mkdtemp(prefix="jiter_magic-build-")  # hatchling reads the files until finalize
+            for path, relative in build(self.root, self.scratch):
                 build_data["force_include"][path] = relative
         # A wheel with compiled modules is a platform wheel (cp311-cp311-linux_x86_64, say).
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
-        if self.target_name == "wheel":
+        if self.target_name == "wheel" and version != "editable":
             shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    # `python hatch_build.py`: what an editable install builds, without pip or hatchling, for a
+    # machine that has torch and setuptools but neither hatchling nor a network (docs/install.md).
+    here = os.path.dirname(os.path.abspath(__file__))
+    build_in_place(here)
+    with open(os.path.join(here, NATIVE, REPORT)) as handle:
+        print(handle.read())
