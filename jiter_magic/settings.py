@@ -97,9 +97,8 @@ CACHE_LOCK_TIMEOUT = Setting("JITER_MAGIC_CACHE_LOCK_TIMEOUT", 60.0, _seconds, "
 CUDA_ARCH = Setting("JITER_MAGIC_CUDA_ARCH", "sm_90", _arch, "a CUDA architecture NVRTC compiles for")
 DEBUG = Setting("JITER_MAGIC_DEBUG", False, _switch, _SWITCH)
 FAST_CALL = Setting("JITER_MAGIC_FAST_CALL", True, _switch, _SWITCH)
-FAST_CALL_DIR = Setting[str]("JITER_MAGIC_FAST_CALL_DIR", "", _text, "a directory")
 # inf: never (the notice is off).
 NOTICE_AFTER = Setting("JITER_MAGIC_NOTICE_AFTER", 0.5, _seconds_or_off, "seconds (a number >= 0) or off")
 PANEL = Setting("JITER_MAGIC_PANEL", "auto", _panel, "auto, static or widget")
 ALL: tuple[Setting, ...] = (CACHE_DIR, DISK_CACHE, CACHE_MAX_BYTES, CACHE_LOCK_TIMEOUT, CUDA_ARCH, DEBUG,
-                            FAST_CALL, FAST_CALL_DIR, NOTICE_AFTER, PANEL)
+                            FAST_CALL, NOTICE_AFTER, PANEL)

@@ -25,14 +25,11 @@ HAS_GPU = _has_gpu()
 
 
 def pytest_sessionstart(session):
-    """Every test runs on the C call path where it can be built (JITER_MAGIC_FAST_CALL=0 runs them
-    on the Python path): built or loaded once here, not in the background under some test."""
-    from jiter_magic.native import call_path as fast_call
+    """Every test runs on the C call path where the install built it (JITER_MAGIC_FAST_CALL=0 runs
+    them on the Python path): loaded once here, before any test."""
+    from jiter_magic.native import call_path
 
-    fast_call.wait(300)
-    # Processes the tests start (with caches of their own) load the modules from this session's
-    # cache instead of each building them again.
-    os.environ.setdefault(fast_call.DIR_VARIABLE, os.environ["JITER_MAGIC_CACHE_DIR"])
+    call_path.load()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q torch==2.13.0
+# After torch, in a command of its own: the install compiles the C call path's torch module against it (docs/install.md).
 .venv/bin/python -m pip install -q -e ".[cuda13,test]"
 .venv/bin/python -m ruff check jiter_magic tests
 .venv/bin/python -m mypy

@@ -40,7 +40,7 @@ def _quietly(setting: settings.Setting):
     (settings.CUDA_ARCH, "sm_120", "sm_120"), (settings.CUDA_ARCH, "", "sm_90"),
     (settings.NOTICE_AFTER, "0", 0.0), (settings.NOTICE_AFTER, "off", math.inf), (settings.NOTICE_AFTER, "", 0.5),
     (settings.PANEL, "Static", "static"), (settings.PANEL, "", "auto"),
-    (settings.CACHE_DIR, "/tmp/somewhere", "/tmp/somewhere"), (settings.FAST_CALL_DIR, "", ""),
+    (settings.CACHE_DIR, "/tmp/somewhere", "/tmp/somewhere"),
 ])
 def test_valid_values(monkeypatch, setting, text, expected):
     monkeypatch.setenv(setting.name, text)

@@ -1,1 +1,1 @@
-"""The optional C call path: two small extension modules, their build and their loading."""
+"""The optional C call path: two small extension modules, compiled at install (setup.py), and their loading."""

@@ -1,9 +1,10 @@
 """The C call path as the layers above see it: one protocol, a real and a null implementation.
 
 `current()` is this process's `CallPath` (a part of `RUNTIME`): `NativeCallPath`, the two
-extension modules of loader.py, or `PythonCallPath` where `JITER_MAGIC_FAST_CALL=0`, which
-has no module and makes no C launcher, so every call takes the Python path. Kernels, plans and
-the torch adapter ask it once, when they are made; nothing polls it afterwards.
+extension modules of loader.py (compiled at install), or `PythonCallPath` where
+`JITER_MAGIC_FAST_CALL=0`, which has no module and makes no C launcher, so every call takes the
+Python path. Kernels, plans and the torch adapter ask it once, when they are made; nothing polls
+it afterwards.
 """
 from __future__ import annotations
 
@@ -13,12 +14,8 @@ from typing import Any, Protocol
 
 from jiter_magic import settings
 from jiter_magic.errors import LaunchError
-from jiter_magic.native import binaries
-from jiter_magic.native.loader import NativeModule, install_core, install_torch
+from jiter_magic.native.loader import NativeModule, check_nothing, check_same_torch, install_core, install_torch
 from jiter_magic.state import RUNTIME
-
-DIR_VARIABLE = settings.FAST_CALL_DIR.name  # a cache directory for the modules (default: the kernels' one)
-NAMESPACE = binaries.NAMESPACE
 
 
 class CallPath(Protocol):
@@ -38,21 +35,21 @@ class CallPath(Protocol):
         """A C launcher of one loaded kernel, or None (the Python launch)."""
 
     def status(self) -> str:
-        """The core module's state: 'loaded', 'building', 'not started', 'off' or 'unavailable: <why>'."""
+        """The core module's state: 'loaded', 'not loaded yet', 'off' or 'unavailable: <why>'."""
 
     def torch_status(self) -> str:
         """The same of the torch module."""
 
-    def wait(self, timeout: float | None = None) -> ModuleType | None:
-        """Build here what is missing and load it; the core module, or None."""
+    def load(self) -> ModuleType | None:
+        """Load now what this process can (the torch module where torch is imported); the core module, or None."""
 
 
 class NativeCallPath:
     """The real C call path: the core module and the torch module."""
 
     def __init__(self) -> None:
-        self.core_module = NativeModule("jm_fast_call", binaries.build_core, install_core)
-        self.torch = NativeModule("jm_torch_call", binaries.build_torch, install_torch)
+        self.core_module = NativeModule("_fast_call", check_nothing, install_core)
+        self.torch = NativeModule("_torch_call", check_same_torch, install_torch)
 
     def core(self) -> ModuleType | None:
         return self.core_module.get()
@@ -81,11 +78,11 @@ class NativeCallPath:
     def torch_status(self) -> str:
         return self.torch.status()
 
-    def wait(self, timeout: float | None = None) -> ModuleType | None:
+    def load(self) -> ModuleType | None:
         """The core module, and the torch one where torch is imported."""
-        core = self.core_module.wait(timeout)
+        core = self.core_module.get()
         if core is not None and "torch" in sys.modules:
-            self.torch.wait(timeout)
+            self.torch.get()
         return core
 
     def after_fork_in_child(self) -> None:
@@ -115,7 +112,7 @@ class PythonCallPath:
     def torch_status(self) -> str:
         return "off"
 
-    def wait(self, timeout: float | None = None) -> ModuleType | None:
+    def load(self) -> ModuleType | None:
         return None
 
 
@@ -136,5 +133,12 @@ def torch_status() -> str:
     return current().torch_status()
 
 
+def load() -> ModuleType | None:
+    """Load the modules now (the test session and `python -m jiter_magic` do; calls load them when needed)."""
+    return current().load()
+
+
 def wait(timeout: float | None = None) -> ModuleType | None:
-    return current().wait(timeout)
+    """`load()`, under the name of the days when a module could still be building at run time: kept
+    for scripts that run against several versions (bench/); nothing is built now, so nothing is waited for."""
+    return load()

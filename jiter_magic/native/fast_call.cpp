@@ -1,5 +1,6 @@
-// jiter_magic's C-level call path (backends/fast_call.py builds and loads it; optional: without a
-// compiler or Python's headers the Python path runs instead).
+// jiter_magic's C-level call path, the extension module jiter_magic.native._fast_call (setup.py
+// builds it at install; native/loader.py loads it; optional: without a compiler or Python's headers
+// at install the Python path runs instead).
 //
 // `Kernel` launches one loaded kernel: a CUDA function through the driver's cuLaunchKernel (made
 // current in the kernel's own context when the calling thread has another or none), or a host
@@ -328,12 +329,12 @@ PyMethodDef module_methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "jm_fast_call", "jiter_magic's C-level call path.", -1,
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "jiter_magic.native._fast_call", "jiter_magic's C-level call path.", -1,
                           module_methods, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit_jm_fast_call(void) {
+PyMODINIT_FUNC PyInit__fast_call(void) {
   static PyType_Slot kernel_slots[] = {
       {Py_tp_doc, const_cast<char*>("One loaded kernel, launched from C.")},
       {Py_tp_new, reinterpret_cast<void*>(PyType_GenericNew)},
@@ -342,7 +343,7 @@ PyMODINIT_FUNC PyInit_jm_fast_call(void) {
       {Py_tp_methods, Kernel_methods},
       {0, nullptr},
   };
-  static PyType_Spec kernel_spec = {"jm_fast_call.Kernel", sizeof(Kernel), 0, Py_TPFLAGS_DEFAULT, kernel_slots};
+  static PyType_Spec kernel_spec = {"jiter_magic.native._fast_call.Kernel", sizeof(Kernel), 0, Py_TPFLAGS_DEFAULT, kernel_slots};
   static PyMemberDef hot_members[] = {
       {const_cast<char*>("__vectorcalloffset__"), T_PYSSIZET, offsetof(HotPlan, vectorcall), READONLY, nullptr},
       {nullptr, 0, 0, 0, nullptr},
@@ -356,7 +357,7 @@ PyMODINIT_FUNC PyInit_jm_fast_call(void) {
       {Py_tp_members, hot_members},
       {0, nullptr},
   };
-  static PyType_Spec hot_spec = {"jm_fast_call.HotPlan", sizeof(HotPlan), 0,
+  static PyType_Spec hot_spec = {"jiter_magic.native._fast_call.HotPlan", sizeof(HotPlan), 0,
                                  Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL, hot_slots};
   PyObject* module = PyModule_Create(&module_def);
   if (module == nullptr) return nullptr;

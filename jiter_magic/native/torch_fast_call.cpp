@@ -1,6 +1,7 @@
-// jiter_magic's hot path for torch tensors, read through ATen (backends/fast_call.py builds it
-// against the installed torch's headers, in the background; optional: without it the plain C
-// module's key and torch's Python allocator run).
+// jiter_magic's hot path for torch tensors, read through ATen: the extension module
+// jiter_magic.native._torch_call, which setup.py builds at install against the installed torch's
+// headers (ATen's C++ ABI binds it to that torch; native/loader.py checks the version it was built
+// for). Optional: without it the Python key and torch's Python allocator run.
 //
 // A torch getter called from Python or C costs 0.1-0.3 us (argument parsing, __torch_function__
 // checks); the key of a call reads 7 of them a tensor and the output's allocation parses its
@@ -205,12 +206,12 @@ PyMethodDef module_methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "jm_torch_call", "jiter_magic's hot path for torch tensors.", -1,
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "jiter_magic.native._torch_call", "jiter_magic's hot path for torch tensors.", -1,
                           module_methods, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit_jm_torch_call(void) {
+PyMODINIT_FUNC PyInit__torch_call(void) {
   static PyMemberDef members[] = {
       {const_cast<char*>("__vectorcalloffset__"), T_PYSSIZET, offsetof(Allocator, vectorcall), READONLY, nullptr},
       {nullptr, 0, 0, 0, nullptr},
@@ -224,7 +225,7 @@ PyMODINIT_FUNC PyInit_jm_torch_call(void) {
       {Py_tp_members, members},
       {0, nullptr},
   };
-  static PyType_Spec spec = {"jm_torch_call.Allocator", sizeof(Allocator), 0,
+  static PyType_Spec spec = {"jiter_magic.native._torch_call.Allocator", sizeof(Allocator), 0,
                              Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL, slots};
   PyObject* module = PyModule_Create(&module_def);
   if (module == nullptr) return nullptr;

@@ -1,11 +1,11 @@
-"""The C-level call path (native/loader.py, binaries.py, fast_call.cpp): built, cached, loaded, used, and the same
-results and errors as the Python path it replaces on the hot path and in launches."""
+"""The C-level call path (native/loader.py, call_path.py, fast_call.cpp, torch_fast_call.cpp): built at install,
+loaded at a process's first call, used, and the same results and errors as the Python path it replaces on the
+hot path and in launches. test_fast_call_processes.py: in new processes; test_native_build.py: wheels built
+where it cannot be built."""
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
+import re
 import sysconfig
 import threading
 
@@ -18,9 +18,8 @@ from jiter_magic.errors import IntegerDivisionError, LaunchError
 from jiter_magic.native import call_path as fast_call
 
 HAS_HEADERS = os.path.exists(os.path.join(sysconfig.get_paths().get("include") or "", "Python.h"))
-pytestmark = pytest.mark.skipif(not HAS_HEADERS, reason="Python.h is not installed, so the C call path cannot be "
-                                                         "built here (the Python path runs)")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytestmark = pytest.mark.skipif(not HAS_HEADERS, reason="Python.h is not installed, so the install could not build "
+                                                         "the C call path (the Python path runs)")
 AXPY = "template <typename T> T fc_axpy(T x, T y, T alpha) { return -x + alpha * y; }"
 
 
@@ -33,7 +32,7 @@ def hot_plan(function, *args):
 
 
 def test_the_modules_are_loaded_for_the_session():
-    assert fast_call.wait(300) is not None
+    assert fast_call.load() is not None
     assert fast_call.status() == "loaded" and fast_call.torch_status() == "loaded"
     assert fast_call.current().torch.module is not None and fast_call.current().torch_module() is fast_call.current().torch.module
     f = jiter_magic.create_jit_fn(AXPY, alpha=1)
@@ -189,207 +188,31 @@ def test_without_a_driver_cuda_kernels_keep_the_python_launch():
     assert fast_call.current().kernel(1, False, (1, 1, 1), 0, None, "x") is None
 
 
-def _output_lines(script: str, env: dict) -> list[str]:
-    environment = {**os.environ, "PYTHONPATH": ROOT}
-    environment.pop(fast_call.DIR_VARIABLE, None)  # these children build into their own cache, unless told
-    environment.update(env)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                            env=environment)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip().splitlines()
+def test_a_module_older_than_its_source_is_refused():
+    """An editable install: a C++ source edited after the install built its module (the report
+    holds the digest of what was compiled) leaves the Python path until `pip install -e .` again."""
+    from jiter_magic.native.loader import build_report, check_source_unchanged
+
+    built = build_report()["_fast_call"]
+    assert built["source"] == "fast_call.cpp" and len(built["sha256"]) == 64
+    check_source_unchanged(built)  # the source as it was built: no complaint
+    with pytest.raises(LaunchError, match=re.escape("native/fast_call.cpp changed since the install built it: "
+                                                    "pip install -e . builds it again")):
+        check_source_unchanged({**built, "sha256": "0" * 64})
 
 
-def _run(script: str, env: dict) -> dict:
-    return json.loads(_output_lines(script, env)[-1])
+def test_a_torch_module_built_for_another_torch_is_refused():
+    """ATen's C++ ABI binds the module to the torch it was compiled against: a wheel built in an
+    environment with another torch (pip's wheel cache, say) leaves the Python key, and says so."""
+    from jiter_magic.native.loader import build_report, check_same_torch
 
-
-CHILD = """
-import json, torch, jiter_magic
-from jiter_magic.native import call_path as fast_call
-from jiter_magic.compilers import cxx
-fast_call.wait(120)
-f = jiter_magic.create_jit_fn("template <typename T> T fc_child(T x, T y) { return x * y + 1; }")
-a = torch.arange(6.0)
-for _ in range(3):
-    out = f(a, a)
-plan = next(p for p in f._calls.plans.values())
-print(json.dumps({"status": fast_call.status(), "torch_status": fast_call.torch_status(), "values": out.tolist(),
-                  "hot": type(getattr(plan.native_calls, "default", None)).__name__, "stats": jiter_magic.cache_stats()}))
-"""
-
-
-@pytest.mark.slow
-def test_turned_off_the_python_path_gives_the_same_results(tmp_path):
-    found = _run(CHILD, {"JITER_MAGIC_FAST_CALL": "0", "JITER_MAGIC_CACHE_DIR": str(tmp_path)})
-    assert found["status"] == "off" and found["hot"] == "NoneType"
-    assert found["values"] == [v * v + 1.0 for v in range(6)]
-
-
-@pytest.mark.slow
-def test_a_new_process_loads_both_modules_at_its_first_call(tmp_path):
-    """With both modules in the disk cache, the first torch call loads them (the torch adapter asks
-    for its module when it is made), so the first plan is already native: no waiting, no thread."""
-    script = CHILD.replace("fast_call.wait(120)\n", "before = [fast_call.status(), fast_call.torch_status()]\n"
-                           "import threading\nthreads = threading.active_count()\n").replace(
-        'print(json.dumps({', 'print(json.dumps({"before": before, "threads": threading.active_count() - threads, ')
-    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
-    assert found["before"] == ["not started", "not started"] and found["threads"] == 0
-    assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
-    assert found["values"] == [v * v + 1.0 for v in range(6)]
-
-
-NUMPY_CHILD = """
-import json, sys, numpy as np, jiter_magic
-from jiter_magic.native import call_path as fast_call
-f = jiter_magic.create_jit_fn("template <typename T> T fc_numpy(T x, T y) { return x * y + 1; }")
-a = np.arange(6.0)
-for _ in range(3):
-    out = f(a, a)
-plan = next(p for p in f._calls.plans.values())
-found = {"status": fast_call.status(), "hot": type(getattr(plan.native_calls, "default", None)).__name__, "values": out.tolist()}
-fast_call.current().core_module.wait(120)  # the builder's result, loaded here now: the plan made before keeps its launch
-g = jiter_magic.create_jit_fn("template <typename T> T fc_numpy2(T x, T y) { return x - y; }")
-for _ in range(3):
-    f(a, a), g(a, a)
-found.update(after=fast_call.status(), old_plan=type(getattr(plan.native_calls, "default", None)).__name__,
-             new_plan=type(getattr(next(p for p in g._calls.plans.values()).native_calls, "default", None)).__name__,
-             torch_status=fast_call.torch_status(), torch_imported="torch" in sys.modules)
-print(json.dumps(found))
-"""
-
-
-@pytest.mark.slow
-def test_a_module_not_on_disk_is_built_by_a_builder_process_and_the_call_keeps_the_python_path(tmp_path):
-    """Nothing in the disk cache: the first call starts the builder and runs on the Python path;
-    a plan keeps the launch it was made with, a plan made after the module loaded is native, and
-    the next process loads the module from the disk cache."""
-    env = {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: str(tmp_path / "modules")}
-    first = _run(NUMPY_CHILD, env)
-    assert first["status"] == "building" and first["hot"] == "NoneType"
-    assert first["values"] == [v * v + 1.0 for v in range(6)]
-    assert first["after"] == "loaded" and first["old_plan"] == "NoneType" and first["new_plan"] == "HotPlan"
-    assert first["torch_status"] == "not started" and first["torch_imported"] is False
-    second = _run(NUMPY_CHILD, env)
-    assert second["status"] == "loaded" and second["hot"] == "HotPlan"
-
-
-@pytest.mark.slow
-def test_torch_imported_after_the_first_call_still_gets_its_module(tmp_path):
-    """A process that used NumPy first: the torch adapter, made at its first torch call, loads the
-    torch module then."""
-    script = NUMPY_CHILD.replace("print(json.dumps(found))", """
-import torch
-h = jiter_magic.create_jit_fn("template <typename T> T fc_torch(T x) { return x + 1; }")
-t = torch.arange(4.0)
-for _ in range(3):
-    r = h(t)
-hot = next(p for p in h._calls.plans.values())
-found.update(late_torch=fast_call.torch_status(), late_hot=type(getattr(hot.native_calls, "default", None)).__name__,
-             allocator=type(hot.allocators[0]).__name__, late_values=r.tolist())
-print(json.dumps(found))""")
-    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
-    assert found["status"] == "loaded" and found["torch_imported"] is False and found["torch_status"] == "not started"
-    assert found["late_torch"] == "loaded" and found["late_hot"] == "HotPlan" and found["allocator"] == "Allocator"
-    assert found["late_values"] == [1.0, 2.0, 3.0, 4.0]
-
-
-FORK_CHILD = """
-import json, os, signal, threading, torch, jiter_magic
-from jiter_magic.native import call_path as fast_call
-signal.alarm(60)  # a child that hangs on a lock held at the fork ends with SIGALRM, and the test fails
-held, release = threading.Event(), threading.Event()
-def hold():  # another thread inside a first load of the core module when the process forks
-    with fast_call.current().core_module._lock:
-        held.set()
-        release.wait()
-threading.Thread(target=hold, daemon=True).start()
-held.wait()
-child = os.fork()
-if child == 0:
-    f = jiter_magic.create_jit_fn("template <typename T> T fc_fork(T x, T y) { return x * y + 1; }")
-    a = torch.arange(6.0)
-    for _ in range(3):
-        out = f(a, a)
-    plan = next(p for p in f._calls.plans.values())
-    print("child", json.dumps({"status": fast_call.status(), "hot": type(getattr(plan.native_calls, "default", None)).__name__,
-                               "values": out.tolist()}), flush=True)
-    os._exit(0)
-_, code = os.waitpid(child, 0)
-release.set()
-print("parent", json.dumps({"child_exit": code}))
-"""
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-@pytest.mark.slow
-def test_a_child_forked_while_another_thread_holds_the_loaders_lock_loads_on_its_own(tmp_path):
-    lines = _output_lines(FORK_CHILD, {"JITER_MAGIC_CACHE_DIR": str(tmp_path),
-                                       fast_call.DIR_VARIABLE: os.environ[fast_call.DIR_VARIABLE]})
-    child = json.loads(next(line for line in lines if line.startswith("child "))[len("child "):])
-    assert json.loads(next(line for line in lines if line.startswith("parent "))[len("parent "):]) == {"child_exit": 0}
-    assert child == {"status": "loaded", "hot": "HotPlan", "values": [v * v + 1.0 for v in range(6)]}
-
-
-@pytest.mark.slow
-def test_the_module_is_cached_on_disk_apart_from_the_kernels(tmp_path):
-    env = {"JITER_MAGIC_CACHE_DIR": str(tmp_path)}
-    first = _run(CHILD, env)
-    assert first["status"] == "loaded" and first["hot"] == "HotPlan"
-    assert first["values"] == [v * v + 1.0 for v in range(6)]
-    stored = sorted((tmp_path / fast_call.NAMESPACE).rglob("*.bin"), key=lambda p: p.stat().st_size)
-    assert len(stored) == 2  # the C module and the torch one
-    assert first["stats"]["entries"] == 2  # the kernel and the host fault guard, not the modules
-    # A second process loads it from the disk cache: with the compiler made to fail, and no Python
-    # headers to be found (only a build asks for them), it still loads.
-    no_compiler = "cxx.CxxCompiler.compile = lambda *a, **k: (_ for _ in ()).throw(RuntimeError('compiled'))\n"
-    no_headers = "fast_call.binaries.python_headers = lambda: (_ for _ in ()).throw(OSError('no Python.h here'))\n"
-    second = _run(CHILD.replace("fast_call.wait(120)\n", no_compiler + no_headers + "fast_call.wait(120)\n"), env)
-    assert second["status"] == second["torch_status"] == "loaded" and second["hot"] == "HotPlan"
-    # Cleared caches keep it (it is no kernel); a corrupt entry is discarded and rebuilt.
-    stored[0].write_bytes(stored[0].read_bytes()[:-10])
-    third = _run(CHILD, env)
-    assert third["status"] == "loaded" and third["stats"]["corrupt_entries"] == 1
-    assert len(list((tmp_path / fast_call.NAMESPACE).rglob("*.bin"))) == 2
-
-
-@pytest.mark.slow
-def test_a_build_that_cannot_happen_leaves_the_python_path(tmp_path):
-    """No Python.h, and the modules not in the cache: no builder process starts, and calls take the
-    Python path (only a build asks for the headers: a load from the cache does not)."""
-    script = CHILD.replace("fast_call.wait(120)\n",
-                           "fast_call.binaries.python_headers = lambda: (_ for _ in ()).throw(OSError('no Python.h here'))\n"
-                           "fast_call.binaries.start_builder = lambda name: (_ for _ in ()).throw(AssertionError('started'))\n"
-                           "fast_call.wait(120)\n")
-    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path), fast_call.DIR_VARIABLE: str(tmp_path / "modules")})
-    assert found["status"] == "unavailable: no Python.h here" and found["hot"] == "NoneType"
-    assert found["torch_status"] == "not started"  # it needs the core module
-    assert found["values"] == [v * v + 1.0 for v in range(6)]
-
-
-@pytest.mark.slow
-def test_a_failed_build_reports_its_reason_in_one_line(tmp_path):
-    """The builder process prints why it failed, not a traceback: the asking process shows that
-    line as the C call path's status."""
-    env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), fast_call.DIR_VARIABLE: str(tmp_path / "modules"),
-           "JITER_MAGIC_CACHE_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "jiter_magic.native.build", "jm_fast_call"], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == [done.stderr.strip()] and "Traceback" not in done.stderr
-    assert "needs a C++ compiler" in done.stderr and "no-such-compiler" in done.stderr
-
-
-@pytest.mark.slow
-def test_the_modules_can_live_in_a_cache_directory_of_their_own(tmp_path):
-    shared = os.environ[fast_call.DIR_VARIABLE]  # set by conftest: this session's cache, where they are built
-    no_compiler = "cxx.CxxCompiler.compile = lambda *a, **k: (_ for _ in ()).throw(RuntimeError('compiled'))\n"
-    script = CHILD.replace("fast_call.wait(120)\n", no_compiler + "fast_call.wait(120)\n")
-    script = script.replace("f = jiter_magic", "cxx.CxxCompiler.compile = ORIGINAL\nf = jiter_magic").replace(
-        "from jiter_magic.compilers import cxx\n", "from jiter_magic.compilers import cxx\nORIGINAL = cxx.CxxCompiler.compile\n")
-    found = _run(script, {"JITER_MAGIC_CACHE_DIR": str(tmp_path / "own"), fast_call.DIR_VARIABLE: shared})
-    assert found["status"] == found["torch_status"] == "loaded" and found["hot"] == "HotPlan"
-    assert found["values"] == [v * v + 1.0 for v in range(6)]
-    assert not (tmp_path / "own" / fast_call.NAMESPACE).exists()
+    made_for = build_report()["_torch_call"]
+    assert made_for["built"] is True and made_for["torch"]["version"] == torch.__version__
+    check_same_torch(made_for)  # this one: no complaint
+    other = {**made_for, "torch": {**made_for["torch"], "version": "2.0.0", "git": "0123456789abcdef"}}
+    with pytest.raises(LaunchError, match=re.escape(f"built for torch 2.0.0 (git 0123456789) and this process has torch "
+                                                    f"{torch.__version__} (git {torch.version.git_version[:10]})")):
+        check_same_torch(other)
 
 
 def test_the_python_hot_path_refuses_a_storage_shrunk_under_a_planned_view_too(monkeypatch):

@@ -1,5 +1,6 @@
 """A forked child's calls finish and are right: after a multi-threaded host call (OpenMP's pool
-had started), while another thread compiles, and while the C call path's builder runs.
+had started), while another thread compiles, and while another builds a reduction's kernels
+(a child forked while the C call path's loader lock is held: tests/runtime/test_fast_call.py).
 
 Each case runs in a process of its own (forking the test process, with its threads, would test
 pytest as much as jiter_magic). The child arms an alarm: a child that hangs ends with SIGALRM,
@@ -13,8 +14,6 @@ import subprocess
 import sys
 
 import pytest
-
-from jiter_magic.native import call_path as fast_call
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -70,21 +69,6 @@ worker.join()
 print("parent-after " + json.dumps({"values": f(x).tolist()}))
 """
 
-DURING_THE_C_PATH_BUILD = """
-import json, os, signal, numpy as np, jiter_magic
-from jiter_magic.native import call_path as fast_call
-""" + FORK_AND_REPORT + """
-f = jiter_magic.create_jit_fn("template <typename T> T fk_building(T x, T y) { return x * y; }")
-x = np.arange(6, dtype=np.float64)
-f(x, x)  # the first call starts the builder process of the C call path
-building = fast_call.status()
-def in_child():  # the builder is the parent's: the child keeps the Python path and computes
-    return {"building": building, "values": f(x, x).tolist(), "status": fast_call.status()}
-fork_and_report(in_child)
-fast_call.wait(240)
-print("parent-after " + json.dumps({"status": fast_call.status(), "values": f(x, x).tolist()}))
-"""
-
 WHILE_A_REDUCTION_BUILDS = """
 import json, os, signal, threading, numpy as np, jiter_magic
 """ + FORK_AND_REPORT + """
@@ -130,16 +114,6 @@ def test_a_child_forked_while_another_thread_compiles_builds_on_its_own(tmp_path
     assert found["parent"] == {"status": 0}
     assert found["child"] == {"values": expected}
     assert found["parent-after"] == {"values": expected}
-
-
-def test_a_child_forked_while_the_c_path_builds_computes_on_the_python_path(tmp_path):
-    modules = tmp_path / "modules"  # empty: the C call path has to be built
-    found = _run(DURING_THE_C_PATH_BUILD, {"JITER_MAGIC_CACHE_DIR": str(tmp_path),
-                                           fast_call.DIR_VARIABLE: str(modules)})
-    expected = [float(v * v) for v in range(6)]
-    assert found["parent"] == {"status": 0}
-    assert found["child"] == {"building": "building", "values": expected, "status": "building"}
-    assert found["parent-after"] == {"status": "loaded", "values": expected}
 
 
 def test_a_child_forked_while_a_reduction_builds_builds_on_its_own(tmp_path):
