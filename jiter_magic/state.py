@@ -7,8 +7,7 @@ functions rebuilt by unpickling) and asks the runtime for its one instance with
 layer can keep its state here without importing the layers above it.
 
 One fork handler lives here too: in a forked child each part that defines
-`after_fork_in_child` gets fresh locks (a parent's thread may have held one at the fork) and
-forgets what belongs to the parent, such as a builder process it started.
+`after_fork_in_child` gets fresh locks (a parent's thread may have held one at the fork).
 """
 from __future__ import annotations
 

@@ -17,7 +17,14 @@ from typing import Any
 import dask.array as da
 from dask.array.utils import meta_from_array
 
-from jiter_magic.integrations.dask_inputs import as_dask_input, known_sizes, out_is_refused, split_outputs, zero_size
+from jiter_magic.integrations.dask_inputs import (
+    as_dask_input,
+    check_unknown_sizes,
+    known_sizes,
+    out_is_refused,
+    split_outputs,
+    zero_size,
+)
 from jiter_magic.integrations.reduce_dask import reduce_dask
 from jiter_magic.planning.layout import broadcast_shape
 
@@ -35,6 +42,7 @@ class DaskAdapter:
         inputs = [as_dask_input(x) for x in args]
         arrays = [x for x in inputs if isinstance(x, da.Array)]
         broadcast_shape([known_sizes(a.shape) for a in arrays])  # a ShapeError now, not at compute time
+        check_unknown_sizes(arrays)
         ndim = max(a.ndim for a in arrays)
         # The eager call on zero-size metas: the output dtypes and array types, and every error a block would raise.
         results = function(*(zero_size(x) for x in inputs), **kwargs)

@@ -12,7 +12,7 @@ import dask.array as da
 from dask.array.utils import meta_from_array
 
 from jiter_magic.arrays import adapter_for, coerce
-from jiter_magic.errors import DeviceError, InvalidArgumentError, UnsupportedArrayError
+from jiter_magic.errors import DeviceError, InvalidArgumentError, ShapeError, UnsupportedArrayError
 
 
 def out_is_refused() -> InvalidArgumentError:
@@ -43,6 +43,22 @@ def as_dask_input(x: Any) -> Any:
 def known_sizes(shape: tuple) -> tuple[int, ...]:
     """The shape with unknown sizes (NaN, after boolean indexing) as 1, which broadcasts with anything."""
     return tuple(1 if math.isnan(n) else int(n) for n in shape)
+
+
+def check_unknown_sizes(arrays: list[Any]) -> None:
+    """A dim whose size an input does not know (NaN chunks, after boolean indexing) broadcasts only
+    with inputs chunked the same way there, which Dask checks at graph time with its own error:
+    neither it nor the eager call's check can tell whether such shapes agree, so say it as the
+    eager call says a shape mismatch (a ShapeError), with the way out."""
+    ndim = max(a.ndim for a in arrays)
+    for axis in range(ndim):
+        chunkings = {tuple(str(c) for c in a.chunks[axis - ndim + a.ndim]) for a in arrays
+                     if axis - ndim + a.ndim >= 0 and a.shape[axis - ndim + a.ndim] != 1}
+        if len(chunkings) > 1 and any("nan" in chunks for chunks in chunkings):
+            shapes = ", ".join(str(a.shape) for a in arrays)
+            raise ShapeError(f"Dask inputs of shapes {shapes}: a size is unknown (nan, after boolean indexing) along "
+                             f"dim {axis} and the others are chunked otherwise there, so whether the shapes broadcast "
+                             "cannot be told; call x.compute_chunk_sizes() on the input first")
 
 
 def zero_size(x: Any) -> Any:

@@ -34,7 +34,13 @@ from dask.utils import deepmap
 
 from jiter_magic.arrays import adapter_for
 from jiter_magic.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedArrayError
-from jiter_magic.integrations.dask_inputs import as_dask_input, known_sizes, out_is_refused, split_outputs
+from jiter_magic.integrations.dask_inputs import (
+    as_dask_input,
+    check_unknown_sizes,
+    known_sizes,
+    out_is_refused,
+    split_outputs,
+)
 from jiter_magic.integrations.reduce_parts import TreeParts, global_indices, tree_parts
 from jiter_magic.planning.dtypes import dtype_name
 from jiter_magic.planning.reduce_result import ReductionResult, reduction_result
@@ -60,7 +66,8 @@ def reduce_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dic
     requested = None if options["dtype"] is None else dtype_name(options["dtype"])
     with_indices = function.binding.indexed
     planned = reduction_result([x.dtype.name for x in inputs], [known_sizes(x.shape) for x in inputs], adapter.rules,
-                               options["dim"], bool(options["keepdim"]), requested, function.identity, with_indices)
+                               options["dim"], options["keepdim"], requested, function.identity, with_indices)
+    check_unknown_sizes(inputs)
     if with_indices:
         return _with_indices(function, inputs, planned, options, kwargs)
     count = _count(inputs, planned) if function.binding.finalize is not None else 0

@@ -83,6 +83,22 @@ def unpickled_with_kwargs_as_a_list(kind: str) -> None:
         reduction._unpickle(SCALE + ADD, 0, "tc_scale", "tc_add", None, ["y"], False, None)
 
 
+def dask_shapes_that_disagree_with_an_unknown_size(kind: str) -> None:
+    """Boolean indexing leaves a size unknown: (nan,) against (5,), which the eager call refuses."""
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(np.ones(6), chunks=3)
+    unknown, other = x[x > 0], da.from_array(np.ones(5), chunks=5)
+    if kind == "elementwise":
+        jiter_magic.create_jit_fn(SCALE)(unknown, other)
+    else:
+        scaled_total()(unknown, other, dim=0)
+
+
+def dask_keepdim_a_string() -> None:
+    da = pytest.importorskip("dask.array")
+    total()(da.from_array(np.ones((2, 3)), chunks=1), dim=1, keepdim="False")
+
+
 CASES = [
     case("reduction-out-partly-overlapping-an-input", out_partly_overlapping_the_input,
          Raises(ShapeError, ValueError, r"out= partially overlaps an input")),
@@ -112,6 +128,12 @@ CASES = [
            Raises(ArgumentTypeError, TypeError, r"the extras' defaults must be a dict of names to numbers, got "
                                                 r"list: \['y'\] \(a pickle not made by jiter_magic, or damaged\?\)"))
       for kind in ("elementwise", "reduction")),
+    *(case(f"{kind}-dask-shapes-disagree-a-size-unknown", lambda kind=kind: dask_shapes_that_disagree_with_an_unknown_size(kind),
+           Raises(ShapeError, ValueError, r"Dask inputs of shapes \(nan,\), \(5,\): a size is unknown .* call "
+                                          r"x.compute_chunk_sizes\(\) on the input first"))
+      for kind in ("elementwise", "reduction")),
+    case("reduction-dask-keepdim-a-string", dask_keepdim_a_string,
+         Raises(ArgumentTypeError, TypeError, r"keepdim must be True or False, got str: 'False'")),
 ]
 
 

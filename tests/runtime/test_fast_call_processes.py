@@ -37,7 +37,7 @@ f = jiter_magic.create_jit_fn("template <typename T> T fc_child(T x, T y) { retu
 a = torch.arange(6.0)
 for _ in range(3):
     out = f(a, a)
-plan = next(p for p in f._dispatch.plans.values())
+plan = next(p for p in f._calls.plans.values())
 print(json.dumps({"before": before, "status": fast_call.status(), "torch_status": fast_call.torch_status(),
                   "values": out.tolist(), "hot": type(getattr(plan.native_calls, "default", None)).__name__,
                   "allocator": type(plan.allocators[0]).__name__, "stats": jiter_magic.cache_stats(),
@@ -73,7 +73,7 @@ f = jiter_magic.create_jit_fn("template <typename T> T fc_numpy(T x, T y) { retu
 a = np.arange(6.0)
 for _ in range(3):
     out = f(a, a)
-plan = next(p for p in f._dispatch.plans.values())
+plan = next(p for p in f._calls.plans.values())
 found = {"status": fast_call.status(), "hot": type(getattr(plan.native_calls, "default", None)).__name__,
          "values": out.tolist(), "torch_status": fast_call.torch_status(), "torch_imported": "torch" in sys.modules}
 import torch
@@ -81,7 +81,7 @@ h = jiter_magic.create_jit_fn("template <typename T> T fc_torch(T x) { return x 
 t = torch.arange(4.0)
 for _ in range(3):
     r = h(t)
-hot = next(p for p in h._dispatch.plans.values())
+hot = next(p for p in h._calls.plans.values())
 found.update(late_torch=fast_call.torch_status(), late_hot=type(getattr(hot.native_calls, "default", None)).__name__,
              allocator=type(hot.allocators[0]).__name__, late_values=r.tolist())
 print(json.dumps(found))
@@ -116,7 +116,7 @@ if child == 0:
     a = torch.arange(6.0)
     for _ in range(3):
         out = f(a, a)
-    plan = next(p for p in f._dispatch.plans.values())
+    plan = next(p for p in f._calls.plans.values())
     print("child", json.dumps({"status": fast_call.status(), "hot": type(getattr(plan.native_calls, "default", None)).__name__,
                                "values": out.tolist()}), flush=True)
     os._exit(0)

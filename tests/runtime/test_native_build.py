@@ -73,12 +73,12 @@ f = jiter_magic.create_jit_fn("template <typename T> T nb_axpy(T x, T y) { retur
 a = torch.arange(5.0)
 for _ in range(3):
     out = f(a, a)
-plan = next(p for p in f._dispatch.plans.values())
+plan = next(p for p in f._calls.plans.values())
 g = jiter_magic.create_jit_fn("template <typename T> T nb_twice(T x) { return 2 * x; }")
 n = np.arange(4, dtype=np.int32)
 for _ in range(3):
     doubled = g(n)
-numpy_plan = next(p for p in g._dispatch.plans.values())
+numpy_plan = next(p for p in g._calls.plans.values())
 print(json.dumps({"from": jiter_magic.__file__, "status": call_path.status(), "torch_status": call_path.torch_status(),
                   "hot": type(getattr(plan.native_calls, "default", None)).__name__,
                   "launch": type(plan.launcher.native).__name__, "allocator": type(plan.allocators[0]).__name__,
