@@ -54,6 +54,7 @@ __device__ __forceinline__ unsigned int jm_grid_z() { return gridDim.z; }
 
 HOST_BASE = r"""
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #include <cmath>
@@ -141,6 +142,14 @@ void jm_fault_report(const char* text);
 typedef fenv_t jm_fenv_t;
 static inline void jm_fenv_save(jm_fenv_t* env) { fegetenv(env); }
 static inline void jm_fenv_restore(const jm_fenv_t* env) { fesetenv(env); }
+// Scratch buffers of a kernel thread (tiles, partials) come from the heap, never the stack: a
+// Python thread or an OpenMP worker may have a stack of a few KiB (threading.stack_size,
+// OMP_STACKSIZE). Allocated before the fault guard is set up and freed after it, so a fault never
+// leaks them; named here, before the user's code, so no name of that code reaches them.
+static inline void* jm_scratch_alloc(int64_t bytes) { return malloc(bytes > 0 ? (size_t)bytes : 1); }
+static inline void jm_scratch_free(void* buffer) { free(buffer); }
+// A kernel's body, kept out of the function that calls sigsetjmp (kernels/host_guard.py).
+#define jm_noinline __attribute__((noinline))
 // This thread's share of n iterations: contiguous static chunks, as schedule(static) gives.
 static inline void jm_share(int64_t n, int64_t* begin, int64_t* end) {
 #ifdef _OPENMP
