@@ -3,14 +3,14 @@
 A dense call is one flat loop that GCC vectorizes. A call with an input that walks the second
 loop dimension contiguously while the outputs walk the first (a transpose, NCHW read as NHWC)
 is the blocked loop: tiles of the two dimensions, each such input copied along its own rows
-into a buffer on the thread's stack, then every operand walked in the outputs' order, so that
-neither the stores nor that input's reads stride across memory. Any other layout walks rows of
+into a buffer of the thread's (heap memory: host_guard.py), then every operand walked in the
+outputs' order, so that neither the stores nor that input's reads stride across memory. Any other layout walks rows of
 the innermost dimension, computing each row's start offsets once: with the steps 1 and 0 where
 every operand walks the row densely or not at all (an outer product, a bias, an array times a
 0-dim tensor), else striding along it; a thread's share of elements may start and end mid-row.
-Indices are always 64-bit on the host. Each thread runs its share under the fault guard
-(backends/fault_guard.py): a fault or a C++ exception in the functor becomes the status the
-kernel returns, and a Python exception, instead of the end of the process.
+Indices are always 64-bit on the host. Every loop shape runs under the fault guard, through
+host_guard.py (backends/fault_guard.py): a fault or a C++ exception in the functor becomes the
+status the kernel returns, and a Python exception, instead of the end of the process.
 """
 from __future__ import annotations
 
@@ -33,12 +33,12 @@ from jiter_magic.kernels.base import (
     within_budget,
 )
 from jiter_magic.kernels.contiguous import ContiguousParams
+from jiter_magic.kernels.host_guard import Scratch, guarded, host_kernel
 from jiter_magic.kernels.rows import RowsParams
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.layout import ArrayDesc, Layout
 from jiter_magic.planning.spec import BLOCKED, CONTIGUOUS, ROWS, STRIDED, KernelSpec, PathParams
 
-PARALLEL = "#pragma omp parallel if (jm_n > 32768)"
 # The blocked loop's tiles: EDGE0 elements along the outputs' rows (loop dimension 0) by EDGE1
 # along the tiled inputs' rows (dimension 1); a buffer's rows are PAD elements longer. Chosen by
 # measuring on the 2-core development machine (transposes of float32, float64, int8 and bfloat16,
@@ -54,8 +54,9 @@ EDGE0, EDGE1, PAD = 64, 64, 1
 # cache lines anyway). Along dimension 0 no minimum: from 2 to 32 elements (NCHW read as NHWC with
 # 3 channels) the blocked loop won by the most, the strided loop's rows being that short.
 MIN_TILED_ROWS = 16
-# Buffers a thread keeps on its stack at most: one complex128 tile (66.5 KiB) fits, as do seven
-# float32 ones; inputs past it are read in place. Far below any thread's stack on glibc (8 MiB).
+# Tile buffers a thread keeps at most (heap memory of its own, allocated once a call): one complex128
+# tile (66.5 KiB) fits, as do seven float32 ones; inputs past it are read in place, so that a
+# thread's tiles stay within its core's L2 cache.
 STAGE_LIMIT = 128 * 1024
 
 
@@ -67,41 +68,8 @@ class BlockedParams(PathParams):
 
 
 def buffer_bytes(dtype: str) -> int:
-    """Stack one tiled input's buffer takes in the blocked loop."""
+    """Bytes one tiled input's buffer takes in the blocked loop."""
     return EDGE0 * (EDGE1 + PAD) * DTYPES[dtype].itemsize
-
-
-def guarded(work: CodeBlock, count: str) -> CodeBlock:
-    """The parallel region: each thread takes its static share of `count` iterations (`jm_begin`
-    to `jm_end`, used by `work`) under the fault guard: a signal or a C++ exception in the functor
-    ends that thread's share and sets the status the call returns, instead of ending the process.
-    The thread's floating-point environment is saved before its share and restored after it."""
-    code = CodeBlock("int jm_status = 0, jm_thrown = 0;", "char jm_what[512];", PARALLEL)
-    with code.block(""):
-        code.line("jm_index_t jm_begin, jm_end;")
-        code.line(f"jm_share({count}, &jm_begin, &jm_end);")
-        code.line("volatile int jm_failed = 0;")
-        code.line("jm_fenv_t jm_fenv;")
-        code.line("jm_fenv_save(&jm_fenv);")
-        code.line("sigjmp_buf jm_jump;")
-        code.line("const int jm_signal = sigsetjmp(jm_jump, 0);")
-        with code.block("if (jm_signal == 0)", close="} else {"):
-            code.line("jm_fault_jump = &jm_jump;")
-            with code.block("try", close="} catch (const std::exception& jm_error) {"):
-                code.extend(work)
-            code.line("  jm_fault_note(jm_what, &jm_thrown, jm_error.what());\n  jm_failed = -1;")
-            code.line("} catch (...) {")
-            code.line('  jm_fault_note(jm_what, &jm_thrown, "an exception that is not a std::exception");')
-            code.line("  jm_failed = -1;\n}")
-        with code.block(None):
-            code.line("jm_failed = jm_signal;")
-        code.line("jm_fault_jump = 0;")
-        code.line("jm_fenv_restore(&jm_fenv);")
-        with code.block("if (jm_failed)"):
-            code.line("#pragma omp atomic write\njm_status = jm_failed;")
-    code.line("if (jm_status == -1) jm_fault_report(jm_what);")
-    code.line("return jm_status;")
-    return code
 
 
 class HostLoop(KernelPath):
@@ -143,14 +111,10 @@ class HostLoop(KernelPath):
         return 1, 1, 1  # one call runs the whole loop
 
     def render(self, binding: Binding, spec: KernelSpec) -> str:
-        code = CodeBlock()
-        with code.block('extern "C" int jm_kernel(const jm_Args* jm_args)'):
-            code.line(f"const jm_Args& {ARGS} = *jm_args;")
-            code.line("typedef int64_t jm_index_t;")
-            code.line(f"const jm_index_t jm_n = (jm_index_t){ARGS}.jm_n;")
-            loop = {CONTIGUOUS: self._flat, ROWS: self._rows, STRIDED: self._rows, BLOCKED: self._blocked}[spec.path]
-            code.extend(loop(binding, spec))
-        return code.text() + "\n"
+        body = CodeBlock("typedef int64_t jm_index_t;", f"const jm_index_t jm_n = (jm_index_t){ARGS}.jm_n;")
+        loop = {CONTIGUOUS: self._flat, ROWS: self._rows, STRIDED: self._rows, BLOCKED: self._blocked}[spec.path]
+        body.extend(loop(binding, spec))
+        return host_kernel(body).text() + "\n"
 
     def _flat(self, binding: Binding, spec: KernelSpec) -> CodeBlock:
         work = CodeBlock()
@@ -217,8 +181,6 @@ class HostLoop(KernelPath):
             code.line(f"const jm_index_t jm_st{k}_0 = (jm_index_t){ARGS}.jm_strides{k}[0], "
                       f"jm_st{k}_1 = (jm_index_t){ARGS}.jm_strides{k}[1];")
         work = CodeBlock()
-        for i in tiled:
-            work.line(f"{ctype(spec.inputs[i])} jm_tile{i}[{EDGE0 * row}];")
         with work.block("for (jm_index_t jm_t = jm_begin; jm_t < jm_end; ++jm_t)"):
             work.line(f"const jm_index_t jm_lo0 = jm_t % jm_tiles0 * {EDGE0}, "
                       f"jm_lo1 = jm_t / jm_tiles0 % jm_tiles1 * {EDGE1};")
@@ -245,5 +207,7 @@ class HostLoop(KernelPath):
                     # The outputs walk dimension 0 with unit stride (`transposed_operands`).
                     work.extend(element_body(binding, spec, loaded,
                                              [f"{ARGS}.jm_out{j}[jm_p{j} + jm_i0]" for j in range(nout)]))
-        code.extend(guarded(work, "jm_tiles"))
+        # The tile buffers: a thread's own, allocated once for its whole share (not a tile).
+        scratch = [Scratch(ctype(spec.inputs[i]), f"jm_tile{i}", str(EDGE0 * row)) for i in tiled]
+        code.extend(guarded(work, "jm_tiles", scratch))
         return code

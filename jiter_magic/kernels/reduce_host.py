@@ -2,22 +2,23 @@
 
 With many output elements (at least twice the threads) each thread folds whole rows of its static
 share, each in one pass. With few (a full reduction, a handful of long rows) each row's reduced
-elements are split into the threads' static shares: each folds its share into its own partial,
-then the partials are combined in thread order, so that the result is the same on every call
-with the same shape and thread count. A fold walks the reduced dims innermost first, LANES
-accumulators interleaved along the innermost run (which GCC vectorizes into several independent
-vector accumulators: 32 ran 2.5 to 4 times faster than 8 on the development machine, float32
-and bfloat16 sums of squares, and as fast as 64; many partial sums also keep a long float sum's
-rounding error small), combined in a fixed order at the end. Where neighbouring output elements
-read neighbouring input elements (a sum over the leading dims) the columns loop folds COLUMNS of
-them together instead, reading each reduced row densely. Indices are 64-bit; every thread runs
-its share under the fault guard (kernels/host.py).
+elements are split into the threads' static shares: each folds its share into its own partial
+(heap memory, one a thread), then the partials are combined in thread order, so that the result is
+the same on every call with the same shape and thread count. A fold walks the reduced dims
+innermost first, LANES accumulators interleaved along the innermost run (which GCC vectorizes
+into several independent vector accumulators: 32 ran 2.5 to 4 times faster than 8 on the
+development machine, float32 and bfloat16 sums of squares, and as fast as 64; many partial sums
+also keep a long float sum's rounding error small), combined in a fixed order at the end. Where
+neighbouring output elements read neighbouring input elements (a sum over the leading dims) the
+columns loop folds COLUMNS of them together instead, reading each reduced row densely. Indices are
+64-bit; every loop runs under the fault guard, the partials' fold and finalize on the calling
+thread too (host_guard.py).
 """
 from __future__ import annotations
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.reduction import ReductionBinding
-from jiter_magic.kernels.host import guarded
+from jiter_magic.kernels.host_guard import Scratch, guarded, host_kernel
 from jiter_magic.kernels.reduce_common import (
     ARGS,
     element,
@@ -34,7 +35,6 @@ from jiter_magic.planning.reduce_layout import ReductionLayout
 from jiter_magic.planning.reduce_spec import HOST, HOST_COLUMNS, ReductionSpec
 
 LANES = 32  # interleaved accumulators of a fold (module docstring)
-MAX_THREADS = 256  # partials a split row keeps on the stack; more threads fold rows whole
 SPLIT_COUNT = 4096  # a row at least this long may be split over the threads
 COLUMNS = 64  # output elements a thread folds together on the columns loop
 MIN_INNER = 8  # the columns loop wants at least this many neighbouring output elements
@@ -172,35 +172,39 @@ def _by_columns(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
     return code
 
 
+def _rows_or_split(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
+    """The body: rows folded whole (`jm_by_rows`) where there are enough of them for the threads, else
+    each row split over the threads, their partials (in `jm_part`, one a thread) folded in thread
+    order and finalized, on the calling thread, under the guard of `jm_kernel` (host_guard.py)."""
+    code = CodeBlock("const int jm_threads = jm_max_threads();")
+    code.line(f"if ({ARGS}.jm_rows >= 2 * jm_threads || {ARGS}.jm_count < {SPLIT_COUNT}) return jm_by_rows({ARGS});")
+    with code.block(f"for (jm_index_t jm_row = 0; jm_row < {ARGS}.jm_rows; ++jm_row)"):
+        for line in kept_offsets(spec, "jm_row", kept_operands(spec)):
+            code.line(line)
+        code.line(f"for (int jm_t = 0; jm_t < jm_threads; ++jm_t) jm_part[jm_t] = {initial(spec)};")
+        bases = ", ".join(f"jm_k{i + 1}" for i in range(len(spec.inputs)))
+        code.line(f"const int jm_status = jm_split_row({ARGS}, {bases}, jm_part);")
+        code.line("if (jm_status) return jm_status;")
+        code.line(f"{state_type(spec)} jm_acc = jm_part[0];")
+        code.line(f"for (int jm_t = 1; jm_t < jm_threads; ++jm_t) "
+                  f"jm_acc = {folded(binding, spec, 'jm_acc', 'jm_part[jm_t]')};")
+        code.line(stored(binding, spec, "jm_acc", f"{ARGS}.jm_count"))
+    code.line("return 0;")
+    return code
+
+
 def render_host(binding: ReductionBinding, spec: ReductionSpec) -> str:
     code = CodeBlock("static inline int jm_thread() {", "#ifdef _OPENMP", "  return omp_get_thread_num();",
                      "#else", "  return 0;", "#endif", "}", "static inline int jm_max_threads() {",
                      "#ifdef _OPENMP", "  return omp_get_max_threads();", "#else", "  return 1;", "#endif", "}")
     if spec.path == HOST_COLUMNS:
         code.extend(_by_columns(binding, spec))
-        with code.block('extern "C" int jm_kernel(const jm_Args* jm_args)'):
-            code.line("return jm_by_columns(*jm_args);")
+        code.extend(host_kernel(CodeBlock(f"return jm_by_columns({ARGS});")))
         return render_with(binding, spec, "cpu", code.text() + "\n")
     code.extend(_fold(binding, spec))
     code.extend(_by_rows(binding, spec))
     code.extend(_split_row(spec))
-    operands = kept_operands(spec)
-    with code.block('extern "C" int jm_kernel(const jm_Args* jm_args)'):
-        code.line(f"const jm_Args& {ARGS} = *jm_args;")
-        code.line("const int jm_threads = jm_max_threads();")
-        code.line(f"if ({ARGS}.jm_rows >= 2 * jm_threads || {ARGS}.jm_count < {SPLIT_COUNT} || "
-                  f"jm_threads > {MAX_THREADS}) return jm_by_rows({ARGS});")
-        with code.block(f"for (jm_index_t jm_row = 0; jm_row < {ARGS}.jm_rows; ++jm_row)"):
-            for line in kept_offsets(spec, "jm_row", operands):
-                code.line(line)
-            code.line(f"{state_type(spec)} jm_part[{MAX_THREADS}];")
-            code.line(f"for (int jm_t = 0; jm_t < jm_threads; ++jm_t) jm_part[jm_t] = {initial(spec)};")
-            bases = ", ".join(f"jm_k{i + 1}" for i in range(len(spec.inputs)))
-            code.line(f"const int jm_status = jm_split_row({ARGS}, {bases}, jm_part);")
-            code.line("if (jm_status) return jm_status;")
-            code.line(f"{state_type(spec)} jm_acc = jm_part[0];")
-            code.line(f"for (int jm_t = 1; jm_t < jm_threads; ++jm_t) "
-                      f"jm_acc = {folded(binding, spec, 'jm_acc', 'jm_part[jm_t]')};")
-            code.line(stored(binding, spec, "jm_acc", f"{ARGS}.jm_count"))
-        code.line("return 0;")
+    # The threads' partials on the heap, one a thread: allocated once a call, outside the guard.
+    partials = Scratch(state_type(spec), "jm_part", "jm_max_threads()")
+    code.extend(host_kernel(_rows_or_split(binding, spec), [partials]))
     return render_with(binding, spec, "cpu", code.text() + "\n")

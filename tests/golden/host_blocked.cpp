@@ -1,5 +1,6 @@
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #include <cmath>
@@ -120,6 +121,28 @@ void jm_fault_report(const char* text);
 typedef fenv_t jm_fenv_t;
 static inline void jm_fenv_save(jm_fenv_t* env) { fegetenv(env); }
 static inline void jm_fenv_restore(const jm_fenv_t* env) { fesetenv(env); }
+// Scratch buffers of a kernel thread (tiles, partials) come from the heap, never the stack: a
+// Python thread or an OpenMP worker may have a stack of a few KiB (threading.stack_size,
+// OMP_STACKSIZE). Allocated before the fault guard is set up and freed after it, so a fault never
+// leaks them; named here, before the user's code, so no name of that code reaches them. Page-aligned:
+// with malloc's 16-byte alignment the blocked loop's float32 transpose of 4096^2 ran up to 14% slower
+// than with its tile on the stack (2-core development machine, one thread); page-aligned, as fast.
+static inline void* jm_scratch_alloc(int64_t bytes) {
+  const size_t page = 4096, size = bytes > 0 ? (size_t)bytes : 1;
+  return aligned_alloc(page, (size + page - 1) / page * page);  // a multiple of the alignment, as C11 asks
+}
+static inline void jm_scratch_free(void* buffer) { free(buffer); }
+// A kernel's body, kept out of the function that calls sigsetjmp (kernels/host_guard.py).
+#define jm_noinline __attribute__((noinline))
+// Whether this thread is a worker of a parallel region, not its thread 0: the thread that called
+// the kernel, whose floating-point environment jm_kernel keeps for the whole call.
+static inline int jm_is_worker(void) {
+#ifdef _OPENMP
+  return omp_get_thread_num() != 0;
+#else
+  return 0;
+#endif
+}
 // This thread's share of n iterations: contiguous static chunks, as schedule(static) gives.
 static inline void jm_share(int64_t n, int64_t* begin, int64_t* end) {
 #ifdef _OPENMP
@@ -135,7 +158,7 @@ static inline void jm_share(int64_t n, int64_t* begin, int64_t* end) {
 typedef float jm_compute_t;
 #line 1 "jiterator"
 template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }
-#line 139 "jiter_magic_kernel"
+#line 162 "jiter_magic_kernel"
 struct jm_Args {
   alignas(8) float* jm_out0;
   alignas(8) const float* jm_in0;
@@ -157,8 +180,7 @@ static_assert(sizeof(((jm_Args*)0)->jm_sizes) == 24, "jm_Args layout: does a mac
 static_assert(sizeof(((jm_Args*)0)->jm_strides0) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
 static_assert(sizeof(((jm_Args*)0)->jm_strides1) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
 static_assert(sizeof(((jm_Args*)0)->jm_strides2) == 24, "jm_Args layout: does a macro in the code string redefine a type?");
-extern "C" int jm_kernel(const jm_Args* jm_args) {
-  const jm_Args& jm_a = *jm_args;
+static jm_noinline int jm_body(const jm_Args& jm_a) {
   typedef int64_t jm_index_t;
   const jm_index_t jm_n = (jm_index_t)jm_a.jm_n;
   const jm_index_t jm_s0 = (jm_index_t)jm_a.jm_sizes[0], jm_s1 = (jm_index_t)jm_a.jm_sizes[1];
@@ -175,60 +197,103 @@ extern "C" int jm_kernel(const jm_Args* jm_args) {
     jm_index_t jm_begin, jm_end;
     jm_share(jm_tiles, &jm_begin, &jm_end);
     volatile int jm_failed = 0;
+    jm_half* const jm_tile1 = (jm_half*)jm_scratch_alloc((int64_t)sizeof(jm_half) * (int64_t)(4160));
+    if (!jm_tile1) jm_failed = -2;
     jm_fenv_t jm_fenv;
-    jm_fenv_save(&jm_fenv);
+    const int jm_own_fenv = jm_is_worker();
+    if (jm_own_fenv) jm_fenv_save(&jm_fenv);
+    sigjmp_buf* const jm_outer = jm_fault_jump;
     sigjmp_buf jm_jump;
-    const int jm_signal = sigsetjmp(jm_jump, 0);
-    if (jm_signal == 0) {
-      jm_fault_jump = &jm_jump;
-      try {
-        jm_half jm_tile1[4160];
-        for (jm_index_t jm_t = jm_begin; jm_t < jm_end; ++jm_t) {
-          const jm_index_t jm_lo0 = jm_t % jm_tiles0 * 64, jm_lo1 = jm_t / jm_tiles0 % jm_tiles1 * 64;
-          const jm_index_t jm_len0 = jm_s0 - jm_lo0 < 64 ? jm_s0 - jm_lo0 : 64;
-          const jm_index_t jm_len1 = jm_s1 - jm_lo1 < 64 ? jm_s1 - jm_lo1 : 64;
-          jm_index_t jm_rem = jm_t / (jm_tiles0 * jm_tiles1);
-          jm_index_t jm_o0 = 0, jm_o1 = 0, jm_o2 = 0;
-          const jm_index_t jm_idx = jm_rem;
-          jm_o0 += jm_idx * (jm_index_t)jm_a.jm_strides0[2];
-          jm_o1 += jm_idx * (jm_index_t)jm_a.jm_strides1[2];
-          jm_o2 += jm_idx * (jm_index_t)jm_a.jm_strides2[2];
-          jm_o0 += jm_lo0 * jm_st0_0 + jm_lo1 * jm_st0_1;
-          jm_o1 += jm_lo0 * jm_st1_0 + jm_lo1 * jm_st1_1;
-          jm_o2 += jm_lo0 * jm_st2_0 + jm_lo1 * jm_st2_1;
-          for (jm_index_t jm_i0 = 0; jm_i0 < jm_len0; ++jm_i0) {
-            for (jm_index_t jm_i1 = 0; jm_i1 < jm_len1; ++jm_i1) {
-              jm_tile1[jm_i0 * 65 + jm_i1] = jm_a.jm_in1[jm_o2 + jm_i0 * jm_st2_0 + jm_i1 * jm_st2_1];
-            }
-          }
-          for (jm_index_t jm_i1 = 0; jm_i1 < jm_len1; ++jm_i1) {
-            const jm_index_t jm_p0 = jm_o0 + jm_i1 * jm_st0_1, jm_p1 = jm_o1 + jm_i1 * jm_st1_1;
+    if (jm_failed == 0) {
+      const int jm_signal = sigsetjmp(jm_jump, 0);
+      if (jm_signal == 0) {
+        jm_fault_jump = &jm_jump;
+        try {
+          for (jm_index_t jm_t = jm_begin; jm_t < jm_end; ++jm_t) {
+            const jm_index_t jm_lo0 = jm_t % jm_tiles0 * 64, jm_lo1 = jm_t / jm_tiles0 % jm_tiles1 * 64;
+            const jm_index_t jm_len0 = jm_s0 - jm_lo0 < 64 ? jm_s0 - jm_lo0 : 64;
+            const jm_index_t jm_len1 = jm_s1 - jm_lo1 < 64 ? jm_s1 - jm_lo1 : 64;
+            jm_index_t jm_rem = jm_t / (jm_tiles0 * jm_tiles1);
+            jm_index_t jm_o0 = 0, jm_o1 = 0, jm_o2 = 0;
+            const jm_index_t jm_idx = jm_rem;
+            jm_o0 += jm_idx * (jm_index_t)jm_a.jm_strides0[2];
+            jm_o1 += jm_idx * (jm_index_t)jm_a.jm_strides1[2];
+            jm_o2 += jm_idx * (jm_index_t)jm_a.jm_strides2[2];
+            jm_o0 += jm_lo0 * jm_st0_0 + jm_lo1 * jm_st0_1;
+            jm_o1 += jm_lo0 * jm_st1_0 + jm_lo1 * jm_st1_1;
+            jm_o2 += jm_lo0 * jm_st2_0 + jm_lo1 * jm_st2_1;
             for (jm_index_t jm_i0 = 0; jm_i0 < jm_len0; ++jm_i0) {
-              const jm_compute_t jm_v0 = jm_a.jm_in0[jm_p1 + jm_i0 * jm_st1_0];
-              const jm_compute_t jm_v1 = jm_to_float(jm_tile1[jm_i0 * 65 + jm_i1]);
-              jm_compute_t jm_r0;
-              jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
-              jm_a.jm_out0[jm_p0 + jm_i0] = jm_r0;
+              for (jm_index_t jm_i1 = 0; jm_i1 < jm_len1; ++jm_i1) {
+                jm_tile1[jm_i0 * 65 + jm_i1] = jm_a.jm_in1[jm_o2 + jm_i0 * jm_st2_0 + jm_i1 * jm_st2_1];
+              }
+            }
+            for (jm_index_t jm_i1 = 0; jm_i1 < jm_len1; ++jm_i1) {
+              const jm_index_t jm_p0 = jm_o0 + jm_i1 * jm_st0_1, jm_p1 = jm_o1 + jm_i1 * jm_st1_1;
+              for (jm_index_t jm_i0 = 0; jm_i0 < jm_len0; ++jm_i0) {
+                const jm_compute_t jm_v0 = jm_a.jm_in0[jm_p1 + jm_i0 * jm_st1_0];
+                const jm_compute_t jm_v1 = jm_to_float(jm_tile1[jm_i0 * 65 + jm_i1]);
+                jm_compute_t jm_r0;
+                jm_r0 = my_kernel<jm_compute_t>(jm_v0, jm_v1, jm_a.jm_extra0);
+                jm_a.jm_out0[jm_p0 + jm_i0] = jm_r0;
+              }
             }
           }
+        } catch (const std::exception& jm_error) {
+          jm_fault_note(jm_what, &jm_thrown, jm_error.what());
+          jm_failed = -1;
+        } catch (...) {
+          jm_fault_note(jm_what, &jm_thrown, "an exception that is not a std::exception");
+          jm_failed = -1;
         }
-      } catch (const std::exception& jm_error) {
-        jm_fault_note(jm_what, &jm_thrown, jm_error.what());
-        jm_failed = -1;
-      } catch (...) {
-        jm_fault_note(jm_what, &jm_thrown, "an exception that is not a std::exception");
-        jm_failed = -1;
+      } else {
+        jm_failed = jm_signal;
       }
-    } else {
-      jm_failed = jm_signal;
     }
-    jm_fault_jump = 0;
-    jm_fenv_restore(&jm_fenv);
+    jm_fault_jump = jm_outer;
+    if (jm_own_fenv) jm_fenv_restore(&jm_fenv);
+    jm_scratch_free(jm_tile1);
     if (jm_failed) {
       #pragma omp atomic write
       jm_status = jm_failed;
     }
   }
-  if (jm_status == -1) jm_fault_report(jm_what);
+  if (jm_thrown) jm_fault_report(jm_what);
+  return jm_status;
+}
+extern "C" int jm_kernel(const jm_Args* jm_args) {
+  int jm_status = 0, jm_thrown = 0;
+  char jm_what[512];
+  {
+    volatile int jm_failed = 0;
+    jm_fenv_t jm_fenv;
+    const int jm_own_fenv = 1;
+    if (jm_own_fenv) jm_fenv_save(&jm_fenv);
+    sigjmp_buf* const jm_outer = jm_fault_jump;
+    sigjmp_buf jm_jump;
+    if (jm_failed == 0) {
+      const int jm_signal = sigsetjmp(jm_jump, 0);
+      if (jm_signal == 0) {
+        jm_fault_jump = &jm_jump;
+        try {
+          jm_failed = jm_body(*jm_args);
+        } catch (const std::exception& jm_error) {
+          jm_fault_note(jm_what, &jm_thrown, jm_error.what());
+          jm_failed = -1;
+        } catch (...) {
+          jm_fault_note(jm_what, &jm_thrown, "an exception that is not a std::exception");
+          jm_failed = -1;
+        }
+      } else {
+        jm_failed = jm_signal;
+      }
+    }
+    jm_fault_jump = jm_outer;
+    if (jm_own_fenv) jm_fenv_restore(&jm_fenv);
+    if (jm_failed) {
+      #pragma omp atomic write
+      jm_status = jm_failed;
+    }
+  }
+  if (jm_thrown) jm_fault_report(jm_what);
   return jm_status;
 }

@@ -4,7 +4,7 @@ Which calls take it (an input walking the second loop dimension densely while th
 the first, as the CUDA tiled path asks) and which do not, and its values against torch and NumPy
 across shapes with partial edge tiles (1, 63, 65, odd sizes against 64-element tiles), 3-d and
 4-d permutes, dtypes, several outputs, out= into transposed views, negative strides, empty
-calls, inputs past the tile buffers' stack limit, and a fault raised inside a tile.
+calls, inputs past the tile buffers' limit, and a fault raised inside a tile.
 Jitted functions live at module level so a specialization compiles once for the whole module.
 """
 from __future__ import annotations

@@ -4,11 +4,13 @@ A small runtime library, compiled once (and kept in the disk cache like a kernel
 into the process with RTLD_GLOBAL before any host kernel, and installs handlers for SIGFPE,
 SIGSEGV, SIGBUS, SIGILL and SIGTRAP that chain to whatever was installed before. Each kernel
 thread registers a jump buffer in the runtime's thread-local `jm_fault_jump` while it computes
-(see kernels/host.py); a fault there jumps back into the kernel, which returns the signal number
-(for a SIGFPE, with its kind above it: an integer division, or which floating-point trap), or -1
-for a C++ exception, whose text is kept in the call's own buffer and handed to the calling
-thread, instead of ending the process. A fault anywhere else goes to the previous handler, exactly
-as before. Code that runs when a kernel library is loaded is checked apart (load_check.py).
+(kernels/host_guard.py: the calling thread for the whole call, each thread of a parallel region
+for its share, the inner guard putting the outer one's target back); a fault there jumps back into
+the kernel, which returns the signal number (for a SIGFPE, with its kind above it: an integer
+division, or which floating-point trap), -1 for a C++ exception, whose text is kept in the call's
+own buffer and handed to the calling thread, or NO_MEMORY where its scratch buffers could not
+be allocated, instead of ending the process. A fault anywhere else goes to the previous handler,
+exactly as before. Code that runs when a kernel library is loaded is checked apart (load_check.py).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import tempfile
 import threading
 
 from jiter_magic.errors import IntegerDivisionError, KernelFaultError, LaunchError
+from jiter_magic.kernels.host_guard import NO_MEMORY
 from jiter_magic.state import RUNTIME
 
 RUNTIME_SOURCE = r"""
@@ -158,8 +161,11 @@ FP_TRAPS = {1: "floating-point division by zero", 2: "floating-point overflow", 
 
 def raise_fault(status: int, name: str) -> None:
     """The exception for a kernel's non-zero status: a signal number (a SIGFPE's kind above it: see
-    jm_fpe_kind), or -1 for a C++ exception."""
+    jm_fpe_kind), -1 for a C++ exception, or NO_MEMORY."""
     runtime = RUNTIME.part(FaultGuard).library
+    if status == NO_MEMORY:
+        raise LaunchError(f"{name}: the host kernel could not allocate its scratch buffers (tiles, the threads' "
+                          "partials): out of memory")
     if status == -1:
         message = runtime.jm_fault_message().decode(errors="replace") if runtime else ""
         raise KernelFaultError(f"{name}: the functor threw a C++ exception: {message or '(no message)'}")

@@ -1,0 +1,112 @@
+"""The fault guard in a generated host kernel: the one way a host kernel runs code.
+
+Every host kernel, elementwise or reduction, is rendered by `host_kernel`: `jm_kernel` calls the
+loop shape's body (`jm_body`) under the guard on the calling thread, so whatever the body runs
+there (a reduction's fold of the threads' partials, its finalize) is guarded without the loop
+shape asking. The one parallel region a body may open is `guarded`'s, which puts each thread's
+share under the guard too: OpenMP calls std::terminate on an exception that escapes a parallel
+region, and a signal on a worker thread must jump back on that thread, so the guard cannot sit
+around a region, only inside it (tests/runtime/test_cpu_fault_shapes.py checks every shape).
+
+Under the guard (backends/fault_guard.py) a signal or a C++ exception ends the thread's share and
+becomes the status the kernel returns. The guard keeps the jump target it found and puts it back
+after, so a region's guard on the calling thread nests inside the entry's. Buffers a loop needs
+(`Scratch`) come from the heap, allocated before the guard and freed after it, once per thread
+and call, so a fault never leaks them and no loop keeps more than a few KiB on a thread's stack:
+a Python thread made with `threading.stack_size(32768)`, or an OpenMP worker under
+`OMP_STACKSIZE=16K`, runs every loop.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from jiter_magic.codegen.block import CodeBlock
+from jiter_magic.codegen.element import ARGS
+
+# Threads only where there is work enough to pay for waking them.
+PARALLEL = "#pragma omp parallel if (jm_n > 32768)"
+NO_MEMORY = -2  # the status of a kernel whose scratch buffers could not be allocated
+BODY = "jm_body"
+
+
+@dataclass(frozen=True, slots=True)
+class Scratch:
+    """A buffer of `count` (a C expression) elements of `ctype`, named `name` in the guarded code."""
+
+    ctype: str
+    name: str
+    count: str
+
+
+def _thread_guard(work: CodeBlock, scratch: Sequence[Scratch], own_fenv: str) -> CodeBlock:
+    """`work` on this thread under the guard, its status in `jm_failed`: 0, a signal's status, -1
+    for a C++ exception (its text noted in the call's `jm_what`) or NO_MEMORY. The jump target found
+    is restored on every way out, and so is the floating-point environment where `own_fenv` (a C
+    condition) holds: saving and restoring it costs about 170 ns, so the calling thread does it
+    once for the whole call (in `jm_kernel`), and in a parallel region only the workers do."""
+    code = CodeBlock("volatile int jm_failed = 0;")
+    for buffer in scratch:
+        code.line(f"{buffer.ctype}* const {buffer.name} = ({buffer.ctype}*)jm_scratch_alloc("
+                  f"(int64_t)sizeof({buffer.ctype}) * (int64_t)({buffer.count}));")
+        code.line(f"if (!{buffer.name}) jm_failed = {NO_MEMORY};")
+    code.line(f"jm_fenv_t jm_fenv;\nconst int jm_own_fenv = {own_fenv};\nif (jm_own_fenv) jm_fenv_save(&jm_fenv);")
+    code.line("sigjmp_buf* const jm_outer = jm_fault_jump;\nsigjmp_buf jm_jump;")
+    with code.block("if (jm_failed == 0)"):
+        code.line("const int jm_signal = sigsetjmp(jm_jump, 0);")
+        with code.block("if (jm_signal == 0)", close="} else {"):
+            code.line("jm_fault_jump = &jm_jump;")
+            with code.block("try", close="} catch (const std::exception& jm_error) {"):
+                code.extend(work)
+            code.line("  jm_fault_note(jm_what, &jm_thrown, jm_error.what());\n  jm_failed = -1;")
+            code.line("} catch (...) {")
+            code.line('  jm_fault_note(jm_what, &jm_thrown, "an exception that is not a std::exception");')
+            code.line("  jm_failed = -1;\n}")
+        with code.block(None):
+            code.line("jm_failed = jm_signal;")
+    code.line("jm_fault_jump = jm_outer;\nif (jm_own_fenv) jm_fenv_restore(&jm_fenv);")
+    for buffer in scratch:
+        code.line(f"jm_scratch_free({buffer.name});")
+    return code
+
+
+def _region(work: CodeBlock, count: str | None, scratch: Sequence[Scratch]) -> CodeBlock:
+    """Statements running `work` under the guard, then returning the status: in a parallel region,
+    each thread on its static share of `count` iterations (`jm_begin` to `jm_end`), or with
+    `count` None on the calling thread alone."""
+    code = CodeBlock("int jm_status = 0, jm_thrown = 0;", "char jm_what[512];")
+    if count is not None:
+        code.line(PARALLEL)
+    with code.block(""):
+        if count is not None:
+            code.line("jm_index_t jm_begin, jm_end;")
+            code.line(f"jm_share({count}, &jm_begin, &jm_end);")
+        code.extend(_thread_guard(work, scratch, "1" if count is None else "jm_is_worker()"))
+        with code.block("if (jm_failed)"):
+            code.line("#pragma omp atomic write\njm_status = jm_failed;")
+    # Only the region that caught an exception hands its text on: an outer one sees -1 returned.
+    code.line("if (jm_thrown) jm_fault_report(jm_what);")
+    code.line("return jm_status;")
+    return code
+
+
+def guarded(work: CodeBlock, count: str, scratch: Sequence[Scratch] = ()) -> CodeBlock:
+    """The parallel region: each thread takes its static share of `count` iterations (`jm_begin`
+    to `jm_end`, used by `work`) under the fault guard, with its own `scratch` buffers; the
+    statements return the call's status."""
+    return _region(work, count, scratch)
+
+
+def host_kernel(body: CodeBlock, scratch: Sequence[Scratch] = ()) -> CodeBlock:
+    """`jm_body` (the statements `body`, which return a status, with the `scratch` buffers in scope)
+    and the exported `jm_kernel`, which allocates the buffers and calls the body under the guard.
+    The body is its own function, kept out of line, so a `return` in it never leaves a jump target
+    behind and its loops are optimized as in a function with no sigsetjmp."""
+    params = "".join(f", {buffer.ctype}* {buffer.name}" for buffer in scratch)
+    code = CodeBlock()
+    with code.block(f"static jm_noinline int {BODY}(const jm_Args& {ARGS}{params})"):
+        code.extend(body)
+    with code.block('extern "C" int jm_kernel(const jm_Args* jm_args)'):
+        names = "".join(f", {buffer.name}" for buffer in scratch)
+        code.extend(_region(CodeBlock(f"jm_failed = {BODY}(*jm_args{names});"), None, scratch))
+    return code
