@@ -45,7 +45,7 @@ def per_call_us(fn, n: int = 20000, warm: int = 1000, repeats: int = 3) -> float
 
 def cached_plans(f) -> tuple[str, list]:
     """The plans `f` holds after a call, and which plan cache held them."""
-    dispatch = getattr(f, "_dispatch", None)
+    dispatch = getattr(f, "_calls", None) or getattr(f, "_dispatch", None)  # _dispatch before 2026-12-06
     cache = getattr(dispatch, "plans", None)
     if cache is not None:
         if hasattr(cache, "values") and not isinstance(cache, dict):  # MemoryCache
