@@ -35,7 +35,6 @@ from jiter_magic.errors import (
     UnsupportedArrayError,
 )
 from jiter_magic.function import JitFunction
-from jiter_magic.reduction import ReductionFunction, ValuesIndices
 from jiter_magic.runtime.build import Specialization
 
 __all__ = [
@@ -86,6 +85,8 @@ def create_reduction_fn(code_string: str, identity: object, map: str | None = No
     `identity` is the value that combine leaves any value unchanged with (0 for a sum, float('-inf')
     for a max). `kwargs` name the map's extra scalar parameters, with their defaults.
     Calls take `dim=`, `keepdim=`, `dtype=` and `out=` as torch.sum does."""
+    from jiter_magic.reduction import ReductionFunction
+
     try:
         return ReductionFunction(code_string, identity, map, combine, finalize, kwargs)
     except JiterError as error:  # as in create_jit_fn
@@ -106,6 +107,8 @@ def create_multi_output_reduction_fn(code_string: str, identity: object = None, 
     if num_outputs != 2 or isinstance(num_outputs, bool):
         raise BindError(f"a multi-output reduction gives 2 outputs, its values and their indices; "
                         f"got num_outputs={num_outputs!r}")
+    from jiter_magic.reduction import ReductionFunction
+
     try:
         return ReductionFunction(code_string, 0 if identity is None else identity, map, combine, finalize, kwargs,
                                  indexed=True)
@@ -116,25 +119,33 @@ def create_multi_output_reduction_fn(code_string: str, identity: object = None, 
 
 
 if TYPE_CHECKING:
+    from jiter_magic.reduction import ReductionFunction, ValuesIndices
     from jiter_magic.tools.benchmarking import benchmark, sweep
     from jiter_magic.tools.results import BenchmarkResult, SweepResult
 
-_LAZY = {"benchmark", "sweep", "BenchmarkResult", "SweepResult"}  # from tools/, the first time asked
+# Names whose modules load when first asked for (PEP 562): a new process's first elementwise call
+# needs none of them, and each module costs milliseconds of import.
+_LAZY = ("ReductionFunction", "ValuesIndices", "benchmark", "sweep", "BenchmarkResult", "SweepResult")
 
 
 def __getattr__(name: str) -> Any:
-    """The benchmarking names, imported when first asked for: a new process's first call needs none."""
-    if name in _LAZY:
-        from jiter_magic.tools import benchmarking, results
-
-        value = getattr(results if name.endswith("Result") else benchmarking, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'jiter_magic' has no attribute {name!r}")
+    """A name of `_LAZY`, its module imported the first time it is asked for."""
+    module: Any
+    if name in ("ReductionFunction", "ValuesIndices"):
+        from jiter_magic import reduction as module
+    elif name in ("benchmark", "sweep"):
+        from jiter_magic.tools import benchmarking as module
+    elif name in ("BenchmarkResult", "SweepResult"):
+        from jiter_magic.tools import results as module
+    else:
+        raise AttributeError(f"module 'jiter_magic' has no attribute {name!r}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _LAZY)
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def cache_dir() -> str | None:

@@ -17,7 +17,7 @@ from jiter_magic.errors import BindError, InvalidArgumentError, JiterError, Unsu
 from jiter_magic.frontend.reduction import bind_reduction
 from jiter_magic.function import JitFunction
 from jiter_magic.kernel_function import KernelFunction, checked_kwargs
-from jiter_magic.kernels.families import REDUCTION
+from jiter_magic.kernels.reduce_family import REDUCTION
 from jiter_magic.planning.reduce_spec import CUDA_PATHS, GRID, HOST, HOST_PATHS, ReductionSpec, check_identity
 from jiter_magic.planning.values import scalar_value
 from jiter_magic.runtime import reduce_call, reduce_hot

@@ -13,7 +13,7 @@ import html
 from dataclasses import replace
 
 from jiter_magic import ReductionFunction
-from jiter_magic.kernels.families import REDUCTION
+from jiter_magic.kernels.reduce_family import REDUCTION
 from jiter_magic.notebook.code_html import highlight
 from jiter_magic.notebook.panel_html import cache_tab_html, counted, kernel_html
 from jiter_magic.planning.reduce_spec import COLUMNS, GRID, HOST_COLUMNS

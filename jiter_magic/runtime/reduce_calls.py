@@ -12,7 +12,7 @@ from typing import Any
 
 from jiter_magic.cache.memory import MemoryCache
 from jiter_magic.frontend.reduction import ReductionBinding
-from jiter_magic.kernels.families import REDUCTION
+from jiter_magic.kernels.reduce_family import REDUCTION
 from jiter_magic.runtime.calls import FunctionCalls
 from jiter_magic.runtime.loader import KernelLoader
 

@@ -128,7 +128,7 @@ def test_folds_of_given_indices_compile(path, accumulate, output, arch):
     # A Dask tree's fold (integrations/reduce_parts.py): each pair from two inputs, the value and its index.
     from jiter_magic import create_multi_output_reduction_fn
     from jiter_magic.integrations.reduce_parts import tree_parts
-    from jiter_magic.kernels.families import REDUCTION
+    from jiter_magic.kernels.reduce_family import REDUCTION
     from jiter_magic.planning.reduce_spec import ReductionSpec, identity_literal
 
     binding = tree_parts(create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")).fold.calls.binding
