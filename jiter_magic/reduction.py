@@ -70,6 +70,16 @@ class ReductionFunction(KernelFunction):
                 raise
             raise error.with_traceback(None) from error.__cause__
 
+    def eager(self, inputs: tuple, options: dict[str, Any], kwargs: dict[str, object]) -> Any:
+        """A call on real arrays, its C hot path first, without the facade's tracing check and
+        traceback handling: what a torch operator's kernel runs (a call through the facade there
+        would ask Dynamo's state eagerly, which a compiled frame may guard on)."""
+        if options["out"] is None and not kwargs:
+            found = reduce_hot.hot_call(self._calls, inputs, options["dim"], options["keepdim"], options["dtype"])
+            if found is not None:
+                return found
+        return self.run(inputs, options, kwargs)
+
     def run(self, inputs: tuple, options: dict[str, Any], kwargs: dict[str, object]) -> Any:
         """A call without the facade's tracing and traceback handling: `options` holds dim,
         keepdim, dtype and out."""

@@ -20,11 +20,20 @@ def _until_torch_is_imported() -> bool:
     torch = sys.modules.get("torch")
     if torch is None or not hasattr(torch, "compiler"):
         return False
+    if torch.compiler.is_dynamo_compiling():
+        # Being traced: replacing this function now would be a side effect that Dynamo guards on,
+        # so the next call of the compiled frame would compile a second graph. An eager call
+        # replaces it.
+        return True
     compiling = torch.compiler.is_dynamo_compiling
-    return compiling()
+    return False
 
 
-compiling = _until_torch_is_imported
+# torch's own check from the start where torch came first (the usual order), so that Dynamo never
+# traces the stand-in: its first eager call after a trace would replace it, and a compiled frame
+# that guards on it would compile again.
+_torch: Any = sys.modules.get("torch")
+compiling = _torch.compiler.is_dynamo_compiling if hasattr(_torch, "compiler") else _until_torch_is_imported
 
 
 def traced_call(function: Any, args: tuple, out: Any, kwargs: dict) -> Any:

@@ -163,8 +163,8 @@ def _kernel(function: Any) -> Callable[..., Any]:
     """The eager call on the real tensors."""
     def run(*args: Any) -> Any:
         inputs, extras, dims, keepdim, dtype = _split(function, args)
-        result = function(*inputs, dim=tuple(dims), keepdim=keepdim, dtype=dtype,
-                          **parts.extras_of(function, extras))
+        options = {"dim": tuple(dims), "keepdim": keepdim, "dtype": dtype, "out": None}
+        result = function.eager(inputs, options, parts.extras_of(function, extras))
         return tuple(result) if function.binding.indexed else result  # an operator returns plain tuples
 
     return run

@@ -5,6 +5,8 @@ Every test compares with the eager call on the same inputs: values, dtypes, shap
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -266,3 +268,42 @@ def test_a_reduction_with_indices_writes_out_pairs_and_refuses_grad_under_compil
     assert torch.equal(x.grad, torch.nn.functional.one_hot(expected.indices, 6).float())
     with pytest.raises(DimensionError, match="no element to give"):
         torch.compile(lambda t: argmax(t, dim=1), backend="aot_eager")(torch.rand(3, 0))
+
+
+FRESH_DYNAMIC = """
+import sys
+first, kind = sys.argv[1], sys.argv[2]
+if first == "jiter_magic":
+    import jiter_magic
+import torch
+import jiter_magic
+from torch._dynamo.testing import CompileCounter
+if kind == "reduction":
+    fn = jiter_magic.create_reduction_fn("template <typename T> T add(T a, T b) { return a + b; }", 0, combine="add")
+    call = lambda x: fn(x, dim=1)
+else:
+    fn = jiter_magic.create_jit_fn("template <typename T> T twice(T a) { return a + a; }")
+    call = fn
+counter = CompileCounter()
+compiled = torch.compile(lambda x: call(x) * 2, backend=counter, dynamic=True)
+shapes = [tuple(compiled(torch.ones(n, n + 1)).shape) for n in (3, 5, 2)]
+print(counter.frame_count, shapes)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("first", ["torch", "jiter_magic"])
+@pytest.mark.parametrize("kind", ["reduction", "elementwise"])
+def test_dynamic_shapes_compile_one_graph_in_a_fresh_process(first, kind, tmp_path):
+    """As torch.sum under torch.compile(dynamic=True): one graph for every shape, whichever of torch
+    and jiter_magic a process imports first (the second graph came from a guard on how jiter_magic
+    asks whether Dynamo traces, which the first eager call changed)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "JITER_MAGIC_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", FRESH_DYNAMIC, first, kind], capture_output=True, text=True,
+                          env=env, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [(3,), (5,), (2,)] if kind == "reduction" else [(3, 4), (5, 6), (2, 3)]
+    assert done.stdout.strip().splitlines()[-1] == f"1 {rows}"
