@@ -28,10 +28,12 @@ def normalize_dims(dim: object, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     seen: dict[int, object] = {}
     for item in items:
-        if isinstance(item, bool) or not hasattr(item, "__index__"):
+        # isinstance(item, int) first: a dim Dynamo traces as a symbolic int is an int to it, and
+        # int() makes it a plain one (guarded, as torch.sum's dims are), where hasattr cannot be traced.
+        if isinstance(item, bool) or not (isinstance(item, int) or hasattr(item, "__index__")):
             raise ArgumentTypeError(f"dim must be an int, a tuple of ints or None, got {type(item).__name__}: "
                                     f"{item!r}")
-        value = operator.index(item)
+        value = int(item) if isinstance(item, int) else operator.index(item)
         bound = max(ndim, 1)  # a 0-d array takes dim 0 or -1, as torch's do
         if not -bound <= value < bound:
             raise DimensionError(f"dim {value} is out of range for a {ndim}-d input: expected a dim in "

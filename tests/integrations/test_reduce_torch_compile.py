@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 from torch_compile_helpers import GraphRecorder, assert_compiled_gradients_are_eager, causes  # noqa: E402 - tests/torch_compile_helpers.py
 from torch_compile_helpers import same as same_as_eager  # noqa: E402
 
+import jiter_magic  # noqa: E402
 from jiter_magic import (  # noqa: E402
     BindError,
     DimensionError,
@@ -307,3 +308,18 @@ def test_dynamic_shapes_compile_one_graph_in_a_fresh_process(first, kind, tmp_pa
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [(3,), (5,), (2,)] if kind == "reduction" else [(3, 4), (5, 6), (2, 3)]
     assert done.stdout.strip().splitlines()[-1] == f"1 {rows}"
+
+
+def test_dim_traced_as_an_argument_compiles_under_fullgraph():
+    """A dim passed into the compiled function becomes a symbolic int once Dynamo has seen two
+    values; the reduction specializes on it as torch.sum does, with no graph break."""
+    from torch._dynamo.testing import CompileCounter
+
+    fn = jiter_magic.create_reduction_fn("template <typename T> T add(T a, T b) { return a + b; }", 0,
+                                         combine="add")
+    counter = CompileCounter()
+    compiled = torch.compile(lambda x, d: fn(x, dim=d), fullgraph=True, backend=counter)
+    x = torch.arange(6.0).reshape(2, 3)
+    for dim in (0, 1, -1, (0, 1)):
+        torch.testing.assert_close(compiled(x, dim), x.sum(dim=dim))
+    assert 1 <= counter.frame_count <= 4  # one graph a distinct dim at most, as torch.sum's
