@@ -202,3 +202,30 @@ def test_columns_of_narrow_dtypes_read_several_at_once(dtype, width):
     assert argmax.specializations[-1].spec.vec == width
     expected = ties.max(dim=0)
     assert torch.equal(indices, expected.indices) and torch.equal(values, expected.values)
+
+
+@pytest.mark.parametrize("first", ["torch", "cupy"])
+@pytest.mark.parametrize("kind", ["elementwise", "reduction"])
+def test_results_never_depend_on_the_library_of_an_earlier_call_on_the_gpu(kind, first):
+    """A float16 array with a 0-d float64 one on the GPU, in torch then CuPy or the reverse: each
+    library's own promotion (torch keeps float16, CuPy's NEP 50 rules give float64), whatever ran first."""
+    cupy = pytest.importorskip("cupy")
+    import jiter_magic
+
+    code = ("template <typename T> T gpu_scale(T x, T y) { return x * y; }\n"
+            f"template <typename T> T gpu_add(T a, T b) {{ return a + b; }} // {kind} {first}\n")
+    fn = (jiter_magic.create_jit_fn(code.split("\n")[0]) if kind == "elementwise" else
+          create_reduction_fn(code, 0, "gpu_scale", combine="gpu_add"))
+    x = cupy.arange(12, dtype=cupy.float16).reshape(3, 4)
+    y = cupy.asarray(2.0)
+    calls = {"torch": lambda: fn(torch.as_tensor(x, device="cuda"), torch.as_tensor(y, device="cuda"),
+                                 **({} if kind == "elementwise" else {"dim": 1})),
+             "cupy": lambda: fn(x, y, **({} if kind == "elementwise" else {"dim": 1}))}
+    want = {"torch": torch.float16, "cupy": cupy.dtype(cupy.float64)}
+    for library in (first, "cupy" if first == "torch" else "torch"):
+        for _ in range(2):
+            result = calls[library]()
+            assert result.dtype == want[library]
+            expected = (x.astype(cupy.float64) * 2.0)
+            expected = expected if kind == "elementwise" else expected.sum(1)
+            cupy.testing.assert_allclose(cupy.asarray(result).astype(cupy.float64), expected)
