@@ -3,6 +3,7 @@ its documented 4 ulp of the exact result and with the scalar functions' special 
 from __future__ import annotations
 
 import math
+import os
 import platform
 import shutil
 import subprocess
@@ -138,9 +139,13 @@ def test_math_heavy_loop_calls_the_vector_functions(tmp_path, dtype):
     was vectorized with them), for half types too (their conversions vectorize)."""
     if shutil.which("nm") is None:
         pytest.skip("binutils' nm is needed to list the library's symbols")
+    compiler = CxxCompiler()
+    if dtype == "float16" and not _native_defines(compiler, "__AVX512F__"):
+        # Measured with GCC 12: -march=skylake-avx512 vectorizes this loop with libmvec, haswell and
+        # znver3 (AVX2) keep it scalar, its IEEE half conversions judged too costly.
+        pytest.skip("GCC vectorizes float16's conversions in this loop only with AVX-512, which this CPU lacks")
     fn = jiter_magic.create_jit_fn(
         "template <typename T> T heavy(T x, T y) { return sin(x)*exp(-y*y) + erf(x*y)/(T(1)+tanh(x)); }")
-    compiler = CxxCompiler()
     source, library = tmp_path / "kernel.cpp", tmp_path / "kernel.so"
     source.write_text(fn.source(dtype, dtype, backend="cpu"))
     subprocess.run(compiler.command(str(source), str(library), compiler.options()), check=True, capture_output=True)
@@ -149,6 +154,13 @@ def test_math_heavy_loop_calls_the_vector_functions(tmp_path, dtype):
     suffix = "f" if dtype != "float64" else ""
     for name in ("sin", "exp", "erf", "tanh"):
         assert f"v_{name}{suffix}@" in symbols and "_ZGV" in symbols, (name, symbols)
+
+
+def _native_defines(compiler: CxxCompiler, macro: str) -> bool:
+    """Whether the host compiler defines `macro` for this machine's CPU (-march=native)."""
+    done = subprocess.run([compiler.cxx, "-march=native", "-dM", "-E", "-x", "c++", os.devnull], capture_output=True,
+                          text=True, check=False)
+    return f"#define {macro} " in done.stdout
 
 
 def test_the_probe_finds_libmvec_where_glibc_has_it():

@@ -104,7 +104,7 @@ def test_a_fault_in_each_elementwise_shape_raises_and_the_next_call_works(shape,
     with pytest.raises(error, match=rf"^shape_map: .*{message}") as info:
         ELEMENTWISE(x, bad)
     assert isinstance(info.value, jiter_magic.JiterError) and isinstance(info.value, RuntimeError)
-    assert example_spec(ELEMENTWISE._dispatch, (x, bad), "cpu", {}).path == shape
+    assert example_spec(ELEMENTWISE._calls, (x, bad), "cpu", {}).path == shape
     _no_trap_left()
     x, y, _ = _elementwise_inputs(shape, kind)  # the same function, good inputs: right again
     result = ELEMENTWISE(x, y)
