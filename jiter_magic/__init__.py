@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jiter_magic import settings
+import jiter_magic.settings as settings
 from jiter_magic._version import __version__
 from jiter_magic.cache.disk import CacheWarning
 from jiter_magic.cache.disk import stats as cache_stats
@@ -158,15 +158,9 @@ def cache_dir() -> str | None:
 def clear_cache(memory: bool = True, disk: bool = True) -> None:
     """Empty the disk cache and/or the memory caches (every function's plans and loaded kernels,
     which later calls build again) and the counters."""
-    from jiter_magic.cache.disk import disk_cache
-    from jiter_magic.cache.entry import counters
-    from jiter_magic.cache.memory import clear_all
+    from jiter_magic.cache.disk import clear_caches
 
-    if disk:
-        disk_cache().clear()
-    if memory:
-        clear_all()
-        counters().reset()
+    clear_caches(memory, disk)
 
 
 def register_torch_operators(*functions: JitFunction | ReductionFunction) -> list[str]:

@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Container
 from typing import Any
 
-from jiter_magic import settings
+import jiter_magic.settings as settings
 from jiter_magic.arrays import tracing
 from jiter_magic.errors import JiterError
 from jiter_magic.frontend.bind import bind
@@ -32,6 +32,7 @@ class JitFunction(KernelFunction):
     """A jitted elementwise function; call it like a Python function on arrays."""
 
     __signature__ = LazySignature()
+    operation = "elementwise"
     _calls: Dispatcher
 
     def __init__(self, code_string: str, num_outputs: int | None, kwargs: dict[str, object]):
@@ -43,8 +44,10 @@ class JitFunction(KernelFunction):
         self.binding = bind(self.functor, list(kwargs), num_outputs)
         self.kwargs = {name: scalar_value(value, name) for name, value in kwargs.items()}
         # What makes it, as bytes: torch.compile names the function's operator by them (a constant
-        # to Dynamo, where the kwargs' values may be symbolic floats).
-        self.recipe = pickle.dumps((code_string, num_outputs, self.kwargs))
+        # to Dynamo, where the kwargs' values may be symbolic floats), and the operator's module
+        # makes it again by unpickling them (its maker and what it is made of), so no integration
+        # imports a kind's module.
+        self.recipe = pickle.dumps((rebuild, (code_string, num_outputs, self.kwargs)))
         self.num_outputs = self.binding.num_outputs
         self.multi_output = num_outputs is not None
         self.__name__ = self.__qualname__ = self.functor.name
@@ -139,7 +142,7 @@ class JitFunction(KernelFunction):
         return self._compile_spec(inspection.named_spec(self._calls, dtypes, backend, path, ndim), backend)
 
 
-def rebuild(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str,
+def rebuild(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str = "auto",
             backward: str | None = None) -> JitFunction:
     """The same function, created again from its pickled state (and, for torch.compile, from its
     `recipe`). Pickles made before `_unpickle` name this function `_rebuild`, with four arguments

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from jiter_magic.errors import ArgumentTypeError, BindError, InvalidArgumentError
 from jiter_magic.runtime.build import Specialization
@@ -35,6 +35,9 @@ class KernelFunction:
     """The common face of jitted functions; subclasses set `name`, `code`, `kwargs`, `binding`
     and `_calls`, and say what their backward takes (`_backward_takes`)."""
 
+    # The kind of operation ('elementwise', 'reduction'): what the integrations choose a kind's
+    # torch operator, Dask and DTensor strategies by, without importing the kinds' modules.
+    operation: ClassVar[str]
     name: str
     code: str  # the user's code string
     kwargs: dict[str, object]  # the extras' default values

@@ -10,10 +10,10 @@ import pickle
 from collections.abc import Container
 from typing import Any
 
-from jiter_magic import settings
+import jiter_magic.settings as settings
 from jiter_magic.arrays import tracing
-from jiter_magic.arrays.base import Delegated
-from jiter_magic.errors import BindError, InvalidArgumentError, JiterError, UnsupportedArrayError
+from jiter_magic.arrays.base import Delegated, run_delegated
+from jiter_magic.errors import BindError, InvalidArgumentError, JiterError
 from jiter_magic.frontend.reduction import bind_reduction
 from jiter_magic.function import JitFunction
 from jiter_magic.kernel_function import KernelFunction, checked_kwargs
@@ -35,6 +35,7 @@ class ReductionFunction(KernelFunction):
     One with indices (`create_multi_output_reduction_fn`) returns `ValuesIndices(values, indices)`
     and takes `out=(values, indices)`, as torch.max(x, dim) does."""
 
+    operation = "reduction"
     _calls: ReductionCalls
 
     def __init__(self, code_string: str, identity: object, map_name: str | None, combine: object,
@@ -49,7 +50,7 @@ class ReductionFunction(KernelFunction):
         self.kwargs = {name: scalar_value(value, name) for name, value in kwargs.items()}
         self.name = self.__name__ = self.__qualname__ = self.binding.name
         self._calls = ReductionCalls(self.binding)
-        self.recipe = pickle.dumps((*self._made_from[:5], self.kwargs, indexed))  # as JitFunction.recipe
+        self.recipe = pickle.dumps((rebuild, (*self._made_from[:5], self.kwargs, indexed)))  # as JitFunction.recipe
 
     def __call__(self, *inputs: object, dim: object = None, keepdim: bool = False, dtype: object = None,
                  out: object = None, **kwargs: object) -> Any:
@@ -87,13 +88,8 @@ class ReductionFunction(KernelFunction):
             if self.backward is not None and _tracked(inputs):
                 return self._tracked_call(inputs, options, kwargs)
             return reduce_call.run(self._calls, self.identity, self.kwargs, inputs, options, kwargs)
-        except Delegated as delegated:  # Dask arrays, traced tensors: their integration runs the call
-            run_reduction = getattr(delegated.adapter, "run_reduction", None)
-            if run_reduction is None:
-                library = delegated.adapter.library
-                raise UnsupportedArrayError(f"{self.name}: reductions do not run on {library} arrays of this kind "
-                                            "yet; pass plain torch, NumPy, CuPy or Dask arrays") from None
-            return run_reduction(self, inputs, options, kwargs)
+        except Delegated as delegated:  # Dask arrays, DTensors, traced tensors: their integration runs the call
+            return run_delegated(delegated.adapter, self, inputs, options, kwargs)
 
     def _tracked_call(self, inputs: tuple, options: dict[str, Any], kwargs: dict[str, object]) -> Any:
         """A call whose result autograd tracks through the backward (arrays/reduce_autograd.py)."""
@@ -224,7 +220,7 @@ def _tracked(inputs: tuple) -> bool:
 
 
 def rebuild(code_string: str, identity: object, map_name: str | None, combine: object, finalize: object,
-             kwargs: dict[str, object], indexed: bool, backward: str | None, backend: str = "auto", *,
+             kwargs: dict[str, object], indexed: bool, backward: str | None = None, backend: str = "auto", *,
              kind: type[ReductionFunction] | None = None) -> ReductionFunction:
     """The same reduction, made again from its pickled state (pickles made before reductions had a
     backend end with the backward), or for torch.compile from its `recipe`; `kind`: a subclass to

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
+from jiter_magic.errors import UnsupportedArrayError
 from jiter_magic.planning.layout import ArrayDesc
 
 
@@ -97,18 +98,29 @@ class ArrayAdapter(Protocol):
     def asarray(self, x: Any) -> Any: ...
 
 
+# How a delegating adapter runs one kind of operation: `strategy(function, args, options, kwargs)`,
+# `options` the call's own keywords (`out`; a reduction's `dim`, `keepdim`, `dtype` too).
+Strategy = Callable[[Any, tuple, dict, dict], Any]
+
+
 class DelegatingAdapter(Protocol):
     """Arrays a call runs over instead of reading: a DTensor (its local shards), a Dask array
     (its chunks), a tensor being traced (FakeTensor, FunctionalTensor: the function's torch
-    operator). A call with one of these among its inputs is handed to `run_call` whole; a
-    reduction's call to `run_reduction(reduction, inputs, options, kwargs)` where the adapter has
-    one (`options`: dim, keepdim, dtype, out), else it is refused."""
+    operator). A call with one of these among its inputs is handed whole to the adapter's strategy
+    for the function's kind of operation (`KernelFunction.operation`): `run_delegated`."""
 
     library: str
     delegates: bool  # True
+    strategies: dict[str, Strategy]  # by kind of operation; a kind without one is refused
 
-    def run_call(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
-        """The call `function(*args, out=out, **kwargs)`, run by the arrays' own engine."""
+
+def run_delegated(adapter: DelegatingAdapter, function: Any, args: tuple, options: dict, kwargs: dict) -> Any:
+    """The call `function(*args, **options, **kwargs)`, run by the arrays' own engine."""
+    strategy = adapter.strategies.get(function.operation)
+    if strategy is None:
+        raise UnsupportedArrayError(f"{function.name}: a {function.operation} does not run on {adapter.library} "
+                                    "arrays of this kind yet; pass plain torch, NumPy or CuPy arrays")
+    return strategy(function, args, options, kwargs)
 
 
 class Delegated(Exception):  # noqa: N818 - control flow, never seen by users

@@ -33,6 +33,7 @@ from jiter_magic.cache.entry import (
     lock_timeout,
     max_bytes,
 )
+from jiter_magic.cache.memory import clear_all
 from jiter_magic.state import RUNTIME
 
 
@@ -280,3 +281,13 @@ def stats() -> dict:
         "evictions": count.evictions,
         "lock_timeouts": count.lock_timeouts,
     }
+
+
+def clear_caches(memory: bool, disk: bool) -> None:
+    """`jiter_magic.clear_cache`: the disk cache, and/or the memory caches (every function's plans
+    and loaded kernels) with the counters."""
+    if disk:
+        disk_cache().clear()
+    if memory:
+        clear_all()
+        counters().reset()

@@ -12,7 +12,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from jiter_magic import settings
+import jiter_magic.settings as settings
 from jiter_magic._version import __version__
 from jiter_magic.state import RUNTIME
 

@@ -14,7 +14,7 @@ import functools
 import re
 import warnings
 
-from jiter_magic import settings
+import jiter_magic.settings as settings
 from jiter_magic.compilers.nvrtc import supported_archs
 from jiter_magic.errors import SettingWarning
 

@@ -29,38 +29,36 @@ from jiter_magic.integrations.reduce_dask import reduce_dask
 from jiter_magic.planning.layout import broadcast_shape
 
 
+def map_blocks(function: Any, args: tuple, options: dict, kwargs: dict) -> Any:
+    """An elementwise call's lazy result, `function(*args, **kwargs)` on each block: one Dask array an output."""
+    if options["out"] is not None:
+        raise out_is_refused()
+    inputs = [as_dask_input(x) for x in args]
+    arrays = [x for x in inputs if isinstance(x, da.Array)]
+    broadcast_shape([known_sizes(a.shape) for a in arrays])  # a ShapeError now, not at compute time
+    check_unknown_sizes(arrays)
+    ndim = max(a.ndim for a in arrays)
+    # The eager call on zero-size metas: the output dtypes and array types, and every error a block would raise.
+    results = function(*(zero_size(x) for x in inputs), **kwargs)
+    metas = [meta_from_array(m, ndim=ndim) for m in (results if function.num_outputs > 1 else (results,))]
+    per_block = partial(function, **kwargs) if kwargs else function
+    indexed: list[Any] = []
+    for x in inputs:  # right-aligned broadcasting: an input's dimensions are the output's last ones
+        indexed += (x, tuple(range(ndim - x.ndim, ndim))) if isinstance(x, da.Array) else (x, None)
+    out_index = tuple(range(ndim))
+    if len(metas) == 1:
+        return da.blockwise(per_block, out_index, *indexed, token=function.name, dtype=metas[0].dtype,
+                            meta=metas[0])
+    together = da.blockwise(per_block, out_index, *indexed, token=function.name, meta=tuple(metas))
+    return split_outputs(together, out_index, tuple(metas), function.name)
+
+
 class DaskAdapter:
     """Runs a call that has Dask arrays among its inputs as a Dask graph (see the module docstring)."""
 
     library = "dask"
     delegates = True
-
-    def run_call(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
-        """The lazy result of `function(*args, **kwargs)`: one Dask array an output."""
-        if out is not None:
-            raise out_is_refused()
-        inputs = [as_dask_input(x) for x in args]
-        arrays = [x for x in inputs if isinstance(x, da.Array)]
-        broadcast_shape([known_sizes(a.shape) for a in arrays])  # a ShapeError now, not at compute time
-        check_unknown_sizes(arrays)
-        ndim = max(a.ndim for a in arrays)
-        # The eager call on zero-size metas: the output dtypes and array types, and every error a block would raise.
-        results = function(*(zero_size(x) for x in inputs), **kwargs)
-        metas = [meta_from_array(m, ndim=ndim) for m in (results if function.num_outputs > 1 else (results,))]
-        per_block = partial(function, **kwargs) if kwargs else function
-        indexed: list[Any] = []
-        for x in inputs:  # right-aligned broadcasting: an input's dimensions are the output's last ones
-            indexed += (x, tuple(range(ndim - x.ndim, ndim))) if isinstance(x, da.Array) else (x, None)
-        out_index = tuple(range(ndim))
-        if len(metas) == 1:
-            return da.blockwise(per_block, out_index, *indexed, token=function.name, dtype=metas[0].dtype,
-                                meta=metas[0])
-        together = da.blockwise(per_block, out_index, *indexed, token=function.name, meta=tuple(metas))
-        return split_outputs(together, out_index, tuple(metas), function.name)
-
-    def run_reduction(self, function: Any, args: tuple, options: dict, kwargs: dict) -> Any:
-        """A reduction's lazy result (reduce_dask.py)."""
-        return reduce_dask(function, args, options, kwargs)
+    strategies = {"elementwise": map_blocks, "reduction": reduce_dask}  # reduce_dask.py: dask.array.reduction
 
 
 ADAPTER = DaskAdapter()

@@ -18,7 +18,6 @@ formula (it has no backward yet).
 """
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -109,21 +108,20 @@ def _out_tensors(name: str, out: Any, indexed: bool) -> list:
 def reduction_operator_name(recipe: bytes, backward: bytes | None) -> str:
     """The operator of one reduction, registered on first use (Dynamo records the name as a
     constant, as torch_ops.operator_name)."""
-    def make() -> Any:
-        from jiter_magic.reduction import rebuild
-
-        code, identity, map_name, combine, finalize, kwargs, indexed = pickle.loads(recipe)  # noqa: S301 - ours
-        return rebuild(code, identity, map_name, combine, finalize, kwargs, indexed,
-                        None if backward is None else pickle.loads(backward)[0])  # noqa: S301
-
-    name = registered_once((SCHEMA, recipe, backward), make, _register)
+    name = registered_once((SCHEMA, recipe, backward), lambda: parts.rebuilt(recipe, backward, "auto"), _register)
     if backward is not None:
         # The backward's operator too, now, as torch_ops.operator_name registers it: a compiled
         # backward loaded from torch's caches names it without tracing the call that registers it.
         # It takes tensors alone (inputs, result, gradient), so its variant takes numbers only
         # where the reduction has extras, which it takes too.
-        operator_name(backward, None, "auto", False, bool(pickle.loads(recipe)[5]))  # noqa: S301
+        operator_name(backward, None, "auto", False, bool(parts.made_of(recipe)[5]))
     return name
+
+
+def register_reduction_operators(function: Any) -> list[str]:
+    """The operator of one reduction, and its backward's, registered now."""
+    backward = None if function.backward is None else function.backward.recipe
+    return [reduction_operator_name(function.recipe, backward)]
 
 
 def schema(name: str, num_inputs: int, num_extras: int, indexed: bool = False) -> str:

@@ -61,32 +61,31 @@ def _local_out(o: DTensor) -> torch.Tensor:
     return local.wait() if isinstance(local, AsyncCollectiveTensor) else local
 
 
+def on_shards(function: Any, args: tuple, options: dict, kwargs: dict) -> Any:
+    """An elementwise call `function(*args, out=out, **kwargs)` on DTensors: DTensor results, or the given `out=`."""
+    out = options["out"]
+    mesh, inputs = mesh_of(args)
+    check_kwarg_names(kwargs, function.kwargs)  # before any redistribution, as the eager call refuses them
+    shape = broadcast_shape([tuple(x.shape) for x in inputs])
+    targets = output_placements(inputs, shape, mesh.ndim)
+    given = None if out is None else _outputs(out, function.num_outputs, mesh, shape, targets)
+    local_inputs = [local_input(x, shape, targets) for x in args]
+    if given is not None:
+        function(*local_inputs, out=tuple(_local_out(o) for o in given), **kwargs)
+        return given[0] if function.num_outputs == 1 else tuple(given)
+    results = function(*local_inputs, **kwargs)
+    stride = output_stride(inputs, shape)
+    wrapped = [DTensor.from_local(r, mesh, targets, run_check=False, shape=torch.Size(shape), stride=stride)
+               for r in (results if isinstance(results, tuple) else (results,))]
+    return wrapped[0] if function.num_outputs == 1 else tuple(wrapped)
+
+
 class DTensorAdapter:
     """Runs a call with DTensor inputs on their local shards (see the module's docstring)."""
 
     library = "torch"
     delegates = True
-
-    def run_call(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
-        """`function(*args, out=out, **kwargs)` on DTensors: DTensor results, or the given `out=`."""
-        mesh, inputs = mesh_of(args)
-        check_kwarg_names(kwargs, function.kwargs)  # before any redistribution, as the eager call refuses them
-        shape = broadcast_shape([tuple(x.shape) for x in inputs])
-        targets = output_placements(inputs, shape, mesh.ndim)
-        given = None if out is None else _outputs(out, function.num_outputs, mesh, shape, targets)
-        local_inputs = [local_input(x, shape, targets) for x in args]
-        if given is not None:
-            function(*local_inputs, out=tuple(_local_out(o) for o in given), **kwargs)
-            return given[0] if function.num_outputs == 1 else tuple(given)
-        results = function(*local_inputs, **kwargs)
-        stride = output_stride(inputs, shape)
-        wrapped = [DTensor.from_local(r, mesh, targets, run_check=False, shape=torch.Size(shape), stride=stride)
-                   for r in (results if isinstance(results, tuple) else (results,))]
-        return wrapped[0] if function.num_outputs == 1 else tuple(wrapped)
-
-    def run_reduction(self, function: Any, args: tuple, options: dict, kwargs: dict) -> Any:
-        """A reduction on DTensors (reduce_dtensor.py)."""
-        return reduce_dtensor(function, args, options, kwargs)
+    strategies = {"elementwise": on_shards, "reduction": reduce_dtensor}  # reduce_dtensor.py: partials gathered
 
 
 ADAPTER = DTensorAdapter()

@@ -8,6 +8,7 @@ it), then, for the `out=` variant, keyword-only outputs.
 """
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,19 @@ from jiter_magic.integrations.torch_extras import STAND_INS, GraphNumber, as_pyt
 from jiter_magic.planning import dtypes as dt
 from jiter_magic.planning.layout import ArrayDesc, plan_layout
 from jiter_magic.planning.resolve import result_dtype
+
+
+def made_of(recipe: bytes) -> tuple:
+    """What a function's `recipe` says it is made of (its maker's arguments, in the maker's order)."""
+    return pickle.loads(recipe)[1]  # noqa: S301 - our own bytes, made in this process
+
+
+def rebuilt(recipe: bytes, backward: bytes | None, backend: str) -> Any:
+    """The function that `recipe` (`fn.recipe` of any kind: its maker and what it is made of,
+    pickled) stands for, with `backend` and the backward that `backward` (the backward's recipe)
+    stands for. The maker comes by name with the bytes, so no integration imports a kind's module."""
+    maker, made = pickle.loads(recipe)  # noqa: S301 - our own bytes, made in this process
+    return maker(*made, backend=backend, backward=None if backward is None else made_of(backward)[0])
 
 
 def extras_of(function: Any, extras: tuple) -> dict:

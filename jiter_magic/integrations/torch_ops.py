@@ -17,7 +17,6 @@ same code runs their kernels.
 from __future__ import annotations
 
 import hashlib
-import pickle
 import re
 import threading
 from collections.abc import Callable
@@ -89,13 +88,8 @@ def operator_name(recipe: bytes, backward: bytes | None, backend: str, with_out:
     on first use; `numbers`: the variant for calls that take numbers (extras, number inputs). Dynamo
     runs this while tracing and records its result as a constant (registering is no graph
     operation)."""
-    def make() -> Any:
-        from jiter_magic.function import rebuild
-
-        code, num_outputs, kwargs = pickle.loads(recipe)  # noqa: S301 - our own bytes, made in this process
-        return rebuild(code, num_outputs, kwargs, backend, None if backward is None else pickle.loads(backward)[0])  # noqa: S301
-
-    name = registered_once((SCHEMA_VERSION, recipe, backward, backend, with_out, numbers), make,
+    name = registered_once((SCHEMA_VERSION, recipe, backward, backend, with_out, numbers),
+                           lambda: parts.rebuilt(recipe, backward, backend),
                            lambda name, function: _register(name, function, with_out, numbers))
     if backward is not None and not with_out:
         # The backward's operator too, now: a compiled backward that Inductor or AOTAutograd load

@@ -11,8 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from jiter_magic.errors import InvalidArgumentError
-from jiter_magic.integrations.reduce_ops import reduction_call, reduction_operator_name
+from jiter_magic.integrations.reduce_ops import reduction_call, register_reduction_operators
 from jiter_magic.integrations.torch_ops import operator_call, register_function_operators
+from jiter_magic.kernel_function import KernelFunction
+
+
+def traced_elementwise(function: Any, args: tuple, options: dict, kwargs: dict) -> Any:
+    """An elementwise call on traced tensors: its function's operator (torch_ops.py)."""
+    return operator_call(function, args, options["out"], kwargs)
 
 
 class TracedAdapter:
@@ -20,13 +26,7 @@ class TracedAdapter:
 
     library = "torch"
     delegates = True
-
-    def run_call(self, function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
-        return operator_call(function, args, out, kwargs)
-
-    def run_reduction(self, function: Any, inputs: tuple, options: dict, kwargs: dict) -> Any:
-        """A reduction's call on traced tensors: its own operator (reduce_ops.py)."""
-        return reduction_call(function, inputs, options, kwargs)
+    strategies = {"elementwise": traced_elementwise, "reduction": reduction_call}  # reduce_ops.py
 
 
 ADAPTER = TracedAdapter()
@@ -35,17 +35,14 @@ ADAPTER = TracedAdapter()
 def register_operators(*functions: Any) -> list[str]:
     """The operators of `functions`, registered now (`jiter_magic.register_torch_operators`): with
     and without `out=`, and their backwards' operators."""
-    from jiter_magic.function import JitFunction
-    from jiter_magic.reduction import ReductionFunction
-
     names: list[str] = []
     for function in functions:
-        if isinstance(function, ReductionFunction):
-            backward = None if function.backward is None else function.backward.recipe
-            names.append(reduction_operator_name(function.recipe, backward))
-        elif isinstance(function, JitFunction):
-            names += register_function_operators(function)
-        else:
+        if not isinstance(function, KernelFunction):
             raise InvalidArgumentError("register_torch_operators takes jitted functions (from create_jit_fn or "
                                        f"create_reduction_fn), got {type(function).__name__}")
+        names += REGISTER[function.operation](function)
     return names
+
+
+# Each kind's operators, by `KernelFunction.operation`.
+REGISTER = {"elementwise": register_function_operators, "reduction": register_reduction_operators}

@@ -16,6 +16,8 @@ thread too (host_guard.py).
 """
 from __future__ import annotations
 
+from typing import ClassVar
+
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.kernels.host_guard import Scratch, guarded, host_kernel
@@ -40,14 +42,60 @@ COLUMNS = 64  # output elements a thread folds together on the columns loop
 MIN_INNER = 8  # the columns loop wants at least this many neighbouring output elements
 
 
+class HostPath:
+    """One host kernel shape of reductions: whether it fits a call, and its body."""
+
+    name: ClassVar[str]
+
+    def match(self, layout: ReductionLayout) -> bool:
+        raise NotImplementedError
+
+    def body(self, binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
+        """Every function of the kernel after the thread helpers, `jm_kernel` last."""
+        raise NotImplementedError
+
+
+class HostColumns(HostPath):
+    """Where neighbouring output elements read neighbouring elements of every input (a sum over the
+    leading dims): each reduced element's row is read densely, for COLUMNS outputs at once, where a
+    fold a row would stride across memory."""
+
+    name = HOST_COLUMNS
+
+    def match(self, layout: ReductionLayout) -> bool:
+        return bool(layout.kept_sizes and layout.kept_sizes[0] >= MIN_INNER and not layout.inner_reduced_dense
+                    and all(s[0] == 1 for s in layout.input_kept_strides))
+
+    def body(self, binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
+        code = _by_columns(binding, spec)
+        code.extend(host_kernel(CodeBlock(f"return jm_by_columns({ARGS});")))
+        return code
+
+
+class HostRows(HostPath):
+    """Everything else: a fold a row, or each row split over the threads where rows are few."""
+
+    name = HOST
+
+    def match(self, layout: ReductionLayout) -> bool:
+        return True
+
+    def body(self, binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
+        code = _fold(binding, spec)
+        code.extend(_by_rows(binding, spec))
+        code.extend(_split_row(spec))
+        # The threads' partials on the heap, one a thread: allocated once a call, outside the guard.
+        partials = Scratch(state_type(spec), "jm_part", "jm_max_threads()")
+        code.extend(host_kernel(_rows_or_split(binding, spec), [partials]))
+        return code
+
+
+PATHS: tuple[HostPath, ...] = (HostColumns(), HostRows())  # the first that matches runs a call
+
+
 def choose_path(layout: ReductionLayout) -> str:
-    """The columns loop where neighbouring output elements read neighbouring elements of every
-    input (a sum over the leading dims): each reduced element's row is then read densely, for
-    COLUMNS outputs at once, where a fold a row would stride across memory; else a fold a row."""
-    if (layout.kept_sizes and layout.kept_sizes[0] >= MIN_INNER and not layout.inner_reduced_dense
-            and all(s[0] == 1 for s in layout.input_kept_strides)):
-        return HOST_COLUMNS
-    return HOST
+    """The name of the first host path that fits the call's layout."""
+    return next(path.name for path in PATHS if path.match(layout))
 
 
 def _lanes(binding: ReductionBinding, spec: ReductionSpec, steps: list[str]) -> CodeBlock:
@@ -197,14 +245,5 @@ def render_host(binding: ReductionBinding, spec: ReductionSpec) -> str:
     code = CodeBlock("static inline int jm_thread() {", "#ifdef _OPENMP", "  return omp_get_thread_num();",
                      "#else", "  return 0;", "#endif", "}", "static inline int jm_max_threads() {",
                      "#ifdef _OPENMP", "  return omp_get_max_threads();", "#else", "  return 1;", "#endif", "}")
-    if spec.path == HOST_COLUMNS:
-        code.extend(_by_columns(binding, spec))
-        code.extend(host_kernel(CodeBlock(f"return jm_by_columns({ARGS});")))
-        return render_with(binding, spec, "cpu", code.text() + "\n")
-    code.extend(_fold(binding, spec))
-    code.extend(_by_rows(binding, spec))
-    code.extend(_split_row(spec))
-    # The threads' partials on the heap, one a thread: allocated once a call, outside the guard.
-    partials = Scratch(state_type(spec), "jm_part", "jm_max_threads()")
-    code.extend(host_kernel(_rows_or_split(binding, spec), [partials]))
+    code.extend(next(path for path in PATHS if path.name == spec.path).body(binding, spec))
     return render_with(binding, spec, "cpu", code.text() + "\n")

@@ -12,7 +12,7 @@ import sys
 from types import ModuleType
 from typing import Any, Protocol
 
-from jiter_magic import settings
+import jiter_magic.settings as settings
 from jiter_magic.errors import LaunchError
 from jiter_magic.native.loader import NativeModule, check_nothing, check_same_torch, install_core, install_torch
 from jiter_magic.state import RUNTIME

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from IPython.core.error import UsageError
 from IPython.display import display
 
-import jiter_magic
-from jiter_magic import BindError, CompileError, DTypeError, JitFunction, ParseError, ToolchainError
 from jiter_magic.compilers.nvrtc_archs import default_arch
-from jiter_magic.errors import ScalarOverflowError
+from jiter_magic.errors import BindError, CompileError, DTypeError, ParseError, ScalarOverflowError, ToolchainError
+from jiter_magic.function import JitFunction
 from jiter_magic.notebook import cell_reduce
 from jiter_magic.notebook.cell_reduce import CellReduction, ReduceOptions
 from jiter_magic.runtime import notice as compile_notice
@@ -81,10 +80,8 @@ def _create(cell: str, options: CellOptions) -> JitFunction | CellReduction:
     try:
         if options.reduce is not None:
             fn = cell_reduce.create(cell, options.reduce, options.kwargs)
-        elif options.outputs is None:
-            fn = jiter_magic.create_jit_fn(cell, **options.kwargs)
-        else:
-            fn = jiter_magic.create_multi_output_jit_fn(cell, options.outputs, **options.kwargs)
+        else:  # what create_jit_fn (outputs None) or create_multi_output_jit_fn makes
+            fn = JitFunction(cell, options.outputs, dict(options.kwargs))
     except ParseError as exc:
         raise CellParseError(_in_the_cell(str(exc))) from None
     except BindError as exc:

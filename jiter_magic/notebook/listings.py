@@ -11,7 +11,7 @@ import functools
 import html
 import re
 
-from jiter_magic import JitFunction
+from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.notebook.code_html import BOX_STYLE, PRE_STYLE
 from jiter_magic.notebook.panel_html import counted
 
@@ -67,7 +67,7 @@ def preferred_arch() -> str:
     return device_arch(current_device())
 
 
-def compiled_listing(fn: JitFunction, specialization, kind: str, arch: str) -> str:
+def compiled_listing(fn: KernelFunction, specialization, kind: str, arch: str) -> str:
     """The chosen listing of a specialization as HTML. PTX and SASS of a CPU specialization are its
     CUDA counterpart's (the same functor, dtypes and scalar kinds), compiled by NVRTC for `arch`."""
     from jiter_magic.kernels import identity

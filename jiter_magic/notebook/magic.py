@@ -21,8 +21,10 @@ from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from IPython.display import display
 from IPython.utils.process import arg_split
 
-import jiter_magic
-from jiter_magic import BindError, JitFunction, ParseError
+from jiter_magic.cache.disk import clear_caches
+from jiter_magic.cache.disk import stats as cache_stats
+from jiter_magic.errors import BindError, ParseError
+from jiter_magic.function import JitFunction
 from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.notebook.bench_line import run_bench_line
 from jiter_magic.notebook.cell_build import (
@@ -165,11 +167,11 @@ class JiteratorMagics(Magics):
         """Show jiter_magic's kernel cache: where it lives, its entries and size, hits and compiles."""
         args = self.jiterator_cache.parser.parse_argstring(line)
         if args.clear:
-            before = jiter_magic.cache_stats()
-            jiter_magic.clear_cache(memory=True, disk=True)
+            before = cache_stats()
+            clear_caches(memory=True, disk=True)
             print(f"cleared {before['entries']} entries ({human_size(before['bytes'])}) from {before['root']}")
             return
-        print(format_cache_stats(jiter_magic.cache_stats()))
+        print(format_cache_stats(cache_stats()))
 
     @magic_arguments()
     @kwds(usage="%(prog)s [-n REPEAT] [-w WARMUP] [--against EXPR] CALL")  # argparse would write CALL as '...'

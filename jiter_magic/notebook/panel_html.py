@@ -11,7 +11,7 @@ import html
 import os
 import re
 
-from jiter_magic import JitFunction
+from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.kernels import describe
 from jiter_magic.kernels.novelty import novelty
 from jiter_magic.notebook.code_html import highlight
@@ -29,7 +29,7 @@ def kernel_html(source: str, backend: str) -> str:
             f"{prelude}</details>{body}")
 
 
-def _kwargs_text(fn: JitFunction) -> str:
+def _kwargs_text(fn: KernelFunction) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in fn.kwargs.items()) or "none"
 
 
@@ -37,19 +37,19 @@ def _label(index: int, specialization) -> str:
     return f"#{index} {specialization.backend}: {describe(specialization.spec)}"
 
 
-def static_text(fn: JitFunction) -> str:
+def static_text(fn: KernelFunction) -> str:
     """Plain text of a function: stable across runs and machines of one kind (no timings or paths)."""
     lines = [
-        f"JitFunction {fn.name}: {fn.functor.signature}",
+        f"JitFunction {fn.name}: {fn.binding.functor.signature}",
         f"  kwargs: {_kwargs_text(fn)}",
-        f"  outputs: {fn.num_outputs}, backend: {fn.backend}",
+        f"  outputs: {fn.binding.num_outputs}, backend: {fn.backend}",
         f"  specializations: {len(fn.specializations)}",
     ]
     lines += [f"    {_label(i, s)}" for i, s in enumerate(fn.specializations)]
     return "\n".join(lines)
 
 
-def static_html(fn: JitFunction) -> str:
+def static_html(fn: KernelFunction) -> str:
     """HTML of a function without widgets: the same facts as `static_text`, plus the code."""
     rows = "".join(
         f"<tr><td>#{i}</td><td>{s.backend}</td><td><code>{html.escape(describe(s.spec))}</code></td></tr>"
@@ -59,8 +59,8 @@ def static_html(fn: JitFunction) -> str:
              if rows else "<p><i>no specialization compiled yet</i></p>")
     return (
         f'<div class="jiter-magic">'
-        f"<p><b>{html.escape(fn.name)}</b> <code>{html.escape(fn.functor.signature)}</code><br>"
-        f"kwargs: <code>{html.escape(_kwargs_text(fn))}</code>; outputs: {fn.num_outputs}; "
+        f"<p><b>{html.escape(fn.name)}</b> <code>{html.escape(fn.binding.functor.signature)}</code><br>"
+        f"kwargs: <code>{html.escape(_kwargs_text(fn))}</code>; outputs: {fn.binding.num_outputs}; "
         f"backend: {fn.backend}</p>"
         f"{highlight(fn.code)}{table}{_generated_html(fn.specializations)}</div>"  # C++, as the live panel shows it
     )

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import html
 from dataclasses import replace
+from typing import Any
 
-from jiter_magic import ReductionFunction
+from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.kernels.reduce_family import REDUCTION
 from jiter_magic.notebook.code_html import highlight
 from jiter_magic.notebook.panel_html import cache_tab_html, counted, kernel_html
 from jiter_magic.planning.reduce_spec import COLUMNS, GRID, HOST_COLUMNS
 from jiter_magic.runtime.build import Specialization
+
+# A ReductionFunction: reduction.py displays itself through this module, which therefore cannot
+# import it; what is read beyond KernelFunction's face is its `identity`.
+Reduction = Any
 
 
 def label(index: int, built: Specialization) -> str:
@@ -25,7 +30,7 @@ def label(index: int, built: Specialization) -> str:
     return f"#{index} {built.backend}: {built.describe()}"
 
 
-def roles_text(fn: ReductionFunction) -> str:
+def roles_text(fn: KernelFunction) -> str:
     """'combine add, map sq, finalize root': the cell's functions by what the reduction does with them."""
     binding = fn.binding
     indices = " (values with their indices)" if binding.indexed else ""
@@ -36,17 +41,17 @@ def roles_text(fn: ReductionFunction) -> str:
     return ", ".join(parts)
 
 
-def default_dim_text(fn: ReductionFunction) -> str:
+def default_dim_text(fn: KernelFunction) -> str:
     """A `%%jiterator --reduce dim=...` cell's default dim; every dim (torch.sum's) otherwise."""
     dim = getattr(fn, "default_dim", None)
     return "every dim" if dim is None else repr(dim)
 
 
-def kwargs_text(fn: ReductionFunction) -> str:
+def kwargs_text(fn: KernelFunction) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in fn.kwargs.items()) or "none"
 
 
-def static_text(fn: ReductionFunction) -> str:
+def static_text(fn: Reduction) -> str:
     """Plain text of a reduction: stable across runs and machines of one kind (no timings or paths)."""
     lines = [
         f"ReductionFunction {fn.name}: {roles_text(fn)}",
@@ -58,7 +63,7 @@ def static_text(fn: ReductionFunction) -> str:
     return "\n".join(lines)
 
 
-def static_html(fn: ReductionFunction) -> str:
+def static_html(fn: Reduction) -> str:
     """HTML of a reduction without widgets: the facts of `static_text`, the code highlighted as C++,
     and the newest kernel's source with the compile logs, folded (`jiter-magic-generated`, which
     nbval_sanitize.cfg leaves out: it is CUDA's on a GPU machine)."""
@@ -111,7 +116,7 @@ def cache_html(built: list[Specialization], stats: dict) -> str:
     return cache_tab_html("kernel", rows, stats)
 
 
-def listing(fn: ReductionFunction, built: Specialization, kind: str, arch: str) -> str:
+def listing(fn: KernelFunction, built: Specialization, kind: str, arch: str) -> str:
     """The Kernel tab's compiled listing of a kernel. PTX and SASS of a host kernel are those of its
     CUDA counterpart (the columns kernel for the host's column walk, the grid kernel otherwise: it
     serves any layout), compiled by NVRTC for `arch` without a GPU."""
@@ -131,7 +136,7 @@ def listing(fn: ReductionFunction, built: Specialization, kind: str, arch: str) 
     return listing_html(compiled_text(kind, source, "cuda", arch, fn.code), what)
 
 
-def header(fn: ReductionFunction, where: str) -> str:
+def header(fn: Reduction, where: str) -> str:
     """The live panel's first line: the roles, identity, extras and default dim, where calls run."""
     return (f"<b>{html.escape(fn.name)}</b> reduction: {html.escape(roles_text(fn))} &middot; identity "
             f"<code>{html.escape(repr(fn.identity))}</code> &middot; kwargs <code>{html.escape(kwargs_text(fn))}"

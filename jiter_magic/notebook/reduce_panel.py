@@ -8,7 +8,7 @@ import html
 from collections.abc import Container
 from typing import Any
 
-from jiter_magic import ReductionFunction
+from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.notebook import reduce_html
 from jiter_magic.notebook.widgets import Panel, live_frontend, live_panels
 
@@ -47,14 +47,14 @@ def runs_where() -> str:
     return f"the inputs' device ({cuda_device_name()}, or the CPU)"
 
 
-def panel(fn: ReductionFunction) -> ReductionPanel:
+def panel(fn: KernelFunction) -> ReductionPanel:
     """A new live panel of `fn`, kept with the function's others (widgets.panels, rebound)."""
     made = ReductionPanel(fn)
     live_panels().setdefault(fn, []).append(made)
     return made
 
 
-def mimebundle(fn: ReductionFunction, include: Container[str] | None = None,
+def mimebundle(fn: KernelFunction, include: Container[str] | None = None,
                exclude: Container[str] | None = None) -> dict[str, Any]:
     """`ReductionFunction._repr_mimebundle_`: the live panel where a kernel can host it, static HTML
     and text always (as widgets.mimebundle for elementwise functions)."""

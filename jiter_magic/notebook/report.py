@@ -1,8 +1,9 @@
 """What the magics print: the line after a `%%jiterator` cell, and the `%jiterator_cache` report."""
 from __future__ import annotations
 
-from jiter_magic import JitFunction, ReductionFunction
+from jiter_magic.function import JitFunction
 from jiter_magic.notebook.panel_html import human_size
+from jiter_magic.reduction import ReductionFunction
 from jiter_magic.runtime.inspection import cuda_available, cuda_device_name
 
 _HOW = {"disk": "loaded from the disk cache", "memory": "reused from memory (an equal function had it)"}

@@ -17,8 +17,9 @@ import weakref
 from collections.abc import Container
 from typing import Any
 
-import jiter_magic
-from jiter_magic import JitFunction, settings
+import jiter_magic.settings as settings
+from jiter_magic.cache.disk import stats as cache_stats
+from jiter_magic.errors import JiterError
 from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.notebook.listings import compiled_listing, cuda_archs, preferred_arch
 from jiter_magic.notebook.panel_html import (
@@ -137,7 +138,7 @@ class Panel:
             self._refreshing = False
         self._show_source()
         self.log.value = self.log_html(specs)
-        self.cache.value = self.cache_html(specs, jiter_magic.cache_stats())
+        self.cache.value = self.cache_html(specs, cache_stats())
         self.static.value = self.static_html(fn)
 
     # What differs between the panels of elementwise functions and reductions (reduce_panel.py):
@@ -174,7 +175,7 @@ class Panel:
             return
         try:  # compiled on demand, only when this view is chosen
             self.source.value = self.listing(fn, specialization, kind, self.arch.value)
-        except (jiter_magic.JiterError, OSError) as exc:
+        except (JiterError, OSError) as exc:
             self.source.value = f"<p><i>{html.escape(str(exc))}</i></p>"
 
     def rebound(self, name: str) -> None:
@@ -210,7 +211,7 @@ def live_panels() -> weakref.WeakKeyDictionary:
     return RUNTIME.part(LivePanels).by_function
 
 
-def panel(fn: JitFunction) -> Panel:
+def panel(fn: KernelFunction) -> Panel:
     """A new live panel of `fn`: each display gets its own, so a tab chosen in one does not
     move another; all of them follow the function's new specializations."""
     made = Panel(fn)
@@ -229,7 +230,7 @@ def rebound(previous: KernelFunction, name: str) -> None:
         shown.rebound(name)
 
 
-def runs_on(fn: JitFunction) -> str:
+def runs_on(fn: KernelFunction) -> str:
     """Where a call runs, for the header: 'the CPU', 'cuda:0, NVIDIA H200', 'the CPU (no GPU found)'."""
     from jiter_magic.runtime.inspection import cuda_available, cuda_device_name
 
@@ -253,7 +254,7 @@ def live_frontend() -> bool:
     return getattr(get_ipython(), "kernel", None) is not None
 
 
-def mimebundle(fn: JitFunction, include: Container[str] | None = None,
+def mimebundle(fn: KernelFunction, include: Container[str] | None = None,
                exclude: Container[str] | None = None) -> dict[str, Any]:
     """`JitFunction._repr_mimebundle_`: the live panel where a kernel can host it, static HTML and text always.
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from jiter_magic import settings
+import jiter_magic.settings as settings
 from jiter_magic.cache.disk import DiskCache, NullDiskCache, disk_cache
 from jiter_magic.cache.entry import cache_key, counters
 from jiter_magic.compilers.base import Compiler, with_source_lines

@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, cast
 
 from jiter_magic.arrays import BY_TYPE, adapter_for, coerce
-from jiter_magic.arrays.base import ArrayAdapter, Delegated, DelegatingAdapter, Described, FastKey
+from jiter_magic.arrays.base import ArrayAdapter, Delegated, DelegatingAdapter, Described, FastKey, run_delegated
 from jiter_magic.errors import BindError, DeviceError, DTypeError, device_name
 from jiter_magic.planning.resolve import check_output_overlap, check_overlap
 from jiter_magic.planning.values import scalar_kind
@@ -161,7 +161,7 @@ class Dispatcher(FunctionCalls):
         try:
             items, parts, adapter, device = self.describe(args)
         except Delegated as delegated:
-            return delegated.adapter.run_call(self.owner(), args, out, kwargs)
+            return run_delegated(delegated.adapter, self.owner(), args, {"out": out}, kwargs)
         outs = None if out is None else self._outputs(out, adapter, device)
         default_float = adapter.default_float() if any(type(p) is str for p in parts) else None
         key = (adapter, device, tuple(parts), kinds, None if outs is None else tuple(o.key for o in outs),

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from jiter_magic import settings
+import jiter_magic.settings as settings
 from jiter_magic.errors import device_name
 from jiter_magic.kernels.families import KernelFamily
 

@@ -103,8 +103,8 @@ def device_copy(place: Place, nbytes: int) -> tuple[Call, int]:
         copy = _host_copy()
         hsrc = numpy.ones(max(1, nbytes // 8), dtype=numpy.int64)
         hdst = numpy.zeros_like(hsrc)
-        copy(hsrc, out=hdst)  # compiled or loaded now, never in a timed run
-        return (lambda: copy(hsrc, out=hdst)), 2 * hsrc.nbytes
+        copy((hsrc,), hdst, {})  # compiled or loaded now, never in a timed run
+        return (lambda: copy((hsrc,), hdst, {})), 2 * hsrc.nbytes
     if place.library == "torch":
         import torch
 
@@ -120,9 +120,16 @@ def device_copy(place: Place, nbytes: int) -> tuple[Call, int]:
 
 
 @functools.lru_cache(maxsize=1)
-def _host_copy() -> Any:
-    from jiter_magic.function import JitFunction
+def _host_copy() -> Callable[[tuple, Any, dict], Any]:
+    """A jitted copy's call path, made from the runtime's stages (below the tools), not as a
+    `JitFunction`: the facade's `fn.benchmark` imports the tools, so the tools never import it."""
+    from jiter_magic.frontend.bind import bind
+    from jiter_magic.frontend.parse import parse_functor
+    from jiter_magic.kernels.families import ELEMENTWISE
+    from jiter_magic.runtime.dispatch import Dispatcher
+    from jiter_magic.runtime.loader import KernelLoader
 
-    copy = JitFunction("template <typename T> T jm_bench_copy(T x) { return x; }", None, {})
-    copy.backend = "cpu"
-    return copy
+    functor = parse_functor("template <typename T> T jm_bench_copy(T x) { return x; }")
+    calls = Dispatcher(functor.name, KernelLoader(bind(functor, [], None), ELEMENTWISE), {}, True)
+    calls.set_backend("cpu")
+    return calls.call

@@ -151,3 +151,40 @@ def test_results_never_depend_on_the_library_of_an_earlier_call(kind, first):
             result = calls[library]()
             assert result.dtype == dtypes[library]
             np.testing.assert_allclose(np.asarray(result, dtype=np.float64), expected(kind, x.astype(np.float64), 2.0))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_says_its_kind_of_operation_and_delegated_arrays_run_the_strategy_for_it(kind):
+    from jiter_magic.arrays.base import run_delegated
+
+    fn = make(kind, "strategy")
+    assert fn.operation == kind
+    x = np.ones((2, 3), np.float32)
+
+    class OnlyThisKind:  # a delegating adapter with a strategy for this kind alone
+        library = "dask"
+        delegates = True
+        strategies = {kind: lambda function, args, options, kwargs: (function, args, options, kwargs)}
+
+    options = {"out": None}
+    assert run_delegated(OnlyThisKind(), fn, (x, x), options, {"k": 1}) == (fn, (x, x), options, {"k": 1})
+    other = make(next(k for k in KINDS if k != kind), "strategy-other")
+    with pytest.raises(jiter_magic.UnsupportedArrayError,
+                       match=f"a {other.operation} does not run on dask arrays of this kind yet"):
+        run_delegated(OnlyThisKind(), other, (x, x), options, {})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kinds_torch_operator_is_made_again_from_its_recipe_alone(kind):
+    from jiter_magic.integrations.torch_op_parts import rebuilt
+
+    fn = make(kind, "recipe")
+    fn.def_backward("template <typename T> void g(T x, T y, T r, T gr, T& gx, T& gy) { gx = gr * y; gy = gr * x; }"
+                    if kind == "reduction" else
+                    "template <typename T> void g(T x, T y, T gr, T& gx, T& gy) { gx = gr * y; gy = gr * x; }")
+    again = rebuilt(fn.recipe, fn.backward.recipe, "cpu")
+    assert type(again) is type(fn) and again is not fn
+    assert again.recipe == fn.recipe and again.backend == "cpu"
+    assert again.backward is not None and again.backward.recipe == fn.backward.recipe
+    x, y = np.arange(6, dtype=np.float32).reshape(2, 3), np.full((2, 3), 2, np.float32)
+    np.testing.assert_array_equal(call(again, x, y), expected(kind, x, y))
