@@ -36,6 +36,8 @@ CASES = {
     "columns_f32": (SUMSQ, ("float32",), {"path": "columns", "kept_ndim": 2, "reduced_ndim": 2}),
     "columns_bf16_width2": (SUMSQ, ("bfloat16",), {"path": "columns", "vec": 2}),
     "columns_argmax_bf16_width2": (ARGMAX, ("bfloat16",), {"path": "columns", "vec": 2}),
+    "dense_runs_f32_vec4": (SUMSQ, ("float32",), {"path": "dense_runs", "vec": 4, "reduced_ndim": 2}),
+    "dense_runs_argmax_bf16": (ARGMAX, ("bfloat16",), {"path": "dense_runs", "vec": 8, "reduced_ndim": 2}),
     "grid_f32_vec4": (SUMSQ, ("float32",), {"path": "grid", "vec": 4}),
     "grid_dot_strided": (DOT, ("float32", "float16"), {"path": "grid", "kept_ndim": 2, "reduced_ndim": 2}),
     "grid_argmax_f32_vec4": (ARGMAX, ("float32",), {"path": "grid", "vec": 4}),

@@ -58,6 +58,12 @@ __device__ __forceinline__ jm_state_t jm_pick(jm_state_t jm_a, jm_state_t jm_b) 
   keep_max<jm_acc_t>(jm_a.v, jm_a.i, jm_b.v, jm_b.i, jm_r.v, jm_r.i);
   return jm_r;
 }
+__device__ __forceinline__ jm_state_t jm_pick_element(jm_state_t jm_a, jm_state_t jm_b) {
+  if (jm_a.i < 0) return jm_b;
+  jm_state_t jm_r = jm_a;
+  keep_max<jm_acc_t>(jm_a.v, jm_a.i, jm_b.v, jm_b.i, jm_r.v, jm_r.i);
+  return jm_r;
+}
 __device__ __forceinline__ jm_state_t jm_shuffle_xor(jm_state_t jm_s, int jm_off) {
   return jm_state_t{__shfl_xor_sync(0xffffffffu, jm_s.v, jm_off), (int64_t)__shfl_xor_sync(0xffffffffu, (long long)jm_s.i, jm_off)};
 }
@@ -106,11 +112,12 @@ extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) 
   { const jm_index_t jm_c = jm_krest;
     jm_k0 += jm_c * jm_a.jm_kstride0[0]; jm_k1 += jm_c * jm_a.jm_kstride1[0]; jm_k2 += jm_c * jm_a.jm_kstride2[0]; }
   jm_state_t jm_acc = jm_state_t{((jm_acc_t)(0.0)), -1};
+  #pragma unroll 4
   for (jm_index_t jm_j = (jm_index_t)(jm_thread_x()) * 4; jm_j < jm_a.jm_count; jm_j += 1024) {
     const jm_vec<float, 4> jm_v0 = *reinterpret_cast<const jm_vec<float, 4>*>(jm_a.jm_in0 + jm_k1 + jm_j);
     #pragma unroll
     for (int jm_e = 0; jm_e < 4; ++jm_e) {
-      jm_acc = jm_pick(jm_acc, jm_state_t{jm_v0.jm_v[jm_e], (int64_t)(jm_j + jm_e)});
+      jm_acc = jm_pick_element(jm_acc, jm_state_t{jm_v0.jm_v[jm_e], (int64_t)(jm_j + jm_e)});
     }
   }
   jm_acc = jm_block_fold(jm_acc, jm_shared);

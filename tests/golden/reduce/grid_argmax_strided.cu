@@ -58,6 +58,12 @@ __device__ __forceinline__ jm_state_t jm_pick(jm_state_t jm_a, jm_state_t jm_b) 
   keep_max<jm_acc_t>(jm_a.v, jm_a.i, jm_b.v, jm_b.i, jm_r.v, jm_r.i);
   return jm_r;
 }
+__device__ __forceinline__ jm_state_t jm_pick_element(jm_state_t jm_a, jm_state_t jm_b) {
+  if (jm_a.i < 0) return jm_b;
+  jm_state_t jm_r = jm_a;
+  keep_max<jm_acc_t>(jm_a.v, jm_a.i, jm_b.v, jm_b.i, jm_r.v, jm_r.i);
+  return jm_r;
+}
 __device__ __forceinline__ jm_state_t jm_shuffle_xor(jm_state_t jm_s, int jm_off) {
   return jm_state_t{__shfl_xor_sync(0xffffffffu, jm_s.v, jm_off), (int64_t)__shfl_xor_sync(0xffffffffu, (long long)jm_s.i, jm_off)};
 }
@@ -125,7 +131,7 @@ extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) 
       jm_o0 += jm_c * jm_a.jm_rstride0[0]; }
     { const jm_index_t jm_c = jm_rrest;
       jm_o0 += jm_c * jm_a.jm_rstride0[1]; }
-    jm_acc = jm_pick(jm_acc, jm_state_t{static_cast<int64_t>(jm_a.jm_in0[jm_o0]), (int64_t)(jm_r)});
+    jm_acc = jm_pick_element(jm_acc, jm_state_t{static_cast<int64_t>(jm_a.jm_in0[jm_o0]), (int64_t)(jm_r)});
   }
   jm_acc = jm_block_fold(jm_acc, jm_shared);
   if (jm_thread_x() == 0) {
