@@ -10,6 +10,12 @@ result is checked against a float64 reference before anything is timed. Contende
 each of --rounds rounds, so that a slow stretch of the machine falls on all of them; a figure is
 the median of all its calls.
 
+On CUDA the rows of issue 42 item 7 follow (`--cases`): a few long rows (64 x 2^22 float32 summed
+along the last dim), two reduced dims that are not adjacent (dims (0, 2) of 64 x 512 x 8192
+float32, summed), an argmax along dim 0 of 4096 x 65536 bfloat16 and one over all 2^28 float32
+elements, against torch, Inductor and CuPy (no bfloat16 in CuPy); a sum is checked against the
+float64 sum, an argmax by the element at each returned index, which must be the maximum.
+
 On the CPU (`--device cpu`) the tensor is 4096 x 8192 by default; the thread count is the
 process's: run it under `taskset -c 0,1` with OMP_NUM_THREADS=2 for two threads (bench/run_gpu.sh
 `reduce-cpu` does both counts). Writes bench_reduce_<device>.json and .md into --out.
@@ -31,6 +37,16 @@ import jiter_magic  # noqa: E402
 SUMSQ = ("template <typename T> T sq(T x) { return x * x; }\n"
          "template <typename T> T add(T a, T b) { return a + b; }\n")
 DIMS = {"rows": 1, "columns": 0, "all": None}
+KEEP_MAX = ("template <typename T> void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index) {\n"
+            "  const bool take_b = (b != b && a == a) || b > a || ((b == a || (a != a && b != b)) && ib < ia);\n"
+            "  value = take_b ? b : a; index = take_b ? ib : ia;\n}\n")
+# Issue 42 item 7, the shapes where reductions lagged: case -> (shape, dtype, sum or argmax, dim).
+SHAPES = {
+    "64 x 2^22 float32 sum dim -1": ((64, 1 << 22), "float32", "sum", -1),
+    "64 x 512 x 8192 float32 sum dims (0, 2)": ((64, 512, 8192), "float32", "sum", (0, 2)),
+    "4096 x 65536 bfloat16 argmax dim 0": ((4096, 65536), "bfloat16", "argmax", 0),
+    "2^28 float32 argmax": ((1 << 28,), "float32", "argmax", None),
+}
 
 
 def _sum_sq(x, dim):
@@ -75,6 +91,106 @@ def contenders(x: torch.Tensor, dim, device: str) -> dict:
     return found
 
 
+def shape_contenders(x: torch.Tensor, kind: str, dim) -> dict:
+    """Calls of no arguments, each giving the sum of `x` over `dim` or the indices of its maxima
+    (None: over everything): jiter_magic, torch, Inductor and CuPy (where it has the dtype)."""
+    if kind == "sum":
+        ours = jiter_magic.create_reduction_fn("template <typename T> T add(T a, T b) { return a + b; }\n", 0,
+                                               combine="add")
+
+        def eager(t):
+            return t.sum(dim)
+    else:
+        argmax = jiter_magic.create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")
+
+        def ours(t, dim):
+            return argmax(t, dim=dim).indices
+
+        def eager(t):
+            return t.argmax() if dim is None else t.argmax(dim)
+    torch._dynamo.reset()
+    compiled = torch.compile(eager, dynamic=False)
+    found = {"jiter_magic": lambda: ours(x, dim=dim), f"torch {kind}": lambda: eager(x),
+             "Inductor": lambda: compiled(x)}
+    if x.is_cuda and x.dtype != torch.bfloat16:
+        try:
+            import cupy
+
+            xc = cupy.asarray(x)
+            axis = dim
+            found["CuPy"] = (lambda: xc.sum(axis=axis)) if kind == "sum" else (lambda: cupy.argmax(xc, axis=axis))
+        except ImportError:
+            pass
+    return found
+
+
+def check_shape(found: dict, x: torch.Tensor, kind: str, dim) -> dict[str, str]:
+    """As `check`, for an item 7 row: a sum against the float64 sum (scaled by the sum of |x|), an
+    argmax by the elements at its indices, which must be the maxima (whichever of tied ones)."""
+    wrong: dict[str, str] = {}
+    if kind == "sum":
+        wide = x.double()
+        expected, scale = wide.sum(dim), wide.abs().sum(dim)
+    else:
+        expected = x.amax() if dim is None else x.amax(dim)
+    for name, fn in found.items():
+        result = torch.as_tensor(fn(), device=x.device)
+        if kind == "sum":
+            ok = float(((result.double() - expected).abs() / scale.clamp_min(1e-30)).max()) <= 1e-4
+        else:
+            picked = x.flatten()[result] if dim is None else x.gather(dim, result.long().unsqueeze(dim)).squeeze(dim)
+            ok = bool(torch.equal(picked, expected))
+        if not ok and name == "jiter_magic":
+            raise AssertionError(f"jiter_magic's {kind} over dim={dim} of {tuple(x.shape)} is wrong")
+        if not ok:
+            wrong[name] = f"{name}: wrong result, not timed"
+    return _dropped(found, wrong)
+
+
+def _dropped(found: dict, wrong: dict[str, str]) -> dict[str, str]:
+    """`wrong`, after dropping its contenders from `found`."""
+    for name in wrong:
+        del found[name]
+    return wrong
+
+
+def sumsq_rows(shape: tuple[int, ...], dtypes: list[str], device: str, rounds: int, reps: int) -> list[dict]:
+    """The sum of squares of a `shape` tensor of each dtype over its rows, columns and everything."""
+    rows = []
+    for dtype_name in dtypes:
+        generator = torch.Generator(device=device).manual_seed(0)
+        x = torch.randn(shape, device=device, generator=generator).to(getattr(torch, dtype_name))
+        for label, dim in DIMS.items():
+            found = contenders(x, dim, device)
+            wrong = check(found, x, dim)
+            seconds = timed(found, device, rounds, reps)
+            read = x.numel() * x.element_size()
+            row = {"case": f"{dtype_name} {label}", "GBps": {n: read / s / 1e9 for n, s in seconds.items()},
+                   "notes": list(wrong.values())}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+        del found, x
+    return rows
+
+
+def shape_rows(device: str, rounds: int, reps: int) -> list[dict]:
+    """The rows of issue 42 item 7 (SHAPES), each tensor freed before the next is made."""
+    rows = []
+    for case, (shape, dtype_name, kind, dim) in SHAPES.items():
+        generator = torch.Generator(device=device).manual_seed(0)
+        x = torch.randn(shape, device=device, generator=generator).to(getattr(torch, dtype_name))
+        found = shape_contenders(x, kind, dim)
+        wrong = check_shape(found, x, kind, dim)
+        seconds = timed(found, device, rounds, reps)
+        read = x.numel() * x.element_size()
+        row = {"case": case, "GBps": {n: read / s / 1e9 for n, s in seconds.items()}, "notes": list(wrong.values())}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+        del found, x
+        torch.cuda.empty_cache()
+    return rows
+
+
 def check(found: dict, x: torch.Tensor, dim) -> dict[str, str]:
     """Each contender's result against the float64 sum of squares, before any timing: a contender
     whose result is wrong is dropped from `found` (a wrong result's speed means nothing), and the
@@ -94,9 +210,7 @@ def check(found: dict, x: torch.Tensor, dim) -> dict[str, str]:
             if name == "jiter_magic":
                 raise AssertionError(f"jiter_magic's result is {error:.2e} off the float64 reference")
             wrong[name] = f"{name}: result {error:.1e} off the float64 reference, not timed"
-    for name in wrong:
-        del found[name]
-    return wrong
+    return _dropped(found, wrong)
 
 
 def _seconds(fn, device: str) -> float:
@@ -150,7 +264,8 @@ def host_costs(device: str, reps: int = 2000) -> dict[str, float]:
 def markdown(rows: list[dict], device: str, threads: int, costs: dict[str, float]) -> str:
     names = list(dict.fromkeys(name for row in rows for name in row["GBps"]))
     where = torch.cuda.get_device_name() if device == "cuda" else f"CPU, {threads} threads"
-    lines = [f"Sum of squares, GB/s of the input read ({where}); higher is better.", "",
+    lines = [f"Sum of squares (then issue 42 item 7's shapes), GB/s of the input read ({where}); higher is "
+             "better.", "",
              "| case | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names)]
     for row in rows:
         cells = [f"{row['GBps'][n]:.0f}" if n in row["GBps"] else "" for n in names]
@@ -177,6 +292,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--out", default=".")
+    parser.add_argument("--cases", default=None, help="sumsq, item7 or both, comma-separated (default: both on "
+                                                      "CUDA, sumsq on the CPU)")
     args = parser.parse_args()
     # Steady state, as bench_gpu.py's: the C call path built (or loaded from the cache) before the
     # first call, which decides whether calls may run in C for the rest of the process.
@@ -186,20 +303,10 @@ def main() -> None:
     device = args.device
     shape = tuple(int(v) for v in (args.shape or ("4096x65536" if device == "cuda" else "4096x8192")).split("x"))
     threads = torch.get_num_threads()
-    rows = []
-    for dtype_name in args.dtypes.split(","):
-        dtype = getattr(torch, dtype_name)
-        generator = torch.Generator(device=device).manual_seed(0)
-        x = torch.randn(shape, device=device, generator=generator).to(dtype)
-        for label, dim in DIMS.items():
-            found = contenders(x, dim, device)
-            wrong = check(found, x, dim)
-            seconds = timed(found, device, args.rounds, args.reps)
-            read = x.numel() * x.element_size()
-            row = {"case": f"{dtype_name} {label}", "GBps": {n: read / s / 1e9 for n, s in seconds.items()},
-                   "notes": list(wrong.values())}
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+    cases = (args.cases or ("sumsq,item7" if device == "cuda" else "sumsq")).split(",")
+    rows = sumsq_rows(shape, args.dtypes.split(","), device, args.rounds, args.reps) if "sumsq" in cases else []
+    if "item7" in cases:
+        rows += shape_rows(device, args.rounds, args.reps)
     costs = host_costs(device)
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"bench_reduce_{device}")

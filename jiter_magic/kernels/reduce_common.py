@@ -120,6 +120,15 @@ def folded(binding: ReductionBinding, spec: ReductionSpec, a: str, b: str) -> st
     return f"jm_pick({a}, {b})" if spec.indexed else combined(binding, a, b)
 
 
+def folded_element(binding: ReductionBinding, spec: ReductionSpec, a: str, b: str) -> str:
+    """A CUDA thread's state `a` and an element's `b` folded: with indices of the elements' own
+    positions `b` always names its element, and `jm_pick_element` skips the check (given
+    indices are read from an input, so they keep it)."""
+    if spec.indexed and not spec.indices_given:
+        return f"jm_pick_element({a}, {b})"
+    return folded(binding, spec, a, b)
+
+
 def stored(binding: ReductionBinding, spec: ReductionSpec, state: str, count: str, offset: str = "jm_k{}") -> str:
     """Statements storing a row's finalized result (and its index), at `offset` of each output
     (a format of the operand number: the result is 0, the indices' output len(inputs) + 1)."""
@@ -141,6 +150,10 @@ def _state_code(binding: ReductionBinding, spec: ReductionSpec, cuda: bool) -> s
             "  if (jm_b.i < 0) return jm_a;\n  if (jm_a.i < 0) return jm_b;\n"
             f"  jm_state_t jm_r = jm_a;\n  {call};\n  return jm_r;\n}}\n")
     if cuda:
+        # An element's state always names its element: folding one into a thread's accumulator
+        # skips jm_pick's check of the second state, a few instructions of the loop's dozens.
+        text += (f"{inline}jm_state_t jm_pick_element(jm_state_t jm_a, jm_state_t jm_b) {{\n"
+                 f"  if (jm_a.i < 0) return jm_b;\n  jm_state_t jm_r = jm_a;\n  {call};\n  return jm_r;\n}}\n")
         text += (f"{inline}jm_state_t jm_shuffle_xor(jm_state_t jm_s, int jm_off) {{\n"
                  "  return jm_state_t{__shfl_xor_sync(0xffffffffu, jm_s.v, jm_off), "
                  "(int64_t)__shfl_xor_sync(0xffffffffu, (long long)jm_s.i, jm_off)};\n}\n")

@@ -3,12 +3,21 @@ orders); a call takes the first path whose `match` fits its layout, as elementwi
 
 - warp_rows: dense rows of fewer than ROW_BLOCK_COUNT elements, a warp a row (8 a block), lanes
   striding along the row with vector loads, folded by a butterfly of shuffles.
-- block_rows: longer dense rows, a block of BLOCK threads a row, warps folded through shared memory.
+- block_rows: longer dense rows, a block of BLOCK threads a row, warps folded through shared memory;
+  not a few long rows (fewer than FILL_ROWS of LONG_ROW_COUNT or more elements): a block a row
+  would leave most SMs idle, and the grid path spreads each row over several blocks.
 - columns: the reduced dims outside the kept ones (summing over dim 0 of a row-major matrix):
   32 neighbouring output elements a block, so that a warp reads 32 neighbouring elements of each
   reduced row (coalesced), the reduced extent split over the block's 8 rows of threads and folded
   in their order through shared memory; 1- and 2-byte elements 4 bytes' worth of columns a
   thread (`_column_width`), so that a warp still reads 128 bytes.
+- dense_runs: rows made of several dense runs (reducing dims 0 and 2 of a row-major 3-d array: the
+  innermost reduced dim has unit stride, an outer reduced dim lies beyond a kept one), the runs
+  long and enough of them to fill the GPU: stage 0 a block an equal share of a row's runs (as
+  many shares as the grid path would give the row blocks, at most one a run), each run read with
+  the row paths' vector loads, into a partial; stage 1 folds each row's partials as the grid
+  path's stage 1 does. The grid path would walk such rows element by element, dividing each
+  index by the run length.
 - grid: everything else (a full reduction, a few long or strided rows): `blocks` blocks a row each
   fold a strided share into a partial (stage 0), then a block a row folds the row's partials,
   each thread a strided share of them, then the block's fold (stage 1, the same kernel launched
@@ -27,12 +36,17 @@ from jiter_magic.kernels.reduce_common import ARGS, kept_offsets, kept_operands,
 from jiter_magic.kernels.reduce_cuda_parts import BLOCK, WARPS
 from jiter_magic.planning.dtypes import DTYPES
 from jiter_magic.planning.reduce_layout import ReductionLayout
-from jiter_magic.planning.reduce_spec import BLOCK_ROWS, COLUMNS, GRID, WARP_ROWS, ReductionSpec
+from jiter_magic.planning.reduce_spec import BLOCK_ROWS, COLUMNS, DENSE_RUNS, GRID, WARP_ROWS, ReductionSpec
 
 ROW_BLOCK_COUNT = 4096  # dense rows this long get a block each, shorter ones a warp
 MIN_ROWS = 64  # fewer output elements than this: the grid path spreads each over several blocks
 GRID_ELEMENTS = BLOCK * 8  # elements a block of the grid path folds at least
 MAX_GRID_BLOCKS = 1024  # blocks a row at most on the grid path (stage 1 folds their partials)
+# Blocks that keep every SM of a GPU busy: two of BLOCK threads an SM of an H100 (132 SMs). A
+# constant, not the device's count, so that a call's plan and kernel depend on its arrays alone.
+FILL_ROWS = 2 * 132
+LONG_ROW_COUNT = 1 << 16  # rows this long, fewer than FILL_ROWS of them: spread over several blocks
+RUN_COUNT = BLOCK * 4  # dense runs this long at least on the dense runs path
 
 Grid = tuple[int, int, int]
 
@@ -50,6 +64,10 @@ class ReductionPath:
     def grids(self, spec: ReductionSpec, rows: int, blocks: int) -> list[tuple[Grid, int]]:
         """(grid, stage) of each launch of a call of `rows` output elements."""
         raise NotImplementedError
+
+    def blocks(self, layout: ReductionLayout) -> int:
+        """Blocks a row of stage 0 (the partials a row), where a path has two stages; else 1."""
+        return 1
 
     def body(self, binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
         raise NotImplementedError
@@ -85,7 +103,8 @@ class BlockRows(ReductionPath):
 
     def match(self, layout: ReductionLayout, inputs: tuple[str, ...], pointers: list[int]) -> int | None:
         dense = layout.inner_reduced_dense and layout.rows >= MIN_ROWS and layout.count >= ROW_BLOCK_COUNT
-        return _vector_width(layout, inputs, pointers) if dense else None
+        few_long = layout.rows < FILL_ROWS and layout.count >= LONG_ROW_COUNT
+        return _vector_width(layout, inputs, pointers) if dense and not few_long else None
 
     def grids(self, spec: ReductionSpec, rows: int, blocks: int) -> list[tuple[Grid, int]]:
         return [((rows, 1, 1), 0)]
@@ -130,14 +149,45 @@ class GridPath(ReductionPath):
         first = ((rows * blocks, 1, 1), 0)
         return [first] if blocks == 1 else [first, ((rows, 1, 1), 1)]
 
+    def blocks(self, layout: ReductionLayout) -> int:
+        return grid_blocks(layout)
+
     def body(self, binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
         code = CodeBlock(f"__shared__ {state_type(spec)} jm_shared[{WARPS * 33}];")
         code.extend(parts.grid_body(binding, spec, stored(binding, spec, "jm_acc", f"{ARGS}.jm_count")))
         return code
 
 
+class DenseRuns(GridPath):
+    """Rows of several long dense runs, a block a share of them, then the grid path's stage 1
+    (module docstring)."""
+
+    name = DENSE_RUNS
+
+    def match(self, layout: ReductionLayout, inputs: tuple[str, ...], pointers: list[int]) -> int | None:
+        sizes = layout.reduced_sizes
+        fits = len(sizes) >= 2 and all(s[0] == 1 for s in layout.reduced_strides) and sizes[0] >= RUN_COUNT and \
+            layout.rows * (layout.count // sizes[0]) >= FILL_ROWS
+        if not fits:
+            return None
+        strides = [s for st in layout.input_kept_strides for s in st] + \
+            [s for st in layout.reduced_strides for s in st[1:]]
+        return _aligned_width(inputs, pointers, strides, sizes[0])
+
+    def blocks(self, layout: ReductionLayout) -> int:
+        """About 4096 blocks in all, as on the grid path, but no more than a row's runs (every
+        reduced size but the first); shares of equal runs (jm_share in the kernel) differ by one
+        run at most, and a share may be empty (its partial the identity)."""
+        return min(layout.count // layout.reduced_sizes[0], max(1, 4096 // max(layout.rows, 1)))
+
+    def body(self, binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
+        code = CodeBlock(f"__shared__ {state_type(spec)} jm_shared[{WARPS * 33}];")
+        code.extend(parts.runs_body(binding, spec, stored(binding, spec, "jm_acc", f"{ARGS}.jm_count")))
+        return code
+
+
 # In the order a call tries them: the last fits every call.
-PATHS: tuple[ReductionPath, ...] = (WarpRows(), BlockRows(), Columns(), GridPath())
+PATHS: tuple[ReductionPath, ...] = (WarpRows(), BlockRows(), Columns(), DenseRuns(), GridPath())
 
 
 def path_of(spec: ReductionSpec) -> ReductionPath:
@@ -157,14 +207,26 @@ def choose_path(layout: ReductionLayout, inputs: tuple[str, ...], pointers: list
     raise AssertionError("the grid path fits every call")
 
 
+def blocks_a_row(name: str, layout: ReductionLayout) -> int:
+    """Blocks a row of stage 0 of path `name` for a call (the partials a row; 1: one stage)."""
+    return next(path for path in PATHS if path.name == name).blocks(layout)
+
+
 def _vector_width(layout: ReductionLayout, inputs: tuple[str, ...], pointers: list[int]) -> int:
     """16-byte loads (at most 8 elements) where every input has one itemsize and every row starts aligned."""
+    return _aligned_width(inputs, pointers, [s for st in layout.input_kept_strides for s in st], layout.count)
+
+
+def _aligned_width(inputs: tuple[str, ...], pointers: list[int], strides: list[int], length: int) -> int:
+    """16-byte loads (at most 8 elements) of dense runs of `length` elements, where every input has
+    one itemsize and every run starts aligned: aligned pointers, every stride of a run's start and
+    `length` multiples of the width."""
     sizes = {DTYPES[d].itemsize for d in inputs}
     if len(sizes) != 1:
         return 1
     vec = min(16 // sizes.pop(), 8)
-    aligned = all(p % 16 == 0 for p in pointers) and all(s % vec == 0 for st in layout.input_kept_strides for s in st)
-    return vec if aligned and layout.count % vec == 0 else 1
+    aligned = all(p % 16 == 0 for p in pointers) and all(s % vec == 0 for s in strides)
+    return vec if aligned and length % vec == 0 else 1
 
 
 def _column_width(layout: ReductionLayout, inputs: tuple[str, ...], pointers: list[int]) -> int:

@@ -16,11 +16,12 @@ from jiter_magic.errors import ArgumentTypeError, DTypeError, ScalarOverflowErro
 from jiter_magic.planning.dtypes import DTYPES, dtype
 
 # The kernel shapes (kernels/reduce_*.py): on the host a fold a row or columns walked together, on
-# CUDA a warp or a block a dense row, a column walk of the leading dims, or the two-stage grid.
+# CUDA a warp or a block a dense row, a column walk of the leading dims, a block a dense run of
+# rows made of several (two stages), or the two-stage grid.
 HOST, HOST_COLUMNS = "host", "host_columns"
-WARP_ROWS, BLOCK_ROWS, COLUMNS, GRID = "warp_rows", "block_rows", "columns", "grid"
+WARP_ROWS, BLOCK_ROWS, COLUMNS, DENSE_RUNS, GRID = "warp_rows", "block_rows", "columns", "dense_runs", "grid"
 HOST_PATHS = (HOST, HOST_COLUMNS)
-CUDA_PATHS = (WARP_ROWS, BLOCK_ROWS, COLUMNS, GRID)
+CUDA_PATHS = (WARP_ROWS, BLOCK_ROWS, COLUMNS, DENSE_RUNS, GRID)
 
 
 def accumulate_dtype(result: str) -> str:

@@ -144,7 +144,7 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
     path, vec, blocks = reduce_host.choose_path(layout), 1, 1
     if device >= 0:
         path, vec = reduce_cuda.choose_path(layout, inputs, [d.pointer for d in descs])
-        blocks = reduce_cuda.grid_blocks(layout) if path == reduce_cuda.GRID else 1
+        blocks = reduce_cuda.blocks_a_row(path, layout)
     spec = ReductionSpec(inputs, result, accumulate, tuple(scalar_kind(v) for v in extras),
                          identity_literal(identity, accumulate), path=path, kept_ndim=max(len(layout.kept_sizes), 1),
                          reduced_ndim=max(len(layout.reduced_sizes), 1), vec=vec, indexed=indexed,

@@ -1,5 +1,6 @@
 """Reductions on a CUDA GPU against torch's: every kernel shape (a warp or a block a row, columns,
-the two-stage grid), dtypes, layouts, empty inputs, `out=`, `dtype=`, CuPy arrays, determinism.
+dense runs, the two-stage grid), dtypes, layouts, empty inputs, `out=`, `dtype=`, CuPy arrays,
+determinism.
 
 Marked `gpu`; skipped without one.
 """
@@ -10,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from jiter_magic import create_reduction_fn  # noqa: E402
-from jiter_magic.planning.reduce_spec import BLOCK_ROWS, COLUMNS, GRID, WARP_ROWS  # noqa: E402
+from jiter_magic.planning.reduce_spec import BLOCK_ROWS, COLUMNS, DENSE_RUNS, GRID, WARP_ROWS  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -229,3 +230,162 @@ def test_results_never_depend_on_the_library_of_an_earlier_call_on_the_gpu(kind,
             expected = (x.astype(cupy.float64) * 2.0)
             expected = expected if kind == "elementwise" else expected.sum(1)
             cupy.testing.assert_allclose(cupy.asarray(result).astype(cupy.float64), expected)
+
+
+# Issue 42 item 7: a few long rows spread over several blocks (the grid path), rows made of several
+# dense runs (dense_runs), and reductions with indices, whose loads are unrolled.
+
+
+def _argmax():
+    from jiter_magic import create_multi_output_reduction_fn
+
+    return create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")
+
+
+def _spec(fn):
+    """The spec of a function's latest build."""
+    return fn.specializations[-1].spec
+
+
+def _sums_against_torch(x, dim, keepdim=False):
+    """Sums of squares, maxima and means of a fresh function each, against torch's; the specs built."""
+    wide = x.double() if x.dtype.is_floating_point else x.long()
+    result_dtype = x.dtype if x.dtype.is_floating_point else torch.int64
+    sumsq, amax = create_reduction_fn(SQ + ADD, 0, map="sq", combine="add"), create_reduction_fn(
+        MAX, float("-inf"), combine="larger")
+    check(sumsq(x, dim=dim, keepdim=keepdim), (wide * wide).sum(dim, keepdim=keepdim).to(result_dtype))
+    check(amax(x, dim=dim, keepdim=keepdim), wide.amax(dim, keepdim=keepdim).to(result_dtype))
+    if x.dtype.is_floating_point:
+        mean = create_reduction_fn(ADD + MEAN, 0, combine="add", finalize="mean")
+        check(mean(x, dim=dim, keepdim=keepdim), wide.mean(dim, keepdim=keepdim).to(result_dtype))
+    return _spec(sumsq), _spec(amax)
+
+
+@pytest.mark.parametrize(("shape", "dim", "dtype", "vec"), [
+    ((64, 1 << 22), -1, torch.float32, 4),  # item 7's shape: 64 blocks a row
+    ((64, 1 << 16), 1, torch.float32, 4),
+    ((100, 70001), 1, torch.float32, 1),  # a row length no vector divides
+    ((64, 1 << 16), 1, torch.bfloat16, 8),
+    ((200, 1 << 17), 1, torch.int32, 4),
+    ((130, 1 << 16), 1, torch.float64, 2),
+], ids=str)
+def test_a_few_long_rows_spread_over_several_blocks(shape, dim, dtype, vec):
+    x = sample(shape, dtype)
+    for spec in _sums_against_torch(x, dim):
+        assert (spec.path, spec.vec) == (GRID, vec), spec
+
+
+def test_a_few_long_rows_offset_views_keepdim_out_and_indices():
+    base = sample((130, (1 << 17) + 8), torch.float32)
+    for x, vec in ((base[:, 8:], 4), (base[:, 1:-3], 1)):  # 32 bytes in: aligned; 4 bytes in: not
+        for spec in _sums_against_torch(x, 1, keepdim=True):
+            assert (spec.path, spec.vec) == (GRID, vec), spec
+    out = torch.empty(130, 3, device="cuda")[:, 1]
+    assert SUMSQ(base, dim=1, out=out) is out
+    check(out, (base.double() ** 2).sum(1).float())
+    argmax = _argmax()
+    for dtype in (torch.float32, torch.bfloat16, torch.int8):
+        ties = torch.randint(0, 5, (64, (1 << 17) + 64), device="cuda").to(dtype)  # the first index must win
+        values, indices = argmax(ties, dim=1)
+        assert _spec(argmax).path == GRID and _spec(argmax).indexed
+        expected = ties.max(dim=1)
+        assert torch.equal(indices, expected.indices) and torch.equal(values, expected.values)
+
+
+@pytest.mark.parametrize(("shape", "dim", "run"), [
+    ((64, 512, 8192), (0, 2), 8192),  # item 7's shape: runs of 8192, 64 a row
+    ((8, 40, 1024), (0, 2), 1024),
+    ((9, 300, 1030), (0, 2), 1030),  # a run length few vectors divide
+    ((8, 64, 32, 1024), (0, 2, 3), 32 * 1024),  # dims 2 and 3 coalesced into one run
+    ((16, 300, 2, 2048), (0, 2, 3), 2 * 2048),
+    ((3, 100, 4096), (0, 2), 4096),  # 3 runs a row, a block each
+    ((4, 4096, 1024), (0, 2), 1024),  # one block a row (4 runs) stores the result: one launch
+], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32,
+                                   torch.uint8], ids=str)
+def test_dense_runs_against_torch(shape, dim, run, dtype):
+    if shape == (64, 512, 8192) and dtype is not torch.float32:
+        pytest.skip("item 7's shape runs in float32 only")
+    x = sample(shape, dtype)
+    if dtype is torch.float16:  # sums of squares of up to 2^18 elements: below float16's largest value
+        x = x / 64
+    # 16-byte loads where the run length and every stride are multiples of the vector.
+    vec = min(16 // x.element_size(), 8)
+    width = vec if run % vec == 0 and all(s % vec == 0 for s in x.stride()[:-1]) else 1
+    for spec in _sums_against_torch(x, dim):
+        assert (spec.path, spec.vec) == (DENSE_RUNS, width), spec
+
+
+def test_dense_runs_of_views_keepdim_out_determinism_and_the_hot_path():
+    base = sample((9, 300, 2048), torch.float32)
+    # A narrower view (runs of 1032 in rows of 2048), the kept dim first (strides 2048, 614400, 1).
+    for x, dim, vec in ((base[:, :, :1032], (0, 2), 4), (base.permute(1, 0, 2), (1, 2), 4),
+                        (base[:, :, 1:1031], (0, 2), 1)):
+        for spec in _sums_against_torch(x, dim, keepdim=True):
+            assert (spec.path, spec.vec) == (DENSE_RUNS, vec), spec
+    out = torch.empty(300, 2, device="cuda")[:, 0]
+    assert SUMSQ(base, dim=(0, 2), out=out) is out
+    check(out, (base.double() ** 2).sum((0, 2)).float())
+    for x, hot in ((base, "function"), (sample((4, 4096, 1024), torch.float32), "HotPlan")):
+        fn = create_reduction_fn(SQ + ADD, 0, map="sq", combine="add")
+        first = fn(x, dim=(0, 2))
+        assert all(torch.equal(fn(x, dim=(0, 2)), first) for _ in range(3))  # deterministic, also when hot
+        # Two launches (partials between) from Python, or with one block a row a C HotPlan.
+        assert [type(run).__name__ for run in fn._calls.hot.values()] == [hot]
+        assert _spec(fn).path == DENSE_RUNS
+        check(first, (x.double() ** 2).sum((0, 2)).float())
+
+
+@pytest.mark.parametrize(("shape", "dim"), [((8, 40, 1024), (0, 2)), ((9, 300, 1030), (0, 2)),
+                                            ((8, 64, 32, 1024), (0, 2, 3))], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int8], ids=str)
+def test_dense_runs_with_indices(shape, dim, dtype):
+    argmax = _argmax()
+    x = torch.randint(0, 5, shape, device="cuda").to(dtype)  # many ties: the first index must win
+    if dtype.is_floating_point:
+        x[3, 7, 1] = float("nan")  # a NaN wins, the first of them
+        x[5, 7, 2] = float("nan")
+    values, indices = argmax(x, dim=dim)
+    assert _spec(argmax).path == DENSE_RUNS and _spec(argmax).indexed
+    flat = x.movedim(1, 0).reshape(x.shape[1], -1)  # the kept dim first, the reduced ones in order
+    expected = flat.max(dim=1)
+    assert torch.equal(indices, expected.indices)
+    torch.testing.assert_close(values, expected.values, rtol=0, atol=0, equal_nan=True)
+    if dtype.is_floating_point:
+        assert int(indices[7]) == int(flat[7].isnan().nonzero()[0])
+
+
+def test_item_7_argmax_shapes_against_torch():
+    argmax = _argmax()
+    x = sample((4096, 65536), torch.bfloat16)  # columns, two a thread
+    values, indices = argmax(x, dim=0)
+    assert (_spec(argmax).path, _spec(argmax).vec) == (COLUMNS, 2)
+    expected = x.max(dim=0)
+    assert torch.equal(indices, expected.indices) and torch.equal(values, expected.values)
+    del x, values, indices, expected
+    x = sample((1 << 28,), torch.float32)  # the grid path, 1024 blocks
+    values, indices = argmax(x)
+    assert (_spec(argmax).path, _spec(argmax).vec) == (GRID, 4)
+    assert int(indices) == int(torch.argmax(x)) and values.item() == x.max().item()
+
+
+@pytest.mark.parametrize(("shape", "dim", "path", "vec"), [
+    ((3001, 130), 0, COLUMNS, 2),  # thread rows of 375 and 376 steps: the unrolled loop's remainder
+    ((3001, 131), 0, COLUMNS, 1),
+    (((1 << 22) + 24,), None, GRID, 8),  # 2 or 3 steps a thread
+    (((1 << 20) + 3,), None, GRID, 1),
+    ((300, 5003), 1, BLOCK_ROWS, 1),
+    ((300, 8200), 1, BLOCK_ROWS, 8),  # 4 or 5 steps a thread
+    ((300, 1001), 1, WARP_ROWS, 1),
+    ((300, 1000), 1, WARP_ROWS, 8),
+], ids=str)
+def test_unrolled_folds_with_indices_of_odd_sizes(shape, dim, path, vec):
+    argmax = _argmax()
+    x = torch.randint(0, 7, shape, device="cuda").to(torch.bfloat16)
+    values, indices = argmax(x, dim=dim)
+    assert (_spec(argmax).path, _spec(argmax).vec) == (path, vec)
+    if dim is None:
+        assert int(indices) == int(torch.argmax(x)) and values.item() == x.max().item()
+    else:
+        expected = x.max(dim=dim)
+        assert torch.equal(indices, expected.indices) and torch.equal(values, expected.values)

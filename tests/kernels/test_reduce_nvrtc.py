@@ -12,7 +12,7 @@ import pytest
 
 from jiter_magic import create_reduction_fn
 from jiter_magic.compilers.nvrtc import NvrtcCompiler
-from jiter_magic.planning.reduce_spec import BLOCK_ROWS, COLUMNS, CUDA_PATHS, GRID, WARP_ROWS
+from jiter_magic.planning.reduce_spec import BLOCK_ROWS, COLUMNS, CUDA_PATHS, DENSE_RUNS, GRID, WARP_ROWS
 
 try:
     from cupy.cuda import nvrtc as _cupy_nvrtc  # noqa: F401 - NVRTC through CuPy; works with no GPU
@@ -64,7 +64,7 @@ def test_maps_extras_finalize_and_plain_functions_compile(name, path, arch):
 
 
 @pytest.mark.parametrize(("path", "dtype", "vec", "arch"), [
-    (p, d, v, a) for p in (WARP_ROWS, BLOCK_ROWS, GRID) for d, v in (("float32", 4), ("float16", 8), ("bfloat16", 8),
+    (p, d, v, a) for p in (WARP_ROWS, BLOCK_ROWS, DENSE_RUNS, GRID) for d, v in (("float32", 4), ("float16", 8), ("bfloat16", 8),
                                                                 ("float64", 2), ("uint8", 8), ("int64", 2))
     for a in ARCHES])
 def test_vector_loads_compile(path, dtype, vec, arch):
@@ -86,7 +86,8 @@ def test_vector_columns_compile(dtype, width, name, arch):
 
 @pytest.mark.parametrize(("path", "kept", "reduced", "arch"),
                          [(p, k, r, a) for p in (COLUMNS, GRID) for k, r in ((3, 1), (1, 3), (2, 2))
-                          for a in ARCHES] + [(p, 3, 1, a) for p in (WARP_ROWS, BLOCK_ROWS) for a in ARCHES])
+                          for a in ARCHES] + [(p, 3, 1, a) for p in (WARP_ROWS, BLOCK_ROWS) for a in ARCHES]
+                         + [(DENSE_RUNS, k, r, a) for k, r in ((1, 2), (3, 2), (2, 3)) for a in ARCHES])
 def test_loop_dims_compile(path, kept, reduced, arch):
     compile_cuda(FUNCTIONS["dot"], "float32", "float16", path=path, kept_ndim=kept, reduced_ndim=reduced, arch=arch)
 
@@ -114,8 +115,10 @@ def test_reductions_with_indices_compile(path, dtype, arch):
     source = compile_cuda(argmax, dtype, path=path, arch=arch)
     assert "jm_shuffle_xor" in source or path == COLUMNS  # a warp's pairs are shuffled member by member
     assert "int64_t* jm_out_index;" in source and "atomic" not in source
-    if path in (WARP_ROWS, BLOCK_ROWS):
+    if path in (WARP_ROWS, BLOCK_ROWS, DENSE_RUNS, GRID):
         compile_cuda(argmax, dtype, path=path, vec=2, arch=arch)  # the index of a vector's element
+    if path != GRID:  # (the grid path unrolls its dense rows only, read with vec > 1)
+        assert "#pragma unroll 4" in source  # a pair's loads unrolled: more of them in flight
 
 
 
@@ -133,7 +136,7 @@ def test_folds_of_given_indices_compile(path, accumulate, output, arch):
 
     binding = tree_parts(create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")).fold.calls.binding
     # Vector loads need one itemsize: 8-byte values with their int64 indices, 2 a load.
-    vectors = (1, 2) if path in (WARP_ROWS, BLOCK_ROWS, GRID) and accumulate != "float32" else (1,)
+    vectors = (1, 2) if path in (WARP_ROWS, BLOCK_ROWS, DENSE_RUNS, GRID) and accumulate != "float32" else (1,)
     for vec in vectors:
         spec = ReductionSpec((accumulate, "int64"), output, accumulate, (), identity_literal(0, accumulate), path=path,
                              kept_ndim=1, reduced_ndim=1, vec=vec, indexed=True, indices_given=True)
@@ -142,6 +145,7 @@ def test_folds_of_given_indices_compile(path, accumulate, output, arch):
             _COMPILERS[arch] = NvrtcCompiler(arch)
         assert _COMPILERS[arch].compile(source, binding.name).binary[:4] == b"\x7fELF"
         assert "const int64_t* jm_in1;" in source and "atomic" not in source
-        dense = path in (WARP_ROWS, BLOCK_ROWS) or vec > 1  # rows read a vector at a time, of one element or more
+        # Rows (and the runs of dense_runs) read a vector at a time, of one element or more.
+        dense = path in (WARP_ROWS, BLOCK_ROWS, DENSE_RUNS) or vec > 1
         index = "(int64_t)(jm_v1.jm_v[jm_e])" if dense else "(int64_t)(jm_a.jm_in1["
         assert index in source  # the index read from the second input, not the element's position

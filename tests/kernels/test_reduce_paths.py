@@ -6,14 +6,21 @@ import pytest
 from jiter_magic import create_reduction_fn
 from jiter_magic.kernels.reduce_common import reduce_args
 from jiter_magic.kernels.reduce_cuda import (
+    FILL_ROWS,
+    LONG_ROW_COUNT,
     MAX_GRID_BLOCKS,
     ROW_BLOCK_COUNT,
+    RUN_COUNT,
+    blocks_a_row,
     choose_path,
     grid_blocks,
     launches,
+    partials_of,
 )
-from jiter_magic.planning.reduce_layout import plan_reduction_layout
-from jiter_magic.planning.reduce_spec import BLOCK_ROWS, COLUMNS, GRID, HOST, WARP_ROWS, ReductionSpec
+from jiter_magic.planning.layout import ArrayDesc
+from jiter_magic.planning.reduce_layout import dense_strides, plan_reduction_layout
+from jiter_magic.planning.reduce_spec import BLOCK_ROWS, COLUMNS, DENSE_RUNS, GRID, HOST, WARP_ROWS, ReductionSpec
+from jiter_magic.runtime.reduce_call import plan_call
 
 ADD = "template <typename T> T add(T a, T b) { return a + b; }\n"
 
@@ -34,6 +41,15 @@ def layout(shape, dims, strides=None):
     ((4096, 65536), (0, 1), GRID),  # everything: the two-stage grid reduction
     ((3, 1_000_000), (1,), GRID),  # a few long rows: several blocks each
     ((512, 6, 7), (0, 2), GRID),  # strided reduced dims
+    ((64, 1 << 22), (1,), GRID),  # 64 long rows: a block each would leave half the SMs idle
+    ((FILL_ROWS - 1, LONG_ROW_COUNT), (1,), GRID),
+    ((FILL_ROWS, LONG_ROW_COUNT), (1,), BLOCK_ROWS),  # rows enough to fill the GPU
+    ((64, LONG_ROW_COUNT - 8), (1,), BLOCK_ROWS),  # not long enough to be worth a second launch
+    ((512, 8192), (1,), BLOCK_ROWS),
+    ((64, 512, 8192), (0, 2), DENSE_RUNS),  # non-adjacent reduced dims, the inner one dense
+    ((8, 64, 32, 1024), (0, 2, 3), DENSE_RUNS),  # runs of 32 x 1024 (dims 2 and 3 coalesced)
+    ((64, 512, RUN_COUNT - 4), (0, 2), GRID),  # runs too short
+    ((2, 3, 65536), (0, 2), GRID),  # too few runs (6 blocks) to fill the GPU
 ])
 def test_choose_path(shape, dims, expected):
     assert choose_path(layout(shape, dims), ("float32",), [4096])[0] == expected
@@ -59,6 +75,66 @@ def test_full_reductions_of_dense_arrays_take_the_grid_path_with_vector_loads():
     vector = fn.source("float32", path=GRID, vec=4)
     assert "jm_vec<float, 4>" in vector and "(jm_index_t)(jm_a.jm_blocks * 256) * 4" in vector
     assert "jm_vec<" not in fn.source("float32", path=GRID)
+
+
+def test_dense_runs_vector_width_and_blocks():
+    runs = layout((64, 512, 8192), (0, 2))
+    assert choose_path(runs, ("float32",), [4096]) == (DENSE_RUNS, 4)
+    assert choose_path(runs, ("bfloat16",), [4096]) == (DENSE_RUNS, 8)
+    assert choose_path(runs, ("float32",), [4104]) == (DENSE_RUNS, 1)  # a misaligned pointer
+    assert choose_path(layout((64, 512, 8190), (0, 2)), ("float32",), [4096]) == (DENSE_RUNS, 1)  # odd run length
+    assert blocks_a_row(DENSE_RUNS, runs) == 8  # 4096 blocks in all: 8 runs a block
+    assert blocks_a_row(DENSE_RUNS, layout((3, 100, 4096), (0, 2))) == 3  # no more blocks than runs
+    rows = layout((4, 8192, 1024), (0, 2))  # rows enough: one block a row stores the result
+    assert choose_path(rows, ("float32",), [4096]) == (DENSE_RUNS, 4) and blocks_a_row(DENSE_RUNS, rows) == 1
+    # A transposed input whose innermost reduced dim has no unit stride: the grid path.
+    assert choose_path(layout((64, 512, 8192), (0, 2), strides=(1, 64, 32768)), ("float32",), [4096])[0] == GRID
+    # With indices the reduced dims are walked in logical order: dim 2 innermost, still a dense run.
+    indexed = plan_reduction_layout((64, 512, 8192), [((64, 512, 8192), (4194304, 8192, 1))], (0, 2), False,
+                                    indexed=True)
+    assert choose_path(indexed, ("float32",), [4096]) == (DENSE_RUNS, 4)
+    spec = ReductionSpec(("float32",), "float32", "float32", (), "0", path=DENSE_RUNS, kept_ndim=1, reduced_ndim=2)
+    assert launches(spec, 512, 64) == [((512 * 64, 1, 1), (256, 1, 1), 0), ((512, 1, 1), (256, 1, 1), 1)]
+    assert partials_of(spec, 512, 64) == (512 * 64, "float32")
+
+
+def _planned(fn, shape, dtype, dim, strides=None, device=0):
+    desc = ArrayDesc(dtype, shape, strides or dense_strides(shape), 1 << 20)
+    return plan_call(fn.binding, [desc], "torch", device, fn.identity, [], dim, False, None, None)
+
+
+def test_cuda_calls_plan_the_new_paths_from_metadata():
+    fn = create_reduction_fn(ADD, 0, combine="add")
+    rows = _planned(fn, (64, 1 << 22), "float32", -1)
+    assert (rows.spec.path, rows.spec.vec, rows.blocks) == (GRID, 4, 64)  # 64 blocks a row, 4096 in all
+    runs = _planned(fn, (64, 512, 8192), "float32", (0, 2))
+    assert (runs.spec.path, runs.spec.vec, runs.blocks, runs.spec.reduced_ndim) == (DENSE_RUNS, 4, 8, 2)
+    assert runs.layout.reduced_sizes == (8192, 64) and runs.layout.rows == 512
+    assert _planned(fn, (64, 512, 8192), "float32", (0, 2), device=-1).spec.path == HOST  # the CPU: host loops
+    from jiter_magic import create_multi_output_reduction_fn
+
+    argmax = create_multi_output_reduction_fn(
+        "template <typename T> void keep_max(T a, int64_t ia, T b, int64_t ib, T& value, int64_t& index) {\n"
+        "  const bool take_b = b > a || (b == a && ib < ia);\n  value = take_b ? b : a; index = take_b ? ib : ia;\n}\n",
+        combine="keep_max")
+    indexed = _planned(argmax, (64, 512, 8192), "bfloat16", (0, 2))
+    assert (indexed.spec.path, indexed.spec.vec, indexed.blocks, indexed.spec.indexed) == (DENSE_RUNS, 8, 8, True)
+    columns = _planned(argmax, (4096, 65536), "bfloat16", 0)
+    assert (columns.spec.path, columns.spec.vec, columns.blocks) == (COLUMNS, 2, 1)
+    everything = _planned(argmax, (1 << 28,), "float32", None)
+    assert (everything.spec.path, everything.spec.vec, everything.blocks) == (GRID, 4, MAX_GRID_BLOCKS)
+
+
+def test_indexed_folds_unroll_their_loads_and_plain_ones_do_not():
+    from tests.kernels.test_reduce_golden import ARGMAX, SUMSQ
+
+    for path, vec in ((WARP_ROWS, 4), (BLOCK_ROWS, 4), (COLUMNS, 2), (DENSE_RUNS, 4), (GRID, 4)):
+        assert "#pragma unroll 4\n" in ARGMAX.source("bfloat16", path=path, vec=vec)
+        assert "#pragma unroll 4\n" not in SUMSQ.source("bfloat16", path=path, vec=vec)
+    runs = ARGMAX.source("float32", path=DENSE_RUNS, vec=4, reduced_ndim=2)
+    assert "(int64_t)(jm_first + jm_j + jm_e)" in runs  # an element's index counts over the whole row
+    assert "jm_j < jm_a.jm_rsize[0]" in runs and "jm_a.jm_in0 + jm_o0 + jm_j" in runs
+    assert "jm_total = jm_pick(jm_total, jm_acc);" in runs  # a block's runs folded in order
 
 
 def test_grid_blocks_and_launches():

@@ -104,7 +104,7 @@ def test_inspect_gives_host_assembly_ptx_and_sass_without_a_gpu(norm):
     asm = norm.inspect(kind="asm")
     assert re.search(r"^\s*# line 1: template <typename T> T sq", asm, re.M)  # the map's line, marked
     with pytest.raises(jiter_magic.InvalidArgumentError, match=r"^kind='ptx' is CUDA code: pass a CUDA path, one of "
-                                                              r"\['warp_rows', 'block_rows', 'columns', 'grid'\]"):
+                                                              r"\['warp_rows', 'block_rows', 'columns', 'dense_runs', 'grid'\]"):
         norm.inspect(kind="ptx", path="host")
     with pytest.raises(jiter_magic.InvalidArgumentError, match=r"^kind='asm' is a host kernel's assembly"):
         norm.inspect(kind="asm", path="grid")
