@@ -49,6 +49,10 @@ tar -xf "$TAR" -C "$BASE" || { echo "could not extract $TAR" >&2; exit 2; }
 # copy inside the baseline tree imports the baseline package. Runs start in their tree's root
 # too, since bench_gpu.py's `python -c` subprocesses put the working folder first on sys.path.
 cp bench/bench_gpu.py bench/bench_reduce.py bench/profile_host.py "$BASE/bench/"
+# The baseline's own C call path, built as an install builds it (its sources, this tree's build
+# script): without it the baseline would run the Python path and its host cost would not compare.
+cp hatch_build.py "$BASE/" && (cd "$BASE" && python3 hatch_build.py) > "$WORK/baseline-build.txt" 2>&1 \
+  || { echo "the baseline's C call path did not build:"; tail -n 5 "$WORK/baseline-build.txt"; }
 
 : > "$OUT/steps.txt"
 {
