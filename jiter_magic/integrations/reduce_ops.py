@@ -30,13 +30,7 @@ from jiter_magic.arrays.torch_autograd import input_gradient, out_with_grad
 from jiter_magic.errors import ArgumentTypeError, DeviceError, DTypeError, GradientError, ShapeError
 from jiter_magic.integrations import torch_op_parts as parts
 from jiter_magic.integrations.torch_extras import extra_as_graph_input
-from jiter_magic.integrations.torch_ops import (
-    NAMESPACE,
-    operator_call,
-    operator_library,
-    operator_name,
-    registered_once,
-)
+from jiter_magic.integrations.torch_ops import NAMESPACE, define_operator, operator_call, operator_name, registered_once
 from jiter_magic.planning.dtypes import dtype_name
 from jiter_magic.planning.layout import broadcast_shape
 from jiter_magic.planning.reduce_layout import normalize_dims, reduced_shape
@@ -133,21 +127,11 @@ def schema(name: str, num_inputs: int, num_extras: int, indexed: bool = False) -
 
 
 def _register(name: str, function: Any) -> None:
-    library = operator_library()
-    count, extras = function.num_inputs, len(function.binding.extra_names)
-    # Extras are read on the host when the kernel runs: not safe to capture in a CUDA graph (torch_ops.py).
-    tags = (torch.Tag.cudagraph_unsafe,) if extras else ()
-    indexed = function.binding.indexed
-    library.define(schema(name, count, extras, indexed), tags=tags)
-    kernel = _kernel(function)
-    library.impl(name, kernel, "CPU")
-    library.impl(name, kernel, "CUDA")
-    qualified = f"{NAMESPACE}::{name}"
-    torch.library.register_fake(qualified, _fake(function), lib=library)
-    if indexed:  # no backward yet: a traced call on inputs requiring grad is refused before the operator
-        return
-    backward, setup = _autograd(function)
-    torch.library.register_autograd(qualified, backward, setup_context=setup, lib=library)
+    extras, indexed = len(function.binding.extra_names), function.binding.indexed
+    # Extras are read on the host when the kernel runs (torch_ops.define_operator). With indices, no
+    # backward yet: a traced call on inputs requiring grad is refused before the operator.
+    define_operator(name, schema(name, function.num_inputs, extras, indexed), _kernel(function), _fake(function),
+                    None if indexed else _autograd(function), bool(extras))
 
 
 def _split(function: Any, args: tuple) -> tuple[tuple, tuple, list[int], bool, str | None]:

@@ -150,20 +150,28 @@ def schema(name: str, num_inputs: int, num_extras: int, num_outputs: int, with_o
     return f"{name}({', '.join(params)}) -> {returns}"
 
 
-def _register(name: str, function: Any, with_out: bool, numbers: bool) -> None:
+def define_operator(name: str, signature: str, kernel: Callable[..., Any], fake: Callable[..., Any],
+                    autograd: tuple[Callable[..., Any], Callable[..., Any]] | None, numbers: bool) -> None:
+    """One operator of any kind of function: its schema, its kernel on CPU and CUDA, its fake and,
+    where it has one, its backward with its setup_context.
+
+    A call that takes numbers reads them on the host (0-d CPU tensors) when it runs: captured in
+    a CUDA graph, it would launch with the values of the capture on every replay. So that
+    variant is cudagraph_unsafe, and Inductor's CUDA graphs (mode="reduce-overhead") run it
+    between their graphs; a call of tensors alone only reads device memory and is captured."""
     library = operator_library()
-    extras = function.binding.extra_names
-    # A call that takes numbers reads them on the host (0-d CPU tensors) when it runs: captured in
-    # a CUDA graph, it would launch with the values of the capture on every replay. So that
-    # variant is cudagraph_unsafe, and Inductor's CUDA graphs (mode="reduce-overhead") run it
-    # between their graphs; a call of tensors alone only reads device memory and is captured.
-    tags = (torch.Tag.cudagraph_unsafe,) if numbers else ()
-    library.define(schema(name, function.num_inputs, len(extras), function.num_outputs, with_out), tags=tags)
-    kernel = parts.kernel(function, with_out)
+    library.define(signature, tags=(torch.Tag.cudagraph_unsafe,) if numbers else ())
     library.impl(name, kernel, "CPU")
     library.impl(name, kernel, "CUDA")
     qualified = f"{NAMESPACE}::{name}"
-    torch.library.register_fake(qualified, parts.fake(function, with_out), lib=library)
-    if not with_out:
-        backward, setup = parts.autograd(function, operator_call)
+    torch.library.register_fake(qualified, fake, lib=library)
+    if autograd is not None:
+        backward, setup = autograd
         torch.library.register_autograd(qualified, backward, setup_context=setup, lib=library)
+
+
+def _register(name: str, function: Any, with_out: bool, numbers: bool) -> None:
+    define_operator(name, schema(name, function.num_inputs, len(function.binding.extra_names), function.num_outputs,
+                                 with_out),
+                    parts.kernel(function, with_out), parts.fake(function, with_out),
+                    None if with_out else parts.autograd(function, operator_call), numbers)
