@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jiter_magic.kernels.args import args_layout
-from jiter_magic.kernels.base import Grid
 from jiter_magic.native import call_path
 from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.resolve import OverlapPair, byte_span
 from jiter_magic.planning.spec import KernelSpec
 from jiter_magic.runtime.loader import Launcher
+
+if TYPE_CHECKING:
+    from jiter_magic.kernels.base import Grid  # base.py imports a code generator: types only
 
 KWARGS_LIMIT = 64  # keyword values a plan keeps C hot paths for
 
