@@ -15,16 +15,14 @@ binary failed to load, so that the loader can build it again.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from jiter_magic import settings
-from jiter_magic.cache.entry import cache_key, counters
+from jiter_magic.cache.entry import cache_key, counters, sha256
 from jiter_magic.errors import CompileError
 
 if TYPE_CHECKING:  # imported where used: a new process imports this module, and may never build
@@ -80,6 +78,8 @@ def debugging() -> bool:
 
 def save_failed_source(source: str, name: str, backend: str, key: str) -> str:
     """Write the source of a failed compile where the user can open it; returns the path."""
+    import tempfile  # with JITER_MAGIC_DEBUG=1 only: it brings shutil, random and compressors
+
     folder = os.path.join(tempfile.gettempdir(), "jiter_magic-failed")
     os.makedirs(folder, mode=0o700, exist_ok=True)
     path = os.path.join(folder, f"{name}-{key[:16]}{'.cu' if backend == 'cuda' else '.cpp'}")
@@ -147,7 +147,7 @@ def generator_fingerprint() -> str:
     disk key names no source, so an edit of a generator (a checkout, an editable install) must
     change the key as an edit of the source would, where the version stays the same."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    digest = hashlib.sha256()
+    digest = sha256()
     for sub in _GENERATORS:
         folder = os.path.join(package, sub)
         for name in sorted(os.listdir(folder)):

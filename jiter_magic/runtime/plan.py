@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jiter_magic.kernels.args import args_layout
-from jiter_magic.native import call_path
 from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.resolve import OverlapPair, byte_span
 from jiter_magic.planning.spec import KernelSpec
@@ -100,6 +99,8 @@ def hot_plan(plan: CallPlan, inputs: int, extras: list, returns_one: bool) -> Ca
     """A C hot path of `plan` with these extras, where its kernel has a C launcher: the Args
     struct packed here once, leaving only the pointers (its first fields, 8 bytes each) to
     write on each call. None where the kernel has no C launcher or the struct does not start so."""
+    from jiter_magic.native import call_path  # loaded by the planner before any plan is made
+
     kernel = getattr(plan.launcher, "native", None)  # both launchers have one; `Launcher` types the call
     core = call_path.current().loaded_core()
     if kernel is None or core is None:
