@@ -4,6 +4,9 @@ Every case is timed in the same run with CUDA events (median of many launches, a
 warm-up), so the figures compare like with like. Inductor is `torch.compile` (default mode,
 `dynamic=False`, `fullgraph=True`) of the case's expression on the same tensors, compiled in the
 warm-up; `--no-inductor` leaves it out (bench/compare_gpu.sh, which compares package trees).
+`--cold` adds a new process's start (bench/first_call_cold.py): over an empty kernel cache, its
+host cost and one bandwidth row, then `import jiter_magic` and the first call with the kernel on
+disk; on a machine without CUDA only those run, on the CPU backend (`--only cold`).
 Writes bench_gpu.json and bench_gpu.md into --out and prints the table last.
 """
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import first_call_cold  # noqa: E402 - bench/, this script's folder
 import jiter_magic  # noqa: E402
 
 AXPY = "template <typename T> T my_kernel(T x, T y, T alpha) { return -x + alpha * y; }"
@@ -423,19 +427,23 @@ def warm_disk_hit_seconds(device: str = "cuda") -> tuple[float, float]:
     return new_function, new_dtype
 
 
-def markdown(rows, latency, ceiling) -> str:
+def device_name() -> str:
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({torch.get_num_threads()} threads)"
+
+
+def markdown(rows, latency, ceiling, cold=()) -> str:
     lines = [
-        f"Device: {torch.cuda.get_device_name()}, torch {torch.__version__}, jiter_magic {jiter_magic.__version__}, "
+        f"Device: {device_name()}, torch {torch.__version__}, jiter_magic {jiter_magic.__version__}, "
         f"date {time.strftime('%Y-%m-%d')}",
         f"Ceilings: copy {ceiling['copy_GBps']:.0f} GB/s (read + write), write-only {ceiling['write_GBps']:.0f} GB/s"
         + (f"; at the end: copy {ceiling['copy_GBps_end']:.0f}, write-only {ceiling['write_GBps_end']:.0f}"
-           if "copy_GBps_end" in ceiling else ""),
+           if "copy_GBps_end" in ceiling else "") if ceiling else "Ceilings: not measured (no CUDA device)",
         "",
         "| case (GB/s) | jiter_magic | torch jiterator | torch native | Inductor | CuPy | ours / torch jiterator "
         "| ours / Inductor | ours / copy |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    copy = max(ceiling["copy_GBps"], ceiling.get("copy_GBps_end", 0.0))  # the higher: the stricter fraction
+    copy = max(ceiling.get("copy_GBps", 0.0), ceiling.get("copy_GBps_end", 0.0))  # the higher: the stricter fraction
 
     def fmt(v):
         return "" if v is None else f"{v:.0f}"
@@ -446,7 +454,8 @@ def markdown(rows, latency, ceiling) -> str:
     for r in rows:
         lines.append(f"| {r['case']} | {fmt(r['jiter_magic'])} | {fmt(r['torch_jiterator'])} | "
                      f"{fmt(r['torch_native'])} | {fmt(r.get('inductor'))} | {fmt(r['cupy'])} | "
-                     f"{ratio(r, 'torch_jiterator')} | {ratio(r, 'inductor')} | {r['jiter_magic'] / copy:.0%} |")
+                     f"{ratio(r, 'torch_jiterator')} | {ratio(r, 'inductor')} | "
+                     f"{format(r['jiter_magic'] / copy, '.0%') if copy else ''} |")
     notes = [f"- {r['case']}: {r['note']}" for r in rows if r.get("note")]
     lines += ["", "Notes:", *notes] if notes else []
     lines += ["", "| latency | jiter_magic | torch jiterator | torch native |", "| --- | ---: | ---: | ---: |"]
@@ -455,26 +464,39 @@ def markdown(rows, latency, ceiling) -> str:
         unit = "us" if key.startswith("host") else "s"
         lines.append(f"| {key} | " + " | ".join("" if c is None else str(c) if isinstance(c, bool)
                                                 else f"{c:.4g} {unit}" for c in cells) + " |")
+    if cold:
+        lines += first_call_cold.markdown(list(cold), latency.get("host_us_1024", {}).get("jiter_magic"))
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=".")
-    parser.add_argument("--only", choices=["bandwidth", "latency"], default=None)
+    parser.add_argument("--only", choices=["bandwidth", "latency", "cold"], default=None)
     parser.add_argument("--no-inductor", action="store_true", help="time no torch.compile column (faster)")
+    parser.add_argument("--cold", action="store_true",
+                        help="also a new process's start over an empty kernel cache (bench/first_call_cold.py)")
     args = parser.parse_args()
     global INDUCTOR
     INDUCTOR = not args.no_inductor
-    ceiling = ceilings(1 << 30)
+    cuda = torch.cuda.is_available()
+    if not cuda and args.only not in (None, "cold"):
+        parser.error("no CUDA device here: only the cold rows run on the CPU (--only cold, or --cold)")
+    warm = cuda and args.only != "cold"  # without CUDA only the cold rows, on the CPU backend
+    ceiling = ceilings(1 << 30) if warm else {}
     print(json.dumps(ceiling), flush=True)
-    latency = latency_cases() if args.only in (None, "latency") else {}
-    rows = bandwidth_cases() if args.only in (None, "bandwidth") else []
+    latency = latency_cases() if warm and args.only in (None, "latency") else {}
+    rows = bandwidth_cases() if warm and args.only in (None, "bandwidth") else []
     if rows:  # the clock drifts over a run: the ceilings again, after the cases
         ceiling.update({f"{k}_end": v for k, v in ceilings(1 << 30).items()})
-    table = markdown(rows, latency, ceiling)
+    cold = []
+    if args.cold or args.only == "cold" or not cuda:
+        cold = first_call_cold.cold_rows("elementwise", "cuda" if cuda else "cpu", (1 << 28,) if cuda else (1 << 22,))
+        latency.update(first_call_cold.latency_entries(cold))
+        rows += first_call_cold.bandwidth_entries(cold, f"-x + alpha*y, 2^{28 if cuda else 22}, contiguous")
+    table = markdown(rows, latency, ceiling, cold)
     with open(os.path.join(args.out, "bench_gpu.json"), "w") as handle:
-        json.dump({"ceiling": ceiling, "rows": rows, "latency": latency, "device": torch.cuda.get_device_name(),
+        json.dump({"ceiling": ceiling, "rows": rows, "latency": latency, "cold": cold, "device": device_name(),
                    "date": time.strftime("%Y-%m-%d")}, handle, indent=1)
     with open(os.path.join(args.out, "bench_gpu.md"), "w") as handle:
         handle.write(table + "\n")

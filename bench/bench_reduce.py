@@ -18,7 +18,10 @@ float64 sum, an argmax by the element at each returned index, which must be the 
 
 On the CPU (`--device cpu`) the tensor is 4096 x 8192 by default; the thread count is the
 process's: run it under `taskset -c 0,1` with OMP_NUM_THREADS=2 for two threads (bench/run_gpu.sh
-`reduce-cpu` does both counts). Writes bench_reduce_<device>.json and .md into --out.
+`reduce-cpu` does both counts). `--cold` adds a new process's start (bench/first_call_cold.py):
+over an empty kernel cache, its host cost and one bandwidth row, then `import jiter_magic` and the
+first call with the kernel on disk, beside the warm figures (`--only-cold`: those alone).
+Writes bench_reduce_<device>.json and .md into --out.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import first_call_cold  # noqa: E402 - bench/, this script's folder
 import jiter_magic  # noqa: E402
 
 SUMSQ = ("template <typename T> T sq(T x) { return x * x; }\n"
@@ -261,16 +265,18 @@ def host_costs(device: str, reps: int = 2000) -> dict[str, float]:
     return costs
 
 
-def markdown(rows: list[dict], device: str, threads: int, costs: dict[str, float]) -> str:
+def markdown(rows: list[dict], device: str, threads: int, costs: dict[str, float], cold: list[dict]) -> str:
     names = list(dict.fromkeys(name for row in rows for name in row["GBps"]))
     where = torch.cuda.get_device_name() if device == "cuda" else f"CPU, {threads} threads"
     lines = [f"Sum of squares (then issue 42 item 7's shapes), GB/s of the input read ({where}); higher is "
-             "better.", "",
-             "| case | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names)]
+             "better."]
+    if rows:
+        lines += ["", "| case | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names)]
     for row in rows:
         cells = [f"{row['GBps'][n]:.0f}" if n in row["GBps"] else "" for n in names]
         lines.append(f"| {row['case']} | " + " | ".join(cells) + " |")
-    lines += ["", "jiter_magic against the best other contender and against x.sum (the issue asks at least 0.95):"]
+    if rows:
+        lines += ["", "jiter_magic against the best other contender and against x.sum (the issue asks at least 0.95):"]
     for row in rows:
         ours = row["GBps"]["jiter_magic"]
         others = {n: v for n, v in row["GBps"].items() if n not in ("jiter_magic", "x.sum (read reference)")}
@@ -279,8 +285,11 @@ def markdown(rows: list[dict], device: str, threads: int, costs: dict[str, float
         reference = row["GBps"].get("x.sum (read reference)")
         against_sum = f", {ours / reference:.3f}x x.sum" if reference else ""
         lines.append(f"- {row['case']}: {ours / others[best]:.3f}x {best}{against_sum}{notes}")
-    lines += ["", "Host cost of a call on a (4, 256) float32 tensor, dim=1 (us; lower is better): "
-              + ", ".join(f"{name} {us:.2f}" for name, us in costs.items())]
+    if costs:
+        lines += ["", "Host cost of a call on a (4, 256) float32 tensor, dim=1 (us; lower is better): "
+                  + ", ".join(f"{name} {us:.2f}" for name, us in costs.items())]
+    if cold:
+        lines += first_call_cold.markdown(cold)
     return "\n".join(lines) + "\n"
 
 
@@ -294,6 +303,9 @@ def main() -> None:
     parser.add_argument("--out", default=".")
     parser.add_argument("--cases", default=None, help="sumsq, item7 or both, comma-separated (default: both on "
                                                       "CUDA, sumsq on the CPU)")
+    parser.add_argument("--cold", action="store_true",
+                        help="also a new process's start over an empty kernel cache (bench/first_call_cold.py)")
+    parser.add_argument("--only-cold", action="store_true", help="only the cold rows")
     args = parser.parse_args()
     # Steady state, as bench_gpu.py's: the C call path built (or loaded from the cache) before the
     # first call, which decides whether calls may run in C for the rest of the process.
@@ -304,15 +316,20 @@ def main() -> None:
     shape = tuple(int(v) for v in (args.shape or ("4096x65536" if device == "cuda" else "4096x8192")).split("x"))
     threads = torch.get_num_threads()
     cases = (args.cases or ("sumsq,item7" if device == "cuda" else "sumsq")).split(",")
-    rows = sumsq_rows(shape, args.dtypes.split(","), device, args.rounds, args.reps) if "sumsq" in cases else []
-    if "item7" in cases:
-        rows += shape_rows(device, args.rounds, args.reps)
-    costs = host_costs(device)
+    rows = []
+    if not args.only_cold:
+        rows = sumsq_rows(shape, args.dtypes.split(","), device, args.rounds, args.reps) if "sumsq" in cases else []
+        if "item7" in cases:
+            rows += shape_rows(device, args.rounds, args.reps)
+    costs = {} if args.only_cold else host_costs(device)
+    # The cold rows' bandwidth on the warm rows' shape, so that the two compare.
+    cold = first_call_cold.cold_rows("reduce", device, shape) if args.cold or args.only_cold else []
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"bench_reduce_{device}")
     with open(stem + ".json", "w") as f:
-        json.dump({"device": device, "shape": shape, "threads": threads, "rows": rows, "host_us": costs}, f, indent=1)
-    table = markdown(rows, device, threads, costs)
+        json.dump({"device": device, "shape": shape, "threads": threads, "rows": rows, "host_us": costs,
+                   "cold": cold}, f, indent=1)
+    table = markdown(rows, device, threads, costs, cold)
     with open(stem + ".md", "w") as f:
         f.write(table)
     print(table)

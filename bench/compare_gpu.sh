@@ -16,7 +16,9 @@
 # Env: COMPARE_BUDGET_S (540), COMPARE_ROUNDS (2; 1 skips round 2), BASELINE_TAR (the tar above),
 # COMPARE_BENCH_S (150: seconds one benchmark run may take), COMPARE_TESTS (1; 0 skips the tests),
 # COMPARE_TEST_FILES (tests/gpu/test_gpu.py: the GPU test files to run), COMPARE_REDUCE (0),
-# COMPARE_ELEMENTWISE (1; 0 skips bench_gpu.py, for a short call).
+# COMPARE_ELEMENTWISE (1; 0 skips bench_gpu.py, for a short call), COMPARE_COLD (0; 1 adds --cold to
+# both benchmarks: a new process's start over an empty kernel cache and from disk, bench/first_call_cold.py,
+# about a minute more a run: raise COMPARE_BENCH_S).
 set -u -o pipefail
 { # the whole script is one compound command, read in full before it runs (safe to edit meanwhile)
 START=$SECONDS
@@ -48,7 +50,9 @@ tar -xf "$TAR" -C "$BASE" || { echo "could not extract $TAR" >&2; exit 2; }
 # The same benchmark code for both trees: each script puts its own ../ first on sys.path, so a
 # copy inside the baseline tree imports the baseline package. Runs start in their tree's root
 # too, since bench_gpu.py's `python -c` subprocesses put the working folder first on sys.path.
-cp bench/bench_gpu.py bench/bench_reduce.py bench/profile_host.py "$BASE/bench/"
+cp bench/bench_gpu.py bench/bench_reduce.py bench/first_call_cold.py bench/profile_host.py "$BASE/bench/"
+COLD=()
+[ "${COMPARE_COLD:-0}" = 1 ] && COLD=(--cold)
 # The baseline's own C call path, built as an install builds it (its sources, this tree's build
 # script): without it the baseline would run the Python path and its host cost would not compare.
 cp hatch_build.py "$BASE/" && (cd "$BASE" && python3 hatch_build.py) > "$WORK/baseline-build.txt" 2>&1 \
@@ -81,7 +85,7 @@ run_bench() {  # LABEL ROOT LIMIT
   if (( limit < 30 )); then step_log "$label" skip 0; return; fi
   mkdir -p "$dir"
   (cd "$root" && JITER_MAGIC_CACHE_DIR=$(mktemp -d -p "$WORK") PYTHONPATH=$root \
-     timeout -k 10 "$limit" python3 bench/bench_gpu.py --no-inductor --out "$dir") > "$dir/bench.log" 2>&1
+     timeout -k 10 "$limit" python3 bench/bench_gpu.py --no-inductor ${COLD[@]+"${COLD[@]}"} --out "$dir") > "$dir/bench.log" 2>&1
   rc=$?
   DUR[$label]=$((SECONDS - t0))
   step_log "$label" "$rc" "${DUR[$label]}"
@@ -92,7 +96,8 @@ run_reduce() {  # SIDE ROOT LIMIT: the reduction benchmark (4096 x 65536 sum of 
   if (( limit < 30 )); then step_log "reduce-$side" skip 0; return; fi
   mkdir -p "$dir"
   (cd "$root" && JITER_MAGIC_CACHE_DIR=$(mktemp -d -p "$WORK") PYTHONPATH=$root \
-     timeout -k 10 "$limit" python3 bench/bench_reduce.py --device cuda --rounds 3 --out "$dir") > "$dir/bench.log" 2>&1
+     timeout -k 10 "$limit" python3 bench/bench_reduce.py --device cuda --rounds 3 ${COLD[@]+"${COLD[@]}"} --out "$dir") \
+     > "$dir/bench.log" 2>&1
   rc=$?
   step_log "reduce-$side" "$rc" "$((SECONDS - t0))"
   if (( rc != 0 )); then failed=1; tail -n 20 "$dir/bench.log"; fi

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # One device call: GPU tests, then the benchmark. Results land in $OUT (or ./gpu-out).
-# Usage on the GPU machine: bash bench/run_gpu.sh [tests|bench|reduce|notebooks|two-gpus|cpu|all]
+# Usage on the GPU machine: bash bench/run_gpu.sh [tests|bench|reduce|notebooks|two-gpus|cpu|cold|all]
+# BENCH_COLD=1 adds --cold to `bench` and `reduce`: a new process's start over an empty kernel cache
+# and with the kernel on disk, beside the warm figures (bench/first_call_cold.py; about a minute
+# each). `cold` (not part of `all`) runs only those rows of both, into $OUT/cold/.
 # `tests` runs the GPU tests on the C call path, then test_gpu.py again on the Python one.
 # `notebooks` runs every notebook through nbval, strict and --nbval-lax; the GPU machine has no
 # IPython or nbval, so it installs them from wheels carried in .whl/ (pip download --python-version 3.12 --only-binary=:all: -d .whl ...).
@@ -20,6 +23,8 @@ carried() {  # install carried wheels (.whl/) that the GPU machine's python3 lac
   python3 -c "import $1" 2>/dev/null || python3 -m pip install -q --no-index --find-links .whl "${@:2}" 2>&1 | tail -n 3
 }
 what=${1:-all}
+COLD=()
+[ "${BENCH_COLD:-0}" = 1 ] && COLD=(--cold)
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -85,7 +90,7 @@ if [ "$what" = reduce ] || [ "$what" = all ]; then
   # Issue 32's sum of squares of 4096 x 65536 on the GPU, then on the host's CPU at 2 threads (on 2
   # cores) and at every core; numexpr comes from the carried wheels.
   carried "numexpr" numexpr
-  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 bench/bench_reduce.py --device cuda --out "$OUT/reduce" 2>&1 \
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 bench/bench_reduce.py --device cuda ${COLD[@]+"${COLD[@]}"} --out "$OUT/reduce" 2>&1 \
     | tee "$OUT/bench-reduce.log" | tail -n 20
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   JITER_MAGIC_CACHE_DIR=$(mktemp -d) OMP_NUM_THREADS=2 taskset -c 0,1 python3 bench/bench_reduce.py --device cpu \
@@ -99,8 +104,21 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   # Bytecode compiled ahead, as `pip install` does: a new process's first call is timed as a user
   # with the package installed sees it, not with every module compiled from source.
   python3 -m compileall -q jiter_magic > /dev/null
-  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 bench/bench_gpu.py --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -n 40
+  JITER_MAGIC_CACHE_DIR=$(mktemp -d) python3 bench/bench_gpu.py ${COLD[@]+"${COLD[@]}"} --out "$OUT" 2>&1 | tee "$OUT/bench.log" \
+    | tail -n 40
   # the PNG of GB/s against the ceilings (needs matplotlib: carried wheels, see `notebooks`)
   python3 bench/plot_results.py "$OUT/bench_gpu.json" 2>&1 | tail -n 2 || true
+fi
+if [ "$what" = cold ]; then
+  # A new process's start, cold and warm from disk, for both kinds (bytecode compiled ahead, as
+  # `pip install` does, so that a first import is not timed compiling modules).
+  python3 -m compileall -q jiter_magic > /dev/null
+  mkdir -p "$OUT/cold"
+  python3 bench/bench_gpu.py --only cold --out "$OUT/cold" 2>&1 | tee "$OUT/cold/bench.log" | tail -n 12
+  status=${PIPESTATUS[0]}
+  python3 bench/bench_reduce.py --device cuda --only-cold --out "$OUT/cold" 2>&1 | tee "$OUT/cold/reduce.log" \
+    | tail -n 12
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  for i in 1 2 3; do python3 -X importtime -c "import jiter_magic" 2> "$OUT/cold/importtime-$i.txt"; done
 fi
 exit $status

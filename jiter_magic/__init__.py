@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import jiter_magic.settings as settings
 from jiter_magic._version import __version__
-from jiter_magic.cache.disk import CacheWarning
-from jiter_magic.cache.disk import stats as cache_stats
+from jiter_magic.cache.entry import CacheWarning
 from jiter_magic.errors import (
     ArgumentTypeError,
     BindError,
@@ -119,13 +118,15 @@ def create_multi_output_reduction_fn(code_string: str, identity: object = None, 
 
 
 if TYPE_CHECKING:
+    from jiter_magic.cache.disk import stats as cache_stats
     from jiter_magic.reduction import ReductionFunction, ValuesIndices
     from jiter_magic.tools.benchmarking import benchmark, sweep
     from jiter_magic.tools.results import BenchmarkResult, SweepResult
 
 # Names whose modules load when first asked for (PEP 562): a new process's first elementwise call
-# needs none of them, and each module costs milliseconds of import.
-_LAZY = ("ReductionFunction", "ValuesIndices", "benchmark", "sweep", "BenchmarkResult", "SweepResult")
+# needs none of them (the disk cache's module loads with its first build), and each module costs
+# milliseconds of import.
+_LAZY = ("ReductionFunction", "ValuesIndices", "benchmark", "sweep", "BenchmarkResult", "SweepResult", "cache_stats")
 
 
 def __getattr__(name: str) -> Any:
@@ -137,6 +138,11 @@ def __getattr__(name: str) -> Any:
         from jiter_magic.tools import benchmarking as module
     elif name in ("BenchmarkResult", "SweepResult"):
         from jiter_magic.tools import results as module
+    elif name == "cache_stats":
+        from jiter_magic.cache import disk
+
+        value = globals()[name] = disk.stats
+        return value
     else:
         raise AttributeError(f"module 'jiter_magic' has no attribute {name!r}")
     value = getattr(module, name)

@@ -7,10 +7,10 @@ changed is caught on read.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import jiter_magic.settings as settings
 from jiter_magic._version import __version__
@@ -78,10 +78,19 @@ def lock_timeout() -> float:
     return settings.CACHE_LOCK_TIMEOUT.get()
 
 
+def sha256(data: bytes = b"") -> Any:
+    """hashlib's SHA-256, imported at the first use: loading OpenSSL costs milliseconds of
+    `import jiter_magic`, which keys, reads and writes no entry."""
+    import hashlib
+
+    return hashlib.sha256(data)
+
+
 def cache_key(source: str, options: tuple[str, ...], identity: str) -> str:
     """The disk cache's key of a binary: the package version, what the binary depends on besides
-    its source (`identity`: compiler, target), the options and the source."""
-    digest = hashlib.sha256()
+    its source (`identity`: compiler, target), the options and `source`: the source itself, or
+    text that decides it (a kernel's: runtime/build.py's `recipe`)."""
+    digest = sha256()
     for part in (__version__, identity, "\0".join(options), source):
         digest.update(part.encode())
         digest.update(b"\0\1")
@@ -94,7 +103,7 @@ def _pack(namespace: str, key: str, payload: bytes) -> bytes:
         raise ValueError(f"cache namespace {namespace!r} or key {key[:16]!r}... is longer than an entry holds")
     body = (namespace.encode().ljust(_NAMESPACE_BYTES, b"\0") + key.encode().ljust(_KEY_BYTES, b"\0")
             + len(payload).to_bytes(8, "little") + payload)
-    return MAGIC + hashlib.sha256(body).digest() + body
+    return MAGIC + sha256(body).digest() + body
 
 
 def _unpack(blob: bytes) -> tuple[str, str, bytes] | None:
@@ -102,7 +111,7 @@ def _unpack(blob: bytes) -> tuple[str, str, bytes] | None:
     start = len(MAGIC) + 32
     if len(blob) < HEADER or not blob.startswith(MAGIC):
         return None
-    if hashlib.sha256(blob[start:]).digest() != blob[len(MAGIC):start]:
+    if sha256(blob[start:]).digest() != blob[len(MAGIC):start]:
         return None
     namespace, key = blob[start:start + _NAMESPACE_BYTES], blob[start + _NAMESPACE_BYTES:HEADER - 8]
     if int.from_bytes(blob[HEADER - 8:HEADER], "little") != len(blob) - HEADER:

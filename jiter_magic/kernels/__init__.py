@@ -3,26 +3,75 @@
 CUDA paths are tried in order, the first that fits a call wins: contiguous vectors, tiles
 through shared memory, rows, and strided offsets for everything else. The host has one
 path class, an OpenMP loop, whose spec names the loop it renders (contiguous, blocked, rows or
-strided). Paths are stateless, so each is one instance made here at import.
+strided). Paths are stateless, so each is one instance, made the first time a backend's
+paths are asked for: the path modules (and the code generators they import) cost milliseconds
+to import, and a process that only calls on the CPU never needs the CUDA ones (nor `import
+jiter_magic` any). `CUDA_PATHS` and `HOST_PATH` are still names of this package (PEP 562).
 """
 from __future__ import annotations
 
-from jiter_magic.kernels.base import CallShape, KernelPath, PathChoice
-from jiter_magic.kernels.contiguous import Contiguous
-from jiter_magic.kernels.host import HostLoop
-from jiter_magic.kernels.rows import Rows
-from jiter_magic.kernels.strided import Strided
-from jiter_magic.kernels.tiled import Tiled
-from jiter_magic.planning.spec import KernelSpec
+import functools
+from typing import TYPE_CHECKING, Any
 
-# The CUDA paths in the order a call tries them (a spec's `path` is one's `name`), and the host's.
-CUDA_PATHS: tuple[KernelPath, ...] = (Contiguous(), Tiled(), Rows(), Strided())
-HOST_PATH: KernelPath = HostLoop()
+from jiter_magic.planning.spec import CONTIGUOUS, ROWS, STRIDED, TILED, KernelSpec
+
+if TYPE_CHECKING:
+    from jiter_magic.kernels.base import CallShape, KernelPath, PathChoice
+
+
+# The CUDA paths' names in the order a call tries them (a spec's `path` is one's `name`).
+CUDA_ORDER = (CONTIGUOUS, TILED, ROWS, STRIDED)
+
+
+@functools.cache
+def cuda_path(name: str) -> KernelPath:
+    """The CUDA path named `name`; only its own module is imported (describing a host spec asks
+    for the CUDA path of its name, and needs no other)."""
+    kind: type[KernelPath]
+    if name == CONTIGUOUS:
+        from jiter_magic.kernels.contiguous import Contiguous as kind
+    elif name == TILED:
+        from jiter_magic.kernels.tiled import Tiled as kind
+    elif name == ROWS:
+        from jiter_magic.kernels.rows import Rows as kind
+    elif name == STRIDED:
+        from jiter_magic.kernels.strided import Strided as kind
+    else:
+        raise KeyError(f"no CUDA kernel path named {name!r}")
+    return kind()
+
+
+def cuda_paths() -> tuple[KernelPath, ...]:
+    """The CUDA paths in the order a call tries them."""
+    return tuple(cuda_path(name) for name in CUDA_ORDER)
+
+
+@functools.cache
+def host_path() -> KernelPath:
+    """The host's one path, whose spec names the loop it renders."""
+    from jiter_magic.kernels.host import HostLoop
+
+    return HostLoop()
+
+
+def __getattr__(name: str) -> Any:
+    """`CUDA_PATHS` and `HOST_PATH`, their modules imported when first asked for; and base.py's
+    `CallShape`, `KernelPath` and `PathChoice` (specialize.py takes them from here), since base.py
+    imports a code generator (CodeBlock) that `import jiter_magic` has no use for."""
+    if name == "CUDA_PATHS":
+        return cuda_paths()
+    if name == "HOST_PATH":
+        return host_path()
+    if name in ("CallShape", "KernelPath", "PathChoice"):
+        from jiter_magic.kernels import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module 'jiter_magic.kernels' has no attribute {name!r}")
 
 
 def choose_path(call: CallShape, backend: str) -> PathChoice:
     """The first path that fits the call on `backend` ('cuda' or 'cpu')."""
-    for path in CUDA_PATHS if backend == "cuda" else (HOST_PATH,):
+    for path in cuda_paths() if backend == "cuda" else (host_path(),):
         choice = path.match(call)
         if choice is not None:
             return choice
@@ -31,7 +80,7 @@ def choose_path(call: CallShape, backend: str) -> PathChoice:
 
 def _path_of_name(spec: KernelSpec) -> KernelPath:
     # A host-only path (the blocked loop) has no CUDA path of its name: the host's describes it.
-    return next((p for p in CUDA_PATHS if p.name == spec.path), HOST_PATH)
+    return cuda_path(spec.path) if spec.path in CUDA_ORDER else host_path()
 
 
 def dtypes_text(spec: KernelSpec) -> str:
@@ -59,9 +108,4 @@ def describe(spec: KernelSpec) -> str:
 
 def path_of(spec: KernelSpec, backend: str) -> KernelPath:
     """The path object that renders and launches `spec` on `backend`."""
-    if backend != "cuda":
-        return HOST_PATH
-    for path in CUDA_PATHS:
-        if path.name == spec.path:
-            return path
-    raise KeyError(f"no CUDA kernel path named {spec.path!r}")
+    return cuda_path(spec.path) if backend == "cuda" else host_path()

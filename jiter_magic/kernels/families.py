@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jiter_magic.kernels import describe, identity, path_of
 from jiter_magic.kernels.args import args_layout
-from jiter_magic.kernels.base import Grid
-from jiter_magic.kernels.novelty import novelty
-from jiter_magic.kernels.render import render
+
+if TYPE_CHECKING:
+    from jiter_magic.kernels.base import Grid
 
 
 class KernelFamily(Protocol):
@@ -45,6 +45,10 @@ class ElementwiseFamily:
     """The kernels of elementwise maps: one class a kernel path (kernels/__init__.py)."""
 
     def render(self, binding: Any, spec: Any, backend: str) -> str:
+        # Imported here: the code generators load with the first compile, not with the package
+        # (a kernel found in the disk cache is never rendered).
+        from jiter_magic.kernels.render import render
+
         return render(binding, spec, backend)
 
     def describe(self, spec: Any) -> str:
@@ -54,6 +58,8 @@ class ElementwiseFamily:
         return identity(spec)
 
     def novelty(self, spec: Any, earlier: Sequence[Any]) -> str:
+        from jiter_magic.kernels.novelty import novelty  # only a notebook's notices ask
+
         return novelty(spec, earlier)
 
     def packer(self, spec: Any, backend: str) -> struct.Struct:

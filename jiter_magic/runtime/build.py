@@ -1,27 +1,34 @@
-"""Render, then find the binary in the disk cache or compile it: one specialization's build.
+"""Find a specialization's binary in the disk cache, else render and compile it: one build.
 
-The key is a SHA-256 of everything that decides the binary: the generated source, the
-compiler's options and identity (NVRTC version and architecture, or the host compiler, CPU
-and instruction-set features) and this package's version. Processes missing the same key
-together compile it once: the others wait on the key's lock, then find the entry on disk.
+The key is a SHA-256 of everything that decides the binary: what decides the generated source
+(the kernel family, the function's binding, the spec, the backend, and the code that renders
+them: `generator_fingerprint`), the compiler's options and identity (NVRTC version and
+architecture, or the host compiler, CPU and instruction-set features) and this package's
+version. So a disk hit needs no rendering, and none of the code generators' modules load in a
+process whose kernels are all on disk (`Specialization.source` renders when first read).
+Processes missing the same key together compile it once: the others
+wait on the key's lock, then find the entry on disk.
 Counters record disk hits, compiles and compile time. With `JITER_MAGIC_DEBUG=1`, the source
 of a failed compile is saved to a file the error names. `discard` removes an entry whose
 binary failed to load, so that the loader can build it again.
 """
 from __future__ import annotations
 
+import functools
 import os
-import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jiter_magic.settings as settings
-from jiter_magic.cache.disk import DiskCache, NullDiskCache, disk_cache
-from jiter_magic.cache.entry import cache_key, counters
-from jiter_magic.compilers.base import Compiler, with_source_lines
+from jiter_magic.cache.entry import cache_key, counters, sha256
 from jiter_magic.errors import CompileError
-from jiter_magic.kernels.families import KernelFamily
+
+if TYPE_CHECKING:  # imported where used: a new process imports this module, and may never build
+    from jiter_magic.cache.disk import DiskCache, NullDiskCache
+    from jiter_magic.compilers.base import Compiler
+    from jiter_magic.kernels.families import KernelFamily
 
 DEBUG_VARIABLE = settings.DEBUG.name
 
@@ -47,8 +54,14 @@ class Specialization(Built):
     backend: str  # 'cuda' or 'cpu'
     target: str  # 'sm_90', or 'host'
     spec: Any  # a KernelSpec of an elementwise function, a ReductionSpec of a reduction
-    source: str = field(repr=False)
+    # The generated source: the compiled text, or (a disk hit) rendered on the first read, so that
+    # a process whose kernels are all on disk loads no code generator unless someone asks.
+    rendered: Callable[[], str] = field(repr=False, compare=False)
     description: str  # one line for people (its family's `describe`)
+
+    @property
+    def source(self) -> str:
+        return self.rendered()
 
     @property
     def binary_size(self) -> int:
@@ -65,6 +78,8 @@ def debugging() -> bool:
 
 def save_failed_source(source: str, name: str, backend: str, key: str) -> str:
     """Write the source of a failed compile where the user can open it; returns the path."""
+    import tempfile  # with JITER_MAGIC_DEBUG=1 only: it brings shutil, random and compressors
+
     folder = os.path.join(tempfile.gettempdir(), "jiter_magic-failed")
     os.makedirs(folder, mode=0o700, exist_ok=True)
     path = os.path.join(folder, f"{name}-{key[:16]}{'.cu' if backend == 'cuda' else '.cpp'}")
@@ -82,7 +97,6 @@ class _Job:
     what: str  # one line naming the specialization, for a failed compile's message
     backend: str
     compiler: Compiler
-    source: str
     options: tuple[str, ...]
     key: str
 
@@ -92,34 +106,62 @@ class _Job:
 
 def build(binding: Any, family: KernelFamily, spec: Any, backend: str, compiler: Compiler) -> Specialization:
     """The binary for `spec` of `family` (a kind of operation's kernels) on `backend`: from disk
-    when a valid entry exists, else compiled and stored. `binding` is the function's, as its
-    family renders it (it names the function and holds the user's code)."""
-    source = family.render(binding, spec, backend)
+    when a valid entry exists, else rendered, compiled and stored. `binding` is the function's, as
+    its family renders it (it names the function and holds the user's code). On a miss the key's
+    inter-process lock is taken and the disk checked again, so that of several processes (or
+    threads) missing together only one compiles."""
+    from jiter_magic.cache.disk import disk_cache
+
     what = family.describe(spec)
-    built = build_source(binding.name, binding.code, what, source, backend, compiler)
-    found: dict[str, Any] = {f.name: getattr(built, f.name) for f in fields(Built)}
-    return Specialization(**found, backend=backend, target=compiler.target, spec=spec, source=source,
+    options = compiler.options()
+    key = cache_key(recipe(binding, family, spec, backend), options, compiler.identity)
+    job = _Job(binding.name, binding.code, what, backend, compiler, options, key)
+    disk = disk_cache()
+    found = _from_disk(job, disk)
+    rendered: Callable[[], str] = functools.cache(functools.partial(family.render, binding, spec, backend))
+    if found is None:
+        with disk.key_lock(backend, key) as held:
+            found = _from_disk(job, disk) if held else None  # the previous holder may have compiled it
+            if found is None:
+                found = _compile(job, rendered(), disk)
+    made: dict[str, Any] = {f.name: getattr(found, f.name) for f in fields(Built)}
+    return Specialization(**made, backend=backend, target=compiler.target, spec=spec, rendered=rendered,
                           description=what)
 
 
-def build_source(name: str, code: str, what: str, source: str, backend: str, compiler: Compiler) -> Built:
-    """The binary of a rendered `source` (of the function `name`, made from the code string `code`)
-    on `backend`, through the disk cache. On a miss the key's inter-process lock is taken and the
-    disk checked again, so that of several processes (or threads) missing together only one compiles."""
-    options = compiler.options()
-    job = _Job(name, code, what, backend, compiler, source, options, cache_key(source, options, compiler.identity))
-    disk = disk_cache()
-    found = _from_disk(job, disk)
-    if found is not None:
-        return found
-    with disk.key_lock(backend, job.key) as held:
-        found = _from_disk(job, disk) if held else None  # the previous holder may have compiled it
-        return found if found is not None else _compile(job, disk)
+def recipe(binding: Any, family: KernelFamily, spec: Any, backend: str) -> str:
+    """What decides the source `family` renders for `spec`, as text: the binding and the spec are
+    frozen records of plain values (their reprs say all they hold), and the code that renders them
+    is `generator_fingerprint`'s."""
+    return "\0".join((type(family).__qualname__, backend, repr(binding), repr(spec), generator_fingerprint()))
+
+
+# The subpackages whose code renders a kernel: a kernel path's loop (kernels/), the pieces of C++
+# (codegen/), the C types of dtypes (planning/) and the user's code read (frontend/).
+_GENERATORS = ("codegen", "kernels", "planning", "frontend")
+
+
+@functools.cache
+def generator_fingerprint() -> str:
+    """A SHA-256 of the modules that render kernels (read once a process, about a millisecond): the
+    disk key names no source, so an edit of a generator (a checkout, an editable install) must
+    change the key as an edit of the source would, where the version stays the same."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest = sha256()
+    for sub in _GENERATORS:
+        folder = os.path.join(package, sub)
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), "rb") as handle:
+                    digest.update(name.encode() + b"\0" + handle.read() + b"\0")
+    return digest.hexdigest()
 
 
 def discard(specialization: Specialization, reason: str = "its binary could not be loaded") -> bool:
     """Remove `specialization`'s disk entry (one CacheWarning, counted as a corrupt entry) because
     its binary failed to load; the caller then builds again, which compiles. True when removed."""
+    from jiter_magic.cache.disk import disk_cache
+
     return disk_cache().discard(specialization.backend, specialization.cache_key, reason)
 
 
@@ -154,17 +196,19 @@ def _from_disk(job: _Job, disk: DiskCache | NullDiskCache) -> Built | None:
     return job.made(binary, log, 0.0, "disk", disk.path(job.backend, job.key))
 
 
-def _compile(job: _Job, disk: DiskCache | NullDiskCache) -> Built:
+def _compile(job: _Job, source: str, disk: DiskCache | NullDiskCache) -> Built:
+    from jiter_magic.compilers.base import with_source_lines
+
     name = job.name
     started = time.perf_counter()
     try:
-        result = job.compiler.compile(job.source, name, job.options)
+        result = job.compiler.compile(source, name, job.options)
     except CompileError as exc:
         log = with_source_lines(exc.log, job.code)
         message = f"{name}: compiling {job.what} failed.\n{log}"
         if debugging():
-            message += f"\n(generated source saved to {save_failed_source(job.source, name, job.backend, job.key)})"
-        raise CompileError(message, log, job.source) from None
+            message += f"\n(generated source saved to {save_failed_source(source, name, job.backend, job.key)})"
+        raise CompileError(message, log, source) from None
     log = with_source_lines(result.log, job.code) if result.log else ""
     path = disk.put(job.backend, job.key, stored_payload(result.binary, log))
     seconds = time.perf_counter() - started

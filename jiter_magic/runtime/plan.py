@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jiter_magic.kernels.args import args_layout
-from jiter_magic.kernels.base import Grid
-from jiter_magic.native import call_path
 from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.resolve import OverlapPair, byte_span
 from jiter_magic.planning.spec import KernelSpec
 from jiter_magic.runtime.loader import Launcher
+
+if TYPE_CHECKING:
+    from jiter_magic.kernels.base import Grid  # base.py imports a code generator: types only
 
 KWARGS_LIMIT = 64  # keyword values a plan keeps C hot paths for
 
@@ -98,6 +99,8 @@ def hot_plan(plan: CallPlan, inputs: int, extras: list, returns_one: bool) -> Ca
     """A C hot path of `plan` with these extras, where its kernel has a C launcher: the Args
     struct packed here once, leaving only the pointers (its first fields, 8 bytes each) to
     write on each call. None where the kernel has no C launcher or the struct does not start so."""
+    from jiter_magic.native import call_path  # loaded by the planner before any plan is made
+
     kernel = getattr(plan.launcher, "native", None)  # both launchers have one; `Launcher` types the call
     core = call_path.current().loaded_core()
     if kernel is None or core is None:

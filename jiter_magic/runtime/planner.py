@@ -12,8 +12,6 @@ from typing import NamedTuple
 
 from jiter_magic.arrays.base import ArrayAdapter, Described
 from jiter_magic.kernels import path_of
-from jiter_magic.kernels.specialize import resolve_call
-from jiter_magic.native import call_path
 from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.resolve import output_overlap_pairs, overlap_pairs
 from jiter_magic.planning.spec import KernelSpec
@@ -35,6 +33,11 @@ class DescribedCall(NamedTuple):
 
 def plan(call: DescribedCall, num_outputs: int, kernel_for: Callable[[KernelSpec, int], Launcher]) -> CallPlan:
     """The plan of a call: its spec, kernel, geometry, output allocators and checks."""
+    # Imported at the first plan, not with the package: the kernel paths' modules, and the C call
+    # path's loader (ctypes, json), which `import jiter_magic` has no use for.
+    from jiter_magic.kernels.specialize import resolve_call
+    from jiter_magic.native import call_path
+
     items, adapter, device = call.items, call.adapter, call.device
     arrays = normalized(items, adapter)
     outs = None if call.outs is None else [adapter.normalize(o) for o in call.outs]

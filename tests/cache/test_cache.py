@@ -31,7 +31,7 @@ from jiter_magic.kernels.families import ELEMENTWISE
 from jiter_magic.kernels.render import render
 from jiter_magic.kernels.rows import RowsParams
 from jiter_magic.planning.spec import CONTIGUOUS, ROWS, KernelSpec
-from jiter_magic.runtime.build import build
+from jiter_magic.runtime.build import build, generator_fingerprint, recipe
 
 from helpers import (  # tests/helpers.py
     CODE,
@@ -62,7 +62,10 @@ def test_first_build_compiles_and_writes_an_entry(fresh_cache):
     assert spec.binary == FakeCompiler.binary_for(spec.source)
     assert spec.cache_file is not None and os.path.isfile(spec.cache_file)
     assert os.path.commonpath([spec.cache_file, str(fresh_cache)]) == str(fresh_cache)
-    assert spec.cache_key == cache_key(spec.source, compiler.options(), compiler.identity)
+    # Keyed by what decides the source, not the source itself: a disk hit renders nothing.
+    assert spec.cache_key == cache_key(recipe(binding(), ELEMENTWISE, SPEC, "cpu"), compiler.options(),
+                                       compiler.identity)
+    assert spec.source == render(binding(), SPEC, "cpu")
     assert after["entries"] == 1 and after["bytes"] >= len(spec.binary)
     assert after["root"] == str(fresh_cache) == jiter_magic.cache_dir()
 
@@ -444,6 +447,31 @@ def test_cache_key_covers_source_options_identity_and_version(monkeypatch):
     assert cache_key("s", ("-a", "b"), "id") != cache_key("s", ("-ab",), "id")
     monkeypatch.setattr(cache_entry, "__version__", "999.0.0")
     assert cache_key("source", ("-O3",), "g++ 12") != base
+
+
+def test_the_recipe_covers_binding_spec_backend_and_the_generators(monkeypatch):
+    """The disk key names what decides the source instead of the source: the function's code, the
+    spec, the backend, and the code of the generators (so an edited kernel path keys anew)."""
+    base = recipe(binding(), ELEMENTWISE, SPEC, "cpu")
+    assert base == recipe(binding(), ELEMENTWISE, SPEC, "cpu")
+    assert recipe(binding(), ELEMENTWISE, SPEC64, "cpu") != base
+    assert recipe(binding(), ELEMENTWISE, SPEC, "cuda") != base
+    other = create_jit_fn(CODE.replace("T(1)", "T(2)")).binding
+    assert recipe(other, ELEMENTWISE, SPEC, "cpu") != base
+    fingerprint = generator_fingerprint()
+    assert len(fingerprint) == 64 and fingerprint in base
+    monkeypatch.setattr("jiter_magic.runtime.build.generator_fingerprint", lambda: "0" * 64)
+    assert recipe(binding(), ELEMENTWISE, SPEC, "cpu") != base
+
+
+def test_a_disk_hit_renders_the_source_only_when_it_is_read(fresh_cache, monkeypatch):
+    first = build(binding(), ELEMENTWISE, SPEC, "cpu", FakeCompiler())
+    renders = []
+    family = type(ELEMENTWISE)()
+    monkeypatch.setattr(family, "render", lambda *args: renders.append(args) or render(*args))
+    again = build(binding(), family, SPEC, "cpu", FakeCompiler())
+    assert again.cache_event == "disk" and again.binary == first.binary and renders == []
+    assert again.source == first.source and again.source == first.source and len(renders) == 1
 
 
 def test_build_key_changes_with_compiler_identity_and_options(fresh_cache):

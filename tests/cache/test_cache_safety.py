@@ -38,8 +38,7 @@ from jiter_magic.cache.keylock import KeyLock
 from jiter_magic.compilers.base import CompileResult
 from jiter_magic.errors import LaunchError
 from jiter_magic.kernels.families import ELEMENTWISE
-from jiter_magic.kernels.render import render
-from jiter_magic.runtime.build import build, discard
+from jiter_magic.runtime.build import build, discard, recipe
 
 from helpers import (
     REPO,
@@ -591,7 +590,7 @@ def _hold_lock(path: str) -> subprocess.Popen:
 
 def _lock_of(compiler: FakeCompiler, spec=SPEC) -> str:
     """The lock path of the fake build of `spec`, its folder created."""
-    key = cache_key(render(binding(), spec, "cpu"), compiler.options(), compiler.identity)
+    key = cache_key(recipe(binding(), ELEMENTWISE, spec, "cpu"), compiler.options(), compiler.identity)
     path = cache_module.disk_cache().lock_path("cpu", key)
     cache_module.fs.make_private_dirs(os.path.dirname(path))
     return path
