@@ -38,6 +38,7 @@ from jiter_magic.notebook.cell_line import CELL_USAGE, NEEDS_A_NAME, cell_option
 from jiter_magic.notebook.completion import jiterator_matcher
 from jiter_magic.notebook.panel_html import human_size
 from jiter_magic.notebook.report import format_cache_stats, reduction_summary, summary
+from jiter_magic.reduction import ReductionFunction
 from jiter_magic.tools.results import BenchmarkResult
 
 BACKWARD_NEEDS_A_NAME = ("%%jiterator_backward needs the name of a function jitted earlier (by %%jiterator or "
@@ -111,8 +112,8 @@ class JiteratorMagics(Magics):
         self.shell.push({options.name: fn})
         if not options.quiet:
             print(summary(fn, options.name) if isinstance(fn, JitFunction) else reduction_summary(fn, options.name))
-        if options.panel:
-            display(fn)
+        if options.panel:  # titled by the cell's NAME, not the C++ function's (`sum_sq`, not `sq`)
+            display(_panel_bundle(fn, options.name), raw=True)
 
     @magic_arguments("%jiterator_backward")  # shown as `%%jiterator_backward` in the usage line
     @argument("name", help="the notebook name of a function jitted earlier")
@@ -199,6 +200,17 @@ class JiteratorMagics(Magics):
         result = run_bench_line(line, self.jiterator_bench.parser, self.shell.user_ns)
         print(result)
         return result
+
+
+def _panel_bundle(fn: JitFunction | ReductionFunction, name: str) -> dict:
+    """What `display(fn)` shows, titled `name`."""
+    if isinstance(fn, JitFunction):
+        from jiter_magic.notebook import widgets
+
+        return widgets.mimebundle(fn, name=name)
+    from jiter_magic.notebook import reduce_panel
+
+    return reduce_panel.mimebundle(fn, name=name)
 
 
 def _plain_help(function) -> None:

@@ -171,7 +171,7 @@ def test_a_compile_error_fails_the_cell_at_the_editors_line_numbers(shell, capsy
 def test_the_panel_is_printed_unless_no_panel(shell, capsys):
     shell.run_cell_magic("jiterator", "norm --reduce identity=0 combine=add finalize=root dim=1", SQ + ADD + ROOT)
     shown = capsys.readouterr().out
-    assert "ReductionFunction sq: combine add, map sq, finalize root" in shown
+    assert "ReductionFunction norm: combine add, map sq, finalize root" in shown  # the cell's name, not sq
     assert "inputs: x; identity: 0; kwargs: none; default dim: 1" in shown
     assert "#0 cpu: reduce (float32) -> float32 accumulating float32, host 1-d kept x 1-d reduced" in shown
     shell.run_cell_magic("jiterator", "norm --reduce identity=0 combine=add finalize=root --quiet --no-panel",
@@ -241,3 +241,11 @@ def test_a_dim_beyond_any_array_compiles_and_the_call_says_what_was_wrong(shell)
     assert [s.spec.inputs for s in fn.specializations] == [("float32",)]  # compiled, no 41-d array made
     with pytest.raises(jiter_magic.DimensionError, match="40"):
         fn(torch.ones(2, 3))
+
+
+def test_a_displayed_reduction_is_titled_by_the_name_the_cell_assigned(shell, capsys):
+    """Issue 45: `sum_sq = create_reduction_fn(...)` then `sum_sq` shows sum_sq, not its map's C++ name."""
+    shell.user_ns["code"] = SQ + ADD
+    assert shell.run_cell("import jiter_magic\nsum_sq = jiter_magic.create_reduction_fn(code, 0, combine='add')\n"
+                          "sum_sq").success
+    assert "ReductionFunction sum_sq: combine add, map sq" in capsys.readouterr().out

@@ -125,9 +125,26 @@ def test_a_reduction_with_indices_says_so():
             "{ const bool t = b > a || (b == a && ib < ia); value = t ? b : a; index = t ? ib : ia; }")
     argmax = jiter_magic.create_multi_output_reduction_fn(keep, combine="keep_max")
     argmax(np.arange(10.0).reshape(2, 5), dim=1)
+    # no identity shown: none was given, and values with their indices compare no element with one
     assert reduce_html.static_text(argmax).splitlines() == [
         "ReductionFunction keep_max: combine keep_max (values with their indices), no map (the elements themselves)",
-        "  inputs: x; identity: 0; kwargs: none; default dim: every dim",
+        "  inputs: x; kwargs: none; default dim: every dim",
         "  kernels: 1",
         "    #0 cpu: reduce (float64) -> (float64, int64 index) accumulating float64, host 1-d kept x 1-d reduced",
     ]
+    assert "identity" not in reduce_html.static_html(argmax) and "identity" not in reduce_html.header(argmax, "here")
+    assert reduce_html.static_text(argmax, "argmax").startswith("ReductionFunction argmax: combine keep_max")
+
+
+def test_a_panel_is_titled_by_the_name_the_notebook_bound(norm):
+    """Issue 45: `sum_sq = create_reduction_fn(...)` shows a panel titled sum_sq, not sq (its C++ map)."""
+    namespace = {"_": norm, "sum_sq": norm, "other": 1}
+    from jiter_magic.notebook.names import bound_name
+
+    assert bound_name(norm, namespace) == "sum_sq" and bound_name(norm, {"_": norm}) is None
+    p = reduce_panel.panel(norm, "sum_sq")
+    assert p.header.value.startswith("<b>sum_sq</b> reduction: combine add, map sq, finalize root &middot; identity ")
+    assert "<b>sum_sq</b> reduction" in p.static.value
+    bundle = reduce_panel.mimebundle(norm, name="sum_sq")
+    assert bundle["text/plain"].startswith("ReductionFunction sum_sq: combine add")
+    assert reduce_panel.mimebundle(norm)["text/plain"].startswith("ReductionFunction sq: ")  # no notebook name

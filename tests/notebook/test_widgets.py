@@ -10,7 +10,7 @@ widgets_lib = pytest.importorskip("ipywidgets")
 
 import jiter_magic  # noqa: E402
 from jiter_magic.kernels import describe  # noqa: E402
-from jiter_magic.notebook import listings, panel_html, widgets  # noqa: E402
+from jiter_magic.notebook import code_html, listings, panel_html, widgets  # noqa: E402
 from jiter_magic.runtime.compiled_code import find_nvdisasm  # noqa: E402
 
 from helpers import forget_loaded_kernels  # noqa: E402
@@ -95,6 +95,31 @@ def test_cache_tab_tells_a_disk_hit_from_a_compile(fn):
     entry = again.specializations[0].cache_file
     short = re.search(r'<code title="([^"]+)">([^<]+)</code>', p.cache.value)
     assert short.group(1) == entry and len(short.group(2)) <= 24 and short.group(2).startswith("cpu/")
+    p.close()
+
+
+def test_cache_rows_name_scalar_kinds_and_never_wrap(fn):
+    """Issue 45: `(float32, scalar float32)` and `(float32, float32)` are two rows that differ."""
+    fn(np.ones(3, np.float32), np.float32(2.0))  # a NumPy scalar: an array input, the same row again
+    fn(np.ones(3, np.float32), 2.0)  # a Python float: passed by value, a new specialization
+    p = widgets.panel(fn)
+    dtypes = re.findall(r"<td title='[^']*'>([^<]*)</td>", p.cache.value)
+    assert "(float32, float32) → (float32)" in dtypes and "(float32, scalar float32) → (float32)" in dtypes
+    assert 'class="jiter-magic-cache" style="white-space:nowrap"' in p.cache.value
+    # the compile options break only between options: each is one unbreakable piece
+    options = fn.specializations[-1].options
+    assert all(f'<code style="white-space:nowrap">{o}</code>' in p.log.value for o in options if "<" not in o)
+    p.close()
+
+
+def test_a_panel_is_titled_by_its_notebook_name_and_keeps_its_tab_labels_whole(fn):
+    p = widgets.panel(fn, "blend")
+    assert p.header.value.startswith("<b>blend</b> <code>template &lt;typename T&gt; T axpby(")
+    assert "<b>blend</b>" in p.static.value
+    assert widgets.mimebundle(fn, name="blend")["text/plain"].startswith("JitFunction blend: template")
+    # ipywidgets' tabs shrink and clip their labels in a narrow notebook; the panel's style keeps them whole
+    assert ".jiter-magic-panel .widget-tab>.lm-TabBar .lm-TabBar-tab{flex:0 0 auto;min-width:max-content}" \
+        in p.functor.value
     p.close()
 
 
@@ -285,4 +310,5 @@ def test_the_static_html_highlights_the_functor_as_cpp(fn):
     assert "<pre>template" not in markup  # no longer plain text
     box = panel_html.highlight(fn.code)
     assert box in markup and box.startswith('<div class="jiter-magic-code"')
-    assert 'style="color:var(--jp-mirror-editor-keyword-color,#008000);font-weight:bold">template</span>' in box
+    keyword = code_html.colour("--jp-mirror-editor-keyword-color", "#008000")
+    assert f'style="{keyword};font-weight:bold">template</span>' in box
