@@ -24,6 +24,7 @@ from IPython.utils.process import arg_split
 import jiter_magic
 from jiter_magic import BindError, JitFunction, ParseError
 from jiter_magic.kernel_function import KernelFunction
+from jiter_magic.notebook import tracebacks
 from jiter_magic.notebook.bench_line import run_bench_line
 from jiter_magic.notebook.cell_build import (
     CELL_FIRST_LINE,
@@ -250,8 +251,10 @@ def parse_cell_line(line: str, ipython_names: Container[str] = frozenset()) -> C
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
-    """Register the magics and the completion of `%%jiterator` lines (`%load_ext jiter_magic`)."""
+    """Register the magics, the completion of `%%jiterator` lines and the display of a call's
+    mistakes under the cell's line (notebook/tracebacks.py) (`%load_ext jiter_magic`)."""
     ipython.register_magics(JiteratorMagics)
+    tracebacks.install(ipython)
     completer = getattr(ipython, "Completer", None)
     if completer is not None:
         matchers = completer.custom_matchers
@@ -260,7 +263,8 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
 
 
 def unload_ipython_extension(ipython: InteractiveShell) -> None:
-    """Remove the magics and the completion again (`%unload_ext jiter_magic`)."""
+    """Remove the magics, the completion and the mistakes' display again (`%unload_ext jiter_magic`)."""
+    tracebacks.uninstall(ipython)
     manager = ipython.magics_manager
     manager.magics["cell"].pop("jiterator", None)
     manager.magics["cell"].pop("jiterator_backward", None)

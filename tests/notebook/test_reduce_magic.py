@@ -133,7 +133,12 @@ def test_a_max_takes_inf_as_its_identity(shell):
     ("s --reduce identity=0 identity=1", SQ + ADD, "'identity=1': identity is given twice"),
     ("s --reduce identity=1j", SQ + ADD, "identity=1j: identity must be a Python number"),
     ("s --reduce identity=zero", SQ + ADD, "'identity=zero': the value of identity must be"),
-    ("s combine=add", SQ + ADD, "combine= names a reduction's function: add --reduce"),
+    ("s combine=add", SQ + ADD, "'combine=add': combine= names the combine function of a reduction, and without "
+                                "--reduce the line makes an elementwise function; for a reduction write "
+                                "%%jiterator s --reduce identity=VALUE combine=add"),
+    ("s map=sq identity=0", SQ + ADD, "for a reduction write %%jiterator s --reduce map=sq identity=0"),
+    ("s --reduce identity=0 dim=(0,0)", SQ + ADD, "'dim=(0,0)': dim 0 is given twice; each dim is reduced once"),
+    ("s --reduce identity=0 dim=(1,-70)", SQ + ADD, "'dim=(1,-70)': no array has a dim -70 (arrays have at most 64"),
     ("s --reduce identity=0 --dtype complex64", SQ + ADD, "--dtype complex64: reductions of complex64 are not supported"),
     ("s --reduce identity=0 --dtype float32,float32", SQ + ADD, "--dtype float32,float32: sq takes 1 input(s) ['x'], "
                                                                 "got 2 dtypes"),
