@@ -268,13 +268,39 @@ return {selects: selects.map(d => [d.querySelector('label').textContent, d.getBo
         longLine: [...pre.childNodes].length > 0};
 """
 
+# The panel's tab labels cut short (an ellipsis), and the lines each of the Cache tab's rows takes.
+TAB_LABELS_CLIPPED = """
+return [...arguments[0].querySelectorAll('.widget-tab .lm-TabBar-tabLabel')]
+  .filter(l => l.scrollWidth > l.clientWidth + 1).map(l => l.textContent);
+"""
+CACHE_ROW_LINES = """
+const table = [...arguments[0].querySelectorAll('table.jiter-magic-cache')].find(t => t.offsetParent !== null);
+if (!table) return null;
+const lines = cell => {  // the text lines a cell's content takes: its boxes' distinct tops
+  const range = document.createRange();
+  range.selectNodeContents(cell);
+  return new Set([...range.getClientRects()].map(box => Math.round(box.top))).size;
+};
+return [...table.rows].map(row => Math.max(...[...row.cells].map(lines)));
+"""
+OPEN_FILE_BROWSER = """
+const done = arguments[arguments.length - 1];
+window.jupyterapp.commands.execute('filebrowser:activate').then(() => done('ok'), error => done('error: ' + error));
+"""
+CLOSE_LEFT_AREA = """
+const done = arguments[arguments.length - 1];
+window.jupyterapp.shell.collapseLeft();
+done('ok');
+"""
+
 # The listing box's scroll position and where its first marked line of the functor sits in it.
 LISTING_SCROLL = """
 const box = [...arguments[0].querySelectorAll('.jiter-magic-listing')].find(b => b.offsetParent !== null);
 if (!box) return null;
 const first = box.querySelector('.jiter-magic-user-line');
 const top = first.getBoundingClientRect().top - box.getBoundingClientRect().top;
-return {scrollTop: box.scrollTop, firstLineInView: top >= 0 && top < box.clientHeight, text: first.textContent};
+const before = box.textContent.split(first.textContent)[0].split('\\n').slice(-3).join('\\n');
+return {scrollTop: box.scrollTop, firstLineInView: top >= 0 && top < box.clientHeight, text: first.textContent, before};
 """
 
 
@@ -301,10 +327,22 @@ def test_the_kernel_tab_at_a_narrow_width(lab, browser):
         browser.execute_script("arguments[0].scrollIntoView()", panel)
         browser.save_screenshot(str(ARTIFACTS / "browser_narrow_kernel_tab.png"))
 
+        # With the file browser open too (issue 45): every tab label whole, each cache row one line
+        assert browser.execute_async_script(OPEN_FILE_BROWSER) == "ok"
+        time.sleep(1.0)
+        assert browser.execute_script(TAB_LABELS_CLIPPED, panel) == []
+        tab_labels[3].click()  # the Cache tab
+        rows = WebDriverWait(browser, 30).until(lambda d: d.execute_script(CACHE_ROW_LINES, panel))
+        assert rows and max(rows) <= 1, rows
+        browser.save_screenshot(str(ARTIFACTS / "browser_narrow_cache_tab.png"))
+        assert browser.execute_async_script(CLOSE_LEFT_AREA) == "ok"  # the rest at 700 px, as before
+        tab_labels[1].click()
+
         _choose(panel, "Show", "PTX (CUDA)")  # the CPU specialization's CUDA counterpart, through NVRTC
         scroll = WebDriverWait(browser, 120).until(lambda d: d.execute_script(LISTING_SCROLL, panel))
         assert scroll["scrollTop"] > 0 and scroll["firstLineInView"], scroll  # opened at the functor's line
-        assert scroll["text"].startswith(">") and "// line 2: template <typename T> T axpy" in scroll["text"]
+        assert scroll["text"].startswith(">") and "fma.rn.f" in scroll["text"]  # the functor's multiply-add
+        assert "// line 2: template <typename T> T axpy" in scroll["before"]  # after its line, as a comment
         listing = panel.find_element(By.CSS_SELECTOR, ".jiter-magic-listing")
         assert ".visible .entry jm_kernel" in listing.get_attribute("textContent")
         browser.execute_script("arguments[0].scrollIntoView()", panel)

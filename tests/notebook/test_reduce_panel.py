@@ -12,6 +12,7 @@ widgets_lib = pytest.importorskip("ipywidgets")
 
 import jiter_magic  # noqa: E402
 from jiter_magic.notebook import reduce_html, reduce_panel, widgets  # noqa: E402
+from jiter_magic.notebook.listings import is_instruction, listing_html  # noqa: E402
 from jiter_magic.runtime.compiled_code import find_nvdisasm  # noqa: E402
 
 from helpers import forget_loaded_kernels  # noqa: E402
@@ -80,7 +81,7 @@ def test_the_kernel_tab_shows_assembly_and_the_ptx_of_a_host_kernels_cuda_counte
     assert not p.arch.disabled
     assert p.source.value.startswith(f"<p>PTX for {p.arch.value} of this CPU kernel&#x27;s CUDA counterpart, the grid "
                                      "kernel (1-d kept x 1-d reduced), compiled by NVRTC (no GPU needed): ")
-    assert ".entry" in p.source.value and "naming the functor's code, marked &gt;" in p.source.value
+    assert ".entry" in p.source.value and "compiled from the functor's lines, marked &gt;" in p.source.value
 
 
 def test_the_static_forms_are_deterministic_facts(norm):
@@ -117,7 +118,7 @@ def test_inspect_gives_host_assembly_ptx_and_sass_without_a_gpu(norm):
     if find_nvdisasm() is None:
         pytest.skip("no nvdisasm for SASS")
     sass = norm.inspect(kind="sass", path="warp_rows")
-    assert re.search(r'//## File "[^"]*jiterator", line \d+: ', sass)
+    assert re.search(r"^\s*// line \d+: template <typename T>", sass, re.M) and "//## File" not in sass
 
 
 def test_a_reduction_with_indices_says_so():
@@ -148,3 +149,23 @@ def test_a_panel_is_titled_by_the_name_the_notebook_bound(norm):
     bundle = reduce_panel.mimebundle(norm, name="sum_sq")
     assert bundle["text/plain"].startswith("ReductionFunction sum_sq: combine add")
     assert reduce_panel.mimebundle(norm)["text/plain"].startswith("ReductionFunction sq: ")  # no notebook name
+
+
+def test_a_reductions_listings_mark_the_instructions_of_every_function():
+    """Issue 45: PTX and SASS of a reduction mark the instructions compiled from the map, the combine and
+    the finalize (the map's sine is no multiply the combine's add could fuse), never a comment or path."""
+    _nvrtc_or_skip()
+    code = ("template <typename T> T sine(T x) { return sin(x); }\n"
+            "template <typename T> T add(T a, T b) { return a + b; }\n"
+            "template <typename T> T halve(T total, int64_t n) { return total / 2; }\n")
+    fn = jiter_magic.create_reduction_fn(code, 0, "sine", combine="add", finalize="halve")
+    kinds = ["ptx"] + (["sass"] if find_nvdisasm() is not None else [])
+    for kind in kinds:
+        text = fn.inspect(kind=kind, path="grid")
+        markup = listing_html(text, kind)
+        marked = [html.unescape(m) for m in
+                  re.findall(r'<span class="jiter-magic-user-line"[^>]*>&gt;([^<]*)</span>', markup)]
+        assert marked and all(is_instruction(line) for line in marked), kind
+        for number in (1, 2, 3):  # each function's line is named before instructions of its own
+            assert re.search(rf"// line {number}: template", text), (kind, number)
+        assert "//## File" not in text and "/work" not in text and "/tmp" not in text

@@ -227,12 +227,12 @@ def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
     p.view.value = "assembly (CPU)"  # the CPU specialization's assembly, compiled now
     assert p.source.value.startswith("<p>cpu assembly: ")
     assert "jm_kernel:" in p.source.value and "# line 1: template &lt;typename T&gt; T axpby" in p.source.value
-    marked = USER_LINE.findall(p.source.value)  # the functor's lines: marked, the first scrolled to
-    assert marked and "# line 1: template" in marked[0][1]
+    marked = USER_LINE.findall(p.source.value)  # the functor's instructions: marked, the first scrolled to
+    assert marked and all(listings.is_instruction(line) for _, line in marked)
     assert "scroll-initial-target:nearest" in marked[0][0]
     assert not [style for style, _ in marked[1:] if "scroll-initial-target" in style]
-    assert f"; {len(marked)} line{'s' if len(marked) > 1 else ''} naming the functor's code, marked &gt;." \
-        in p.source.value.split("</p>")[0]
+    assert f"; {len(marked)} instruction{'s' if len(marked) > 1 else ''} compiled from the functor's lines, marked " \
+        "&gt;" in p.source.value.split("</p>")[0]
 
     p.view.value = "PTX (CUDA)"  # a CPU specialization: its CUDA counterpart, compiled by NVRTC without a GPU
     assert not p.arch.disabled
@@ -240,14 +240,16 @@ def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
     assert ptx.startswith("<p>PTX for sm_90 of this CPU specialization&#x27;s CUDA counterpart, (float32, float32) "
                           "-&gt; (float32), contiguous vec4, compiled by NVRTC (no GPU needed): ")
     assert ".visible .entry jm_kernel" in ptx and ".target sm_90" in ptx
-    assert "// line 1: template" in USER_LINE.findall(ptx)[0][1]
+    assert "// line 1: template" in ptx and ".f32" in USER_LINE.findall(ptx)[0][1]  # mul.f32 or fma.rn.f32
     p.arch.value = "sm_80"  # another architecture: compiled again for it
     assert ".target sm_80" in p.source.value and ".target sm_90" not in p.source.value
     p.view.value = "SASS (CUDA)"
     if find_nvdisasm() is not None:  # the cubin through nvdisasm, the functor's line named where it was inlined
-        assert "jm_kernel:" in p.source.value and re.search(
-            r'//## File &quot;[^&]*jiterator&quot;, line 1: template', p.source.value)
-        assert USER_LINE.findall(p.source.value)
+        assert "jm_kernel:" in p.source.value and "// line 1: template" in p.source.value
+        assert "//##" not in p.source.value and "File &quot;" not in p.source.value  # no made-up paths
+        sass = [line for _, line in USER_LINE.findall(p.source.value)]
+        assert sass and all(re.match(r"\s*/\*[0-9a-f]{4}\*/\s+[A-Z]", line) for line in sass), sass
+        assert any("FFMA" in line for line in sass)
     else:
         assert "needs NVIDIA&#x27;s nvdisasm" in p.source.value
     p.view.value = "generated source"
@@ -260,13 +262,15 @@ def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
 
 
 def test_listings_never_wrap_and_mark_each_functor_line():
-    text = "jm_kernel:\n\t# line 2: return x;\n\tmovl a, b\n\t# line 3: }\n"
+    text = ("jm_kernel:\n\tmovl c, d\n\t# line 2: return x;\n\t.loc 2 2 1\n\tmovl a, b\n.L3:\n\t# line 3: }\n"
+            "\tret\n\t# generated code\n\t.loc 1 9 1\n\taddq $8, %rax\n")
     markup = listings.listing_html(text, "cpu assembly")
-    assert markup.startswith("<p>cpu assembly: 4 lines; 2 lines naming the functor's code, marked &gt;.</p>")
+    assert markup.startswith("<p>cpu assembly: 11 lines; 2 instructions compiled from the functor's lines, marked &gt;")
     assert "white-space:pre;" in markup and "overflow:auto" in markup  # scrolls sideways, not wrapped mid-word
-    assert [line for _, line in USER_LINE.findall(markup)] == ["\t# line 2: return x;", "\t# line 3: }"]
+    # the instructions after a functor's line, up to the kernel's code again: never a comment, label or directive
+    assert [line for _, line in USER_LINE.findall(markup)] == ["\tmovl a, b", "\tret"]
     assert listings.listing_html("jm_kernel:\n", "PTX for sm_90").startswith(
-        "<p>PTX for sm_90: 1 line; no line names the functor's code")
+        "<p>PTX for sm_90: 1 line; no instruction is tied to the functor's lines")
 
 
 @pytest.mark.slow
