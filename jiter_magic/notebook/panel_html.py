@@ -14,17 +14,19 @@ import re
 from jiter_magic import JitFunction
 from jiter_magic.kernels import describe, dtypes_text
 from jiter_magic.kernels.novelty import novelty
-from jiter_magic.notebook.code_html import highlight
+from jiter_magic.notebook.code_html import highlight, plain
 
 
-def kernel_html(source: str, backend: str) -> str:
-    """Generated source with its prelude (everything before the user's `#line 1`) folded away."""
+def kernel_html(source: str, backend: str, coloured: bool = True) -> str:
+    """Generated source with its prelude (everything before the user's `#line 1`) folded away;
+    uncoloured and unnumbered unless `coloured` (the static form's copy, saved with the notebook)."""
     lines = source.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if line.startswith("#line 1 ")), 0)
-    body = highlight("".join(lines[start:]), backend, first_line=start + 1)
+    body = highlight("".join(lines[start:]), backend, first_line=start + 1) if coloured else plain(
+        "".join(lines[start:]))
     if not start:
         return body
-    prelude = highlight("".join(lines[:start]), backend)
+    prelude = highlight("".join(lines[:start]), backend) if coloured else plain("".join(lines[:start]))
     return (f"<details><summary>prelude: {start} lines of definitions the functor may use</summary>"
             f"{prelude}</details>{body}")
 
@@ -79,7 +81,7 @@ def _generated_html(specializations: list) -> str:
                    for i, s in enumerate(specializations))
     return (f'<details class="jiter-magic-generated"><summary>generated kernel of '
             f"{html.escape(_label(len(specializations) - 1, newest))}, and the compile logs</summary>"
-            f"{kernel_html(newest.source, newest.backend)}{logs}</details>")
+            f"{kernel_html(newest.source, newest.backend, coloured=False)}{logs}</details>")
 
 
 _LOG_LINE = re.compile(r"^line (\d+)(?:, column \d+)?:", re.MULTILINE)

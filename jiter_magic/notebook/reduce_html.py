@@ -96,7 +96,7 @@ def _generated_html(built: list[Specialization]) -> str:
                    for i, s in enumerate(built))
     return (f'<details class="jiter-magic-generated"><summary>generated kernel of '
             f"{html.escape(label(len(built) - 1, newest))}, and the compile logs</summary>"
-            f"{kernel_html(newest.source, newest.backend)}{logs}</details>")
+            f"{kernel_html(newest.source, newest.backend, coloured=False)}{logs}</details>")
 
 
 def log_html(built: list[Specialization]) -> str:

@@ -70,6 +70,9 @@ PANEL_STYLE = (
 VIEWS = {"generated source": None, "PTX (CUDA)": "ptx", "SASS (CUDA)": "sass", "assembly (CPU)": "asm"}
 
 
+KERNEL_TAB = 1  # the Kernel tab's index in Panel.TITLES
+
+
 class Panel:
     """The ipywidgets tree for one function; it refreshes itself when the function compiles."""
 
@@ -93,7 +96,8 @@ class Panel:
                                value=preferred if preferred in archs else archs[-1], disabled=True,
                                layout=w.Layout(width="auto"), style={"description_width": "initial"})
         self.toolbar = w.HBox([self.choice, self.view, self.arch], layout=w.Layout(flex_flow="row wrap"))
-        self.source = w.HTML()
+        self.source = w.HTML("<p><i>The generated kernel shows when this tab is opened while the notebook's "
+                             "kernel runs (run the cell).</i></p>")
         self.log = w.HTML()
         self.cache = w.HTML()
         self.tabs = w.Tab(children=[self.functor, w.VBox([self.toolbar, self.source]), self.log,
@@ -103,6 +107,7 @@ class Panel:
         self.widget = w.VBox([self.header, self.tabs, self.static])
         self.widget.add_class(PANEL_CLASS)
         self._refreshing = False
+        self.tabs.observe(self._show_source, names="selected_index")
         self.choice.observe(self._show_source, names="value")
         self.view.observe(self._show_source, names="value")
         self.arch.observe(self._show_source, names="value")
@@ -168,6 +173,10 @@ class Panel:
 
     def _show_source(self, _change: Any = None) -> None:
         if self._refreshing:
+            return
+        if self.tabs.selected_index != KERNEL_TAB:
+            # Built when the tab is opened: a generated kernel's HTML is some 100 KB, which the
+            # notebook would otherwise save with every panel, opened or not.
             return
         fn = self._fn()
         index = self.choice.value

@@ -11,7 +11,9 @@ line instead of a broken-link icon a view, and is not marked modified by opening
 own extension bundle is served, ahead of any installed copy); that nbconvert's HTML of the saved
 notebook, read with the network off, draws the panel and highlights the magic cell as C++; and
 that at 700 px the Kernel tab's lists wrap, code scrolls sideways, and PTX of a CPU
-specialization (NVRTC, no GPU) opens at the functor's marked line. Skips with the reason
+specialization (NVRTC, no GPU) opens at the functor's marked instruction; with the file browser
+open too, no tab label is clipped and each cache row takes one line; and that the saved notebook
+stays under 200 KB. Skips with the reason
 when Chromium, chromedriver, Selenium or JupyterLab is missing. Screenshots land in
 test-artifacts/ (also when a test fails).
 """
@@ -454,7 +456,10 @@ def test_panel_reads_well_in_every_theme_and_survives_save_and_reopen(lab, brows
         # Save (JupyterLab stores the widget state, as jiter_magic's settings default asks), end the kernel,
         # open the notebook again: a fresh kernel starts, and the panels come back from the saved state.
         assert browser.execute_async_script(SAVE_AND_SHUT_DOWN) == "ok"
-        saved = json.loads((Path(_lab_root(tmp_path)) / "panel.ipynb").read_text())
+        saved_file = Path(_lab_root(tmp_path)) / "panel.ipynb"
+        # Issue 45: small enough for git and handing out (a panel's Kernel tab is built when it opens)
+        assert saved_file.stat().st_size <= 200 * 1024, saved_file.stat().st_size
+        saved = json.loads(saved_file.read_text())
         state = saved["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
         assert any("T axpy(T x, T y, T alpha)" in json.dumps(model["state"]) for model in state.values())
         browser.get_log("browser")  # drop the first session's messages

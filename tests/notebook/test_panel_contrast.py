@@ -81,7 +81,7 @@ def resolve(value: str, variables: dict[str, str], background: tuple[float, ...]
     value = value.strip()
     if (args := _inside(value, "var")) is not None:
         name, *fallback = _split_arguments(args)
-        found = {**_MATERIAL, **variables}.get(name.removeprefix("--")) if variables else None
+        found = {**_MATERIAL, **variables}.get(name.removeprefix("--"))
         if found is None:
             assert fallback, f"{name} is undefined and has no fallback"
             found = fallback[0]
@@ -136,27 +136,34 @@ SAMPLE = ('#include <cmath>\n#define TWO 2\n// a comment\nfloat helper(float v) 
           'template <typename T> T f(T x, int n) {\n  const char* s = "text"; return sqrt(x) * 2.5f + n; } @\n')
 
 
-def _painted() -> list[tuple[str, str, str]]:
+def _painted() -> list[tuple[str, str, str, dict[str, str]]]:
+    """(text, its style, the background it sits on, the custom properties of its box)."""
     box = declared(code_html.BOX_STYLE, "background")
     assert box is not None
     found = []
     for page in (code_html.highlight(SAMPLE, "cpu", marked={3}), code_html.highlight(SAMPLE, "cuda")):
+        box_style = re.match(r'<div class="jiter-magic-code" style="([^"]*)"', page).group(1)
+        properties = {k.removeprefix("--"): v for k, v in (_split_declaration(d) for d in _split_arguments(box_style, ";"))
+                      if k.startswith("--")}
         for style, text in re.findall(r'<span style="([^"]*)">([^<]*)</span>', page):
-            found.append((text, style, box))
-    found.append(("plain code", code_html.BOX_STYLE, box))
+            found.append((text, style, box, properties))
+    found.append(("plain code", code_html.BOX_STYLE, box, {}))
     listing = listings.listing_html("  mov r1, r2\n// line 2: return x;\n", "PTX")
     for style, text in re.findall(r'<span class="jiter-magic-user-line" style="([^"]*)">([^<]*)</span>', listing):
         background = declared(style, "background")
         assert background is not None
-        found.append((text, code_html.BOX_STYLE, background))  # a marked line: the box's text on its own colour
+        found.append((text, code_html.BOX_STYLE, background, {}))  # a marked line: the box's text on its own colour
     return found
 
 
 def test_the_sample_paints_every_token_kind_the_panel_styles():
-    styles = {style for _text, style, _background in _painted()}
+    painted = _painted()
+    styles = {style for _text, style, _background, _properties in painted}
+    properties = {k: v for *_rest, found in painted for k, v in found.items()}
     for family, variable, _fallback, _extra in code_html._STYLES:
-        assert any(variable in style for style in styles), f"{family} ({variable}) not in the sample"
-    assert all("color-mix(in srgb," in style for style in styles if "--jp-mirror-editor" in style)
+        used = [name for name, value in properties.items() if variable in value]
+        assert used and any(f"var(--{used[0]})" in style for style in styles), f"{family} ({variable}) not in the sample"
+    assert all(value.startswith("color-mix(in srgb,") for value in properties.values())
     assert any(code_html.MARKED_STYLE == style for style in styles)
 
 
@@ -164,11 +171,11 @@ def test_the_sample_paints_every_token_kind_the_panel_styles():
 def test_every_colour_of_the_panel_reaches_4_5_to_1(theme):
     variables = THEMES[theme]
     worst = []
-    for text, style, background_css in _painted():
+    for text, style, background_css, properties in _painted():
         background = resolve(background_css, variables)
         colour = declared(style, "color")
         assert colour is not None, style
-        ratio = contrast(resolve(colour, variables, background), background)
+        ratio = contrast(resolve(colour, {**variables, **properties}, background), background)
         if ratio < MIN_CONTRAST:
             worst.append((round(ratio, 2), text.strip(), colour))
     assert not worst, f"{theme}: {sorted(set(worst))}"

@@ -44,6 +44,7 @@ def norm(fresh_cache):
 
 def test_the_panel_has_the_four_tabs_filled_from_the_reductions_kernels(norm):
     p = reduce_panel.panel(norm)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert p.tabs.titles == ("Functor", "Kernel", "Compile log", "Cache")
     assert p in widgets.panels(norm)
     assert p.header.value.startswith("<b>sq</b> reduction: combine add, map sq, finalize root &middot; identity "
@@ -62,6 +63,7 @@ def test_the_panel_has_the_four_tabs_filled_from_the_reductions_kernels(norm):
 
 def test_the_panel_follows_new_kernels(norm):
     p = reduce_panel.panel(norm)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     norm(np.ones((4, 1024)), dim=0)  # float64, the leading dim: a second kernel, the host's column walk
     assert len(norm.specializations) == 2 and norm.specializations[1].spec.path == "host_columns"
     assert [value for _label, value in p.choice.options] == [0, 1] and p.choice.value == 1
@@ -74,6 +76,7 @@ def test_the_panel_follows_new_kernels(norm):
 
 def test_the_kernel_tab_shows_assembly_and_the_ptx_of_a_host_kernels_cuda_counterpart(norm):
     p = reduce_panel.panel(norm)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     p.view.value = "assembly (CPU)"
     assert p.source.value.startswith("<p>cpu assembly: ") and "jiter-magic-listing" in p.source.value
     _nvrtc_or_skip()
@@ -144,6 +147,7 @@ def test_a_panel_is_titled_by_the_name_the_notebook_bound(norm):
 
     assert bound_name(norm, namespace) == "sum_sq" and bound_name(norm, {"_": norm}) is None
     p = reduce_panel.panel(norm, "sum_sq")
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert p.header.value.startswith("<b>sum_sq</b> reduction: combine add, map sq, finalize root &middot; identity ")
     assert "<b>sum_sq</b> reduction" in p.static.value
     bundle = reduce_panel.mimebundle(norm, name="sum_sq")

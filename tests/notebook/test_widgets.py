@@ -31,6 +31,7 @@ def fn(fresh_cache):
 
 def test_panel_has_the_four_tabs(fn):
     p = widgets.panel(fn)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert isinstance(p.widget, widgets_lib.VBox) and isinstance(p.tabs, widgets_lib.Tab)
     assert p.tabs.titles == ("Functor", "Kernel", "Compile log", "Cache")
     assert len(p.tabs.children) == 4
@@ -45,6 +46,7 @@ def test_panel_has_the_four_tabs(fn):
 
 def test_kernel_tab_shows_the_generated_source_of_the_chosen_specialization(fn):
     p = widgets.panel(fn)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert p.choice.options == (("#0 cpu: " + describe(fn.specializations[0].spec), 0),)
     assert p.choice.value == 0 and not p.choice.disabled
     assert p.source.value == widgets.kernel_html(fn.specializations[0].source, "cpu")
@@ -59,6 +61,7 @@ def test_kernel_tab_shows_the_generated_source_of_the_chosen_specialization(fn):
 @pytest.mark.slow
 def test_panel_follows_new_specializations(fn):
     p = widgets.panel(fn)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     out = fn(np.arange(4.0), np.ones(4))  # float64: a second specialization, compiled now
     np.testing.assert_allclose(out, 2.0 * np.arange(4.0) + 0.5)
     assert out.dtype == np.float64
@@ -85,6 +88,7 @@ def test_cache_tab_tells_a_disk_hit_from_a_compile(fn):
     again = jiter_magic.create_jit_fn(AXPBY, alpha=2.0, beta=0.5)
     again.compile(backend="cpu")
     p = widgets.panel(again)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert again.specializations[0].cache_event == "disk"
     assert "<td>disk</td>" in p.cache.value
     assert "loaded from the disk cache" in p.log.value
@@ -103,6 +107,7 @@ def test_cache_rows_name_scalar_kinds_and_never_wrap(fn):
     fn(np.ones(3, np.float32), np.float32(2.0))  # a NumPy scalar: an array input, the same row again
     fn(np.ones(3, np.float32), 2.0)  # a Python float: passed by value, a new specialization
     p = widgets.panel(fn)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     dtypes = re.findall(r"<td title='[^']*'>([^<]*)</td>", p.cache.value)
     assert "(float32, float32) → (float32)" in dtypes and "(float32, scalar float32) → (float32)" in dtypes
     assert 'class="jiter-magic-cache" style="white-space:nowrap"' in p.cache.value
@@ -114,6 +119,7 @@ def test_cache_rows_name_scalar_kinds_and_never_wrap(fn):
 
 def test_a_panel_is_titled_by_its_notebook_name_and_keeps_its_tab_labels_whole(fn):
     p = widgets.panel(fn, "blend")
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert p.header.value.startswith("<b>blend</b> <code>template &lt;typename T&gt; T axpby(")
     assert "<b>blend</b>" in p.static.value
     assert widgets.mimebundle(fn, name="blend")["text/plain"].startswith("JitFunction blend: template")
@@ -152,6 +158,7 @@ def test_each_display_gets_its_own_panel_and_all_follow_the_function(fn):
 
 def test_a_panel_says_when_its_name_was_rebound(fn):
     shown = widgets.panel(fn)
+    shown.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     widgets.rebound(fn, "my_axpby")
     assert shown.header.value.startswith("<div><b>my_axpby</b> now names another function (its cell ran again); "
                                          "this panel shows the earlier one.</div>")
@@ -161,6 +168,7 @@ def test_a_panel_says_when_its_name_was_rebound(fn):
 def test_a_function_never_compiled_shows_an_empty_kernel_tab(fresh_cache):
     f = jiter_magic.create_multi_output_jit_fn(SINCOS, 2)
     p = widgets.panel(f)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert p.choice.options == () and p.choice.value is None and p.choice.disabled
     assert "Not compiled yet" in p.source.value
     assert "nothing compiled yet" in p.log.value
@@ -220,6 +228,7 @@ USER_LINE = re.compile(r'<span class="jiter-magic-user-line" style="([^"]*)">&gt
 @pytest.mark.slow
 def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
     p = widgets.panel(fn)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert p.view.options == ("generated source", "PTX (CUDA)", "SASS (CUDA)", "assembly (CPU)")
     assert p.arch.disabled and p.arch.value == "sm_90"  # no GPU here: JITER_MAGIC_CUDA_ARCH's default
     assert "sm_75" in p.arch.options and "sm_120" in p.arch.options  # what this NVRTC compiles for
@@ -276,6 +285,7 @@ def test_listings_never_wrap_and_mark_each_functor_line():
 @pytest.mark.slow
 def test_header_says_compiling_while_a_call_builds(fn):
     p = widgets.panel(fn)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     seen: list[str] = []
     listener = lambda spec, device: seen.append(p.header.value)  # noqa: E731 - runs after the panel's own
     fn.add_start_listener(listener)
@@ -314,5 +324,46 @@ def test_the_static_html_highlights_the_functor_as_cpp(fn):
     assert "<pre>template" not in markup  # no longer plain text
     box = panel_html.highlight(fn.code)
     assert box in markup and box.startswith('<div class="jiter-magic-code"')
-    keyword = code_html.colour("--jp-mirror-editor-keyword-color", "#008000")
-    assert f'style="{keyword};font-weight:bold">template</span>' in box
+    keyword = code_html.mixed("--jp-mirror-editor-keyword-color", "#008000")
+    assert f"--jm4:{keyword};" in box and 'style="color:var(--jm4);font-weight:bold">template</span>' in box
+
+
+def _saved_bytes(widget) -> int:
+    """What a notebook saves of a widget tree: each model's state as JSON (its layout and style too)."""
+    import json
+
+    seen: dict[str, int] = {}
+
+    def walk(w) -> None:
+        if w is None or w.model_id in seen:
+            return
+        seen[w.model_id] = len(json.dumps(w.get_state(drop_defaults=True), default=str))
+        for part in (getattr(w, "layout", None), getattr(w, "style", None), *getattr(w, "children", ())):
+            if isinstance(part, widgets_lib.Widget):
+                walk(part)
+
+    walk(widget)
+    return sum(seen.values())
+
+
+def test_three_panels_save_in_at_most_200_kb(fn):
+    """Issue 45: a notebook with three panels saved 1.5 MB; the Kernel tab's kernel is built when the
+    tab opens, and the static copy's generated kernel is uncoloured."""
+    fn.compile("float64", "float64", backend="cpu")
+    code = ("template <typename T> T sq(T x) { return x * x; }\n"
+            "template <typename T> T add(T a, T b) { return a + b; }\n")
+    from jiter_magic.notebook import reduce_panel
+
+    sum_sq = jiter_magic.create_reduction_fn(code, 0, "sq", combine="add")
+    sum_sq(np.ones((2, 3), np.float32), dim=1)
+    shown = [widgets.panel(fn, "blend"), widgets.panel(fn, "blend"), reduce_panel.panel(sum_sq, "sum_sq")]
+    try:
+        assert "jm_Args" not in shown[0].source.value  # not built before the tab opens
+        total = sum(_saved_bytes(p.widget) for p in shown)
+        assert total <= 200 * 1024, total
+        assert "extern &quot;C&quot; int jm_kernel" in shown[0].static.value  # the export's copy keeps the kernel
+        shown[0].tabs.selected_index = widgets.KERNEL_TAB
+        assert "jm_Args" in shown[0].source.value  # built when the tab opens
+    finally:
+        for p in shown:
+            p.close()
