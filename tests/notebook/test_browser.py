@@ -377,7 +377,12 @@ MIN_CONTRAST = 4.5  # WCAG AA for normal text, asked of every coloured token of 
 # The lowest WCAG contrast ratio between a code token's colour and the background it is painted on.
 WORST_CONTRAST = """
 const box = arguments[0];
-const rgba = text => { const v = text.match(/[\\d.]+/g).map(Number); return v.length === 3 ? [...v, 1] : v; };
+// rgb(r, g, b) / rgba(r, g, b, a) in 0-255, or a mixed colour as Chromium computes it: color(srgb r g b / a) in 0-1
+const rgba = text => {
+  const v = text.match(/[\\d.]+/g).map(Number);
+  const rgb = text.startsWith('color(') ? v.slice(0, 3).map(c => c * 255) : v.slice(0, 3);
+  return [...rgb, v.length > 3 ? v[3] : 1];
+};
 const channel = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
 const luminance = ([r, g, b]) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
 const backdrop = el => {
