@@ -41,8 +41,9 @@ LINE_NUMBER_STYLE = "color:var(--jp-content-font-color1,#212121);user-select:non
 # Three parts the theme's colour, one part its text colour: JupyterLab's own editor colours fall
 # short of 4.5:1 for some tokens (comments 4.17:1 in its light theme, 3.54:1 in dark; `#include`
 # 3.36:1 in dark; its error red 4.37:1 in dark), and the text colour, which contrasts with the
-# background in every theme, lifts each above it while keeping its hue. A browser without
-# color-mix() keeps the first declaration (tests/notebook/test_panel_contrast.py measures both).
+# background in every theme, lifts each above it while keeping its hue (tests/notebook/
+# test_panel_contrast.py computes it). A browser without color-mix() (before 2023) shows tokens
+# uncoloured, and the line-number marker in its plain colour (`colour` declares that first).
 MIX_SHARE = 75
 
 
