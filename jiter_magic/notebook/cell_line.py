@@ -17,8 +17,6 @@ from jiter_magic.notebook.names import refusal
 
 CELL_USAGE = ("NAME [key=value ...] [--outputs N] [--backend auto|cuda|cpu] [--dtype DTYPE] [--reduce] [--no-panel] "
               "[--quiet]")
-REDUCE_USAGE = ("NAME --reduce identity=VALUE [combine=NAME] [map=NAME] [finalize=NAME] [dim=DIM] [key=value ...] "
-                "[--outputs 2] [--dtype DTYPE] [--no-panel] [--quiet]")
 NEEDS_A_NAME = ("%%jiterator needs the name of the function to make, then optional key=value defaults of "
                 f"its extra arguments and flags: %%jiterator {CELL_USAGE}; for example: "
                 "%%jiterator my_kernel alpha=1.0; a reduction: %%jiterator NAME --reduce identity=0 "
@@ -32,7 +30,8 @@ def parse_literal(token: str) -> tuple[str, bool | int | float | complex]:
     """`key=value` -> (key, value); the value must be a bool, int, float or complex literal."""
     key, sep, text = token.partition("=")
     if not sep:
-        raise UsageError(f"{token!r}: expected key=value (a default for an extra argument)")
+        raise UsageError(f"{token!r}: expected key=value, the default of an extra argument (such as {token}=1.0), "
+                         "or a flag starting with --")
     if not key.isidentifier() or keyword.iskeyword(key):
         raise UsageError(f"{token!r}: {key!r} is not a valid argument name")
     if text.strip().lower() in _SPECIAL_FLOATS:
@@ -69,23 +68,22 @@ def cell_options(args: argparse.Namespace, ipython_names: Container[str] = froze
         return _reduce_options(args, dtypes)
     kwargs: dict[str, object] = {}
     for token in args.params:
-        key, value = _elementwise_literal(token)
+        key, value = _elementwise_literal(token, args)
         if key in kwargs:
             raise UsageError(f"{token!r}: {key} is given twice")
         kwargs[key] = value
     return CellOptions(args.name, kwargs, args.outputs, args.backend or "auto", dtypes, args.panel, args.quiet)
 
 
-def _elementwise_literal(token: str) -> tuple[str, bool | int | float | complex]:
-    """An extra's default; `combine=add` without --reduce gets a hint that --reduce is missing."""
-    try:
-        return parse_literal(token)
-    except UsageError as exc:
-        key = token.partition("=")[0]
-        if key in ROLE_KEYS:
-            raise UsageError(f"{exc}; {key}= names a reduction's function: add --reduce "
-                             f"(%%jiterator {REDUCE_USAGE})") from None
-        raise
+def _elementwise_literal(token: str, args: argparse.Namespace) -> tuple[str, bool | int | float | complex]:
+    """An extra's default; `combine=add` without --reduce says that --reduce is missing."""
+    key, _sep, text = token.partition("=")
+    if key in ROLE_KEYS and text.isidentifier():
+        line = " ".join([args.name, "--reduce", *(["identity=VALUE"] if not any(
+            p.startswith("identity=") for p in args.params) else []), *args.params])
+        raise UsageError(f"{token!r}: {key}= names the {key} function of a reduction, and without --reduce "
+                         f"the line makes an elementwise function; for a reduction write %%jiterator {line}")
+    return parse_literal(token)
 
 
 def _reduce_options(args: argparse.Namespace, dtypes: tuple[str, ...]) -> CellOptions:

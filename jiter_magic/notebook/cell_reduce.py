@@ -88,10 +88,28 @@ def parse_dim(text: str) -> object:
     if isinstance(value, list):
         value = tuple(value)
     ints = isinstance(value, tuple) and all(isinstance(d, int) and not isinstance(d, bool) for d in value)
-    if value is None or ints or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    raise UsageError(f"'dim={text}': dim must be an int, a tuple of ints such as (0,1), or None "
-                     "(write it without spaces)")
+    if not (value is None or ints or (isinstance(value, int) and not isinstance(value, bool))):
+        raise UsageError(f"'dim={text}': dim must be an int, a tuple of ints such as (0,1), or None "
+                         "(write it without spaces)")
+    check_dims(text, value)
+    return value
+
+
+# The most dims an array has (NumPy's limit; torch's is lower): a dim beyond it fits no input.
+MAX_NDIM = 64
+
+
+def check_dims(text: str, value: object) -> None:
+    """What the cell can tell of its default dim without an input (the range of a dim is checked
+    against each call's input): a dim given twice, one that fits no array."""
+    dims = value if isinstance(value, tuple) else () if value is None else (value,)
+    repeated = sorted({d for d in dims if dims.count(d) > 1})
+    if repeated:
+        raise UsageError(f"'dim={text}': dim {repeated[0]} is given twice; each dim is reduced once")
+    beyond = [d for d in dims if not -MAX_NDIM <= d < MAX_NDIM]
+    if beyond:
+        raise UsageError(f"'dim={text}': no array has a dim {beyond[0]} (arrays have at most {MAX_NDIM} dims): "
+                         f"expected dims in [{-MAX_NDIM}, {MAX_NDIM - 1}], checked against each input's dims")
 
 
 def parse_role(key: str, text: str) -> str:

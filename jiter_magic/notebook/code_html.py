@@ -38,14 +38,47 @@ BOX_STYLE = ("max-height:32em;overflow:auto;width:0;min-width:100%;box-sizing:bo
 PRE_STYLE = ("margin:0;padding:4px 6px;background:transparent;color:inherit;line-height:1.3;"
              "white-space:pre;overflow-wrap:normal;word-break:normal;overflow:visible")  # the box scrolls
 LINE_NUMBER_STYLE = "color:var(--jp-content-font-color1,#212121);user-select:none"  # color2 falls short of 4.5:1
-MARKED_STYLE = "color:var(--jp-error-color1,#d32f2f);font-weight:bold;user-select:none"  # a line the compiler named
+# Three parts the theme's colour, one part its text colour: JupyterLab's own editor colours fall
+# short of 4.5:1 for some tokens (comments 4.17:1 in its light theme, 3.54:1 in dark; `#include`
+# 3.36:1 in dark; its error red 4.37:1 in dark), and the text colour, which contrasts with the
+# background in every theme, lifts each above it while keeping its hue (tests/notebook/
+# test_panel_contrast.py computes it). A browser without color-mix() (before 2023) shows tokens
+# uncoloured, and the line-number marker in its plain colour (`colour` declares that first).
+MIX_SHARE = 75
+
+
+def mixed(variable: str, fallback: str) -> str:
+    """A theme variable's colour mixed with the theme's text colour."""
+    return f"color-mix(in srgb,var({variable},{fallback}) {MIX_SHARE}%,var(--jp-content-font-color1,#212121))"
+
+
+def colour(variable: str, fallback: str) -> str:
+    """`color:` declarations of `mixed`, the plain colour first for browsers without color-mix()."""
+    return f"color:var({variable},{fallback});color:{mixed(variable, fallback)}"
+
+
+# A token's span names its colour by a short custom property (`--jm3`) that the code's box defines
+# once: the mixed colour spelled out on every token made a generated kernel's HTML 330 KB, saved
+# in the notebook's widget state with each panel.
+def _property(index: int) -> str:
+    return f"--jm{index}"
+
+
+# A line the compiler named
+MARKED_STYLE = colour("--jp-error-color1", "#d32f2f") + ";font-weight:bold;user-select:none"
 
 
 def _style_of(kind: _TokenType) -> str:
-    for family, variable, fallback, extra in _STYLES:
+    for index, (family, _variable, _fallback, extra) in enumerate(_STYLES):
         if kind in family:
-            return f"color:var({variable},{fallback})" + (f";{extra}" if extra else "")
+            return f"color:var({_property(index)})" + (f";{extra}" if extra else "")
     return ""
+
+
+def _properties(body: str) -> str:
+    """The custom properties of the token colours `body` uses, as the box's style declares them."""
+    return "".join(f"{_property(i)}:{mixed(variable, fallback)};" for i, (_family, variable, fallback, _extra)
+                   in enumerate(_STYLES) if f"var({_property(i)})" in body)
 
 
 def _line_html(tokens: list[tuple[_TokenType, str]]) -> str:
@@ -64,6 +97,12 @@ def _line_html(tokens: list[tuple[_TokenType, str]]) -> str:
 def _numbered(number: int, width: int, marked: bool) -> str:
     text = f">{number}" if marked else str(number)
     return f'<span style="{MARKED_STYLE if marked else LINE_NUMBER_STYLE}">{text:>{width}}</span> '
+
+
+def plain(code: str) -> str:
+    """Source in the same box as `highlight`, uncoloured and unnumbered: a fifth of its size, for a
+    copy the notebook saves but seldom shows (the static form's folded generated kernel)."""
+    return f'<div class="jiter-magic-code" style="{BOX_STYLE}"><pre style="{PRE_STYLE}">{html.escape(code)}</pre></div>'
 
 
 def highlight(code: str, backend: str = "cpu", first_line: int = 1, marked: Container[int] = ()) -> str:
@@ -86,4 +125,5 @@ def highlight(code: str, backend: str = "cpu", first_line: int = 1, marked: Cont
     width = len(str(first_line + len(lines) - 1)) + (1 if marked else 0)
     body = "\n".join(_numbered(first_line + i, width, first_line + i in marked) + _line_html(line)
                      for i, line in enumerate(lines))
-    return f'<div class="jiter-magic-code" style="{BOX_STYLE}"><pre style="{PRE_STYLE}">{body}</pre></div>'
+    return (f'<div class="jiter-magic-code" style="{_properties(body)}{BOX_STYLE}"><pre style="{PRE_STYLE}">'
+            f"{body}</pre></div>")

@@ -2,8 +2,9 @@
 
 PTX and SASS need no GPU: NVRTC compiles for any architecture it lists, so a CPU specialization
 shows those of its CUDA counterpart (the same functor, dtypes and scalar kinds) for the chosen
-architecture. A listing marks the lines the compiler's line tables tie to the functor and opens
-scrolled to the first of them; its box scrolls sideways rather than wrapping lines.
+architecture. A listing marks the instructions the compiler's line tables tie to the functor (those
+after a `// line N: ...` comment, up to the next `// generated code`; never a comment or directive)
+and opens scrolled to the first of them; its box scrolls sideways rather than wrapping lines.
 """
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ import re
 from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.notebook.code_html import BOX_STYLE, PRE_STYLE
 from jiter_magic.notebook.panel_html import counted
+from jiter_magic.runtime.compiled_code import GENERATED
 
-# A listing's lines that name a line of the functor: `# line N: ...` (assembly), `// line N: ...`
-# (PTX), nvdisasm's `//## File "jiterator", line N` (SASS); see runtime/compiled_code.py.
-_USER_LINE = re.compile(r'^\s*(?:#|//) line \d+: |//## File "[^"]*", line \d+')
+# The comments runtime/compiled_code.py puts before the instructions of a functor's line
+# (`// line N: ...`, `# line N: ...` in assembly), and where instructions return to the kernel's.
+_USER_LINE = re.compile(r"^\s*(?:#|//) line \d+: ")
+_KERNEL_LINES = re.compile(rf"^\s*(?:#|//) {GENERATED}$")
 USER_LINE_STYLE = "display:inline-block;min-width:100%;font-weight:bold;background:var(--jp-layout-color2,#eeeeee)"
 # The listing opens scrolled to the functor's first line (CSS scroll-initial-target, on a box, so
 # the marked lines are inline blocks; no script: widget HTML runs none); browsers without it open
@@ -25,19 +28,30 @@ USER_LINE_STYLE = "display:inline-block;min-width:100%;font-weight:bold;backgrou
 FIRST_USER_LINE_STYLE = "scroll-initial-target:nearest;scroll-margin-top:3em"
 
 
+def is_instruction(line: str) -> bool:
+    """An instruction of assembly, PTX or SASS (`vmulss ...`, `@%p1 bra ...`, `/*0890*/ FFMA ...`),
+    not a comment, directive (`.loc`), label (`$L__BB0_2:`) or brace."""
+    text = line.strip()
+    return bool(text) and (text[0].isalpha() or text[0] == "@" or text.startswith("/*")) and not text.endswith(":")
+
+
 def listing_html(text: str, what: str) -> str:
-    """A compiled listing (`what`: 'PTX for sm_90', ...) with the lines naming the functor's lines
-    marked (`>`, bold), in a box that scrolls both ways and opens at the first of them."""
-    rows, marked = [], 0
+    """A compiled listing (`what`: 'PTX for sm_90', ...) with the instructions compiled from the
+    functor's lines marked (`>`, bold), in a box that scrolls both ways and opens at the first of them."""
+    rows, marked, in_functor = [], 0, False
     for line in text.splitlines():
-        if _USER_LINE.search(line):
+        if _USER_LINE.match(line) or _KERNEL_LINES.match(line):
+            in_functor = bool(_USER_LINE.match(line))
+        if in_functor and is_instruction(line):
             style = USER_LINE_STYLE + (";" + FIRST_USER_LINE_STYLE if not marked else "")
             rows.append(f'<span class="jiter-magic-user-line" style="{style}">&gt;{html.escape(line)}</span>')
             marked += 1
         else:
             rows.append(" " + html.escape(line))
-    note = (f"{counted(marked, 'line')} naming the functor's code, marked &gt;"
-            if marked else "no line names the functor's code (the compiler kept no line table for it)")
+    note = (f"{counted(marked, 'instruction')} compiled from the functor's lines, marked &gt; (each line of "
+            "the functor a comment before its instructions; one fused from two lines, such as x * x + a "
+            "in one FMA, goes with one of them)"
+            if marked else "no instruction is tied to the functor's lines (the compiler kept no line table for them)")
     return (f"<p>{html.escape(what)}: {counted(len(rows), 'line')}; {note}.</p>"
             f'<div class="jiter-magic-listing" style="{BOX_STYLE}"><pre style="{PRE_STYLE}">'
             + "\n".join(rows) + "</pre></div>")

@@ -26,6 +26,7 @@ from jiter_magic.cache.disk import stats as cache_stats
 from jiter_magic.errors import BindError, ParseError
 from jiter_magic.function import JitFunction
 from jiter_magic.kernel_function import KernelFunction
+from jiter_magic.notebook import tracebacks
 from jiter_magic.notebook.bench_line import run_bench_line
 from jiter_magic.notebook.cell_build import (
     CELL_FIRST_LINE,
@@ -40,6 +41,7 @@ from jiter_magic.notebook.cell_line import CELL_USAGE, NEEDS_A_NAME, cell_option
 from jiter_magic.notebook.completion import jiterator_matcher
 from jiter_magic.notebook.panel_html import human_size
 from jiter_magic.notebook.report import format_cache_stats, reduction_summary, summary
+from jiter_magic.reduction import ReductionFunction
 from jiter_magic.tools.results import BenchmarkResult
 
 BACKWARD_NEEDS_A_NAME = ("%%jiterator_backward needs the name of a function jitted earlier (by %%jiterator or "
@@ -113,8 +115,8 @@ class JiteratorMagics(Magics):
         self.shell.push({options.name: fn})
         if not options.quiet:
             print(summary(fn, options.name) if isinstance(fn, JitFunction) else reduction_summary(fn, options.name))
-        if options.panel:
-            display(fn)
+        if options.panel:  # titled by the cell's NAME, not the C++ function's (`sum_sq`, not `sq`)
+            display(_panel_bundle(fn, options.name), raw=True)
 
     @magic_arguments("%jiterator_backward")  # shown as `%%jiterator_backward` in the usage line
     @argument("name", help="the notebook name of a function jitted earlier")
@@ -203,6 +205,17 @@ class JiteratorMagics(Magics):
         return result
 
 
+def _panel_bundle(fn: JitFunction | ReductionFunction, name: str) -> dict:
+    """What `display(fn)` shows, titled `name`."""
+    if isinstance(fn, JitFunction):
+        from jiter_magic.notebook import widgets
+
+        return widgets.mimebundle(fn, name=name)
+    from jiter_magic.notebook import reduce_panel
+
+    return reduce_panel.mimebundle(fn, name=name)
+
+
 def _plain_help(function) -> None:
     """IPython puts the usage behind an reST '::' and indents it; `%%jiterator?` shows the docstring
     as plain text, so it should open with the usage line itself, flush left."""
@@ -240,8 +253,10 @@ def parse_cell_line(line: str, ipython_names: Container[str] = frozenset()) -> C
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
-    """Register the magics and the completion of `%%jiterator` lines (`%load_ext jiter_magic`)."""
+    """Register the magics, the completion of `%%jiterator` lines and the display of a call's
+    mistakes under the cell's line (notebook/tracebacks.py) (`%load_ext jiter_magic`)."""
     ipython.register_magics(JiteratorMagics)
+    tracebacks.install(ipython)
     completer = getattr(ipython, "Completer", None)
     if completer is not None:
         matchers = completer.custom_matchers
@@ -250,7 +265,8 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
 
 
 def unload_ipython_extension(ipython: InteractiveShell) -> None:
-    """Remove the magics and the completion again (`%unload_ext jiter_magic`)."""
+    """Remove the magics, the completion and the mistakes' display again (`%unload_ext jiter_magic`)."""
+    tracebacks.uninstall(ipython)
     manager = ipython.magics_manager
     manager.magics["cell"].pop("jiterator", None)
     manager.magics["cell"].pop("jiterator_backward", None)

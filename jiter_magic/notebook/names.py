@@ -41,3 +41,20 @@ def refusal(name: str, ipython_names: Container[str] = frozenset()) -> str | Non
     else:
         return None
     return f"%%jiterator {name}: {name!r} {why}; {EXPECTED}"
+
+
+def bound_name(fn: object, namespace: dict[str, object] | None = None) -> str | None:
+    """The notebook name `fn` is bound to (`sum_sq = create_reduction_fn(...)`, `%%jiterator sum_sq`),
+    which a panel is titled by: the newest public name of `namespace` (by default the running
+    IPython's) that holds `fn`; None outside IPython or where no public name holds it."""
+    if namespace is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:  # pragma: no cover - IPython is a notebook dependency
+            return None
+        shell = get_ipython()
+        namespace = getattr(shell, "user_ns", None)
+        if namespace is None:
+            return None
+    found = [name for name, value in list(namespace.items()) if value is fn and not name.startswith("_")]
+    return found[-1] if found else None

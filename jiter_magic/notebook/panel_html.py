@@ -12,19 +12,21 @@ import os
 import re
 
 from jiter_magic.kernel_function import KernelFunction
-from jiter_magic.kernels import describe
+from jiter_magic.kernels import describe, dtypes_text
 from jiter_magic.kernels.novelty import novelty
-from jiter_magic.notebook.code_html import highlight
+from jiter_magic.notebook.code_html import highlight, plain
 
 
-def kernel_html(source: str, backend: str) -> str:
-    """Generated source with its prelude (everything before the user's `#line 1`) folded away."""
+def kernel_html(source: str, backend: str, coloured: bool = True) -> str:
+    """Generated source with its prelude (everything before the user's `#line 1`) folded away;
+    uncoloured and unnumbered unless `coloured` (the static form's copy, saved with the notebook)."""
     lines = source.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if line.startswith("#line 1 ")), 0)
-    body = highlight("".join(lines[start:]), backend, first_line=start + 1)
+    body = highlight("".join(lines[start:]), backend, first_line=start + 1) if coloured else plain(
+        "".join(lines[start:]))
     if not start:
         return body
-    prelude = highlight("".join(lines[:start]), backend)
+    prelude = highlight("".join(lines[:start]), backend) if coloured else plain("".join(lines[:start]))
     return (f"<details><summary>prelude: {start} lines of definitions the functor may use</summary>"
             f"{prelude}</details>{body}")
 
@@ -37,10 +39,11 @@ def _label(index: int, specialization) -> str:
     return f"#{index} {specialization.backend}: {describe(specialization.spec)}"
 
 
-def static_text(fn: KernelFunction) -> str:
-    """Plain text of a function: stable across runs and machines of one kind (no timings or paths)."""
+def static_text(fn: KernelFunction, name: str | None = None) -> str:
+    """Plain text of a function: stable across runs and machines of one kind (no timings or paths);
+    titled by `name`, the notebook name it is bound to (by default the C++ function's)."""
     lines = [
-        f"JitFunction {fn.name}: {fn.binding.functor.signature}",
+        f"JitFunction {name or fn.name}: {fn.binding.functor.signature}",
         f"  kwargs: {_kwargs_text(fn)}",
         f"  outputs: {fn.binding.num_outputs}, backend: {fn.backend}",
         f"  specializations: {len(fn.specializations)}",
@@ -49,7 +52,7 @@ def static_text(fn: KernelFunction) -> str:
     return "\n".join(lines)
 
 
-def static_html(fn: KernelFunction) -> str:
+def static_html(fn: KernelFunction, name: str | None = None) -> str:
     """HTML of a function without widgets: the same facts as `static_text`, plus the code."""
     rows = "".join(
         f"<tr><td>#{i}</td><td>{s.backend}</td><td><code>{html.escape(describe(s.spec))}</code></td></tr>"
@@ -59,7 +62,7 @@ def static_html(fn: KernelFunction) -> str:
              if rows else "<p><i>no specialization compiled yet</i></p>")
     return (
         f'<div class="jiter-magic">'
-        f"<p><b>{html.escape(fn.name)}</b> <code>{html.escape(fn.binding.functor.signature)}</code><br>"
+        f"<p><b>{html.escape(name or fn.name)}</b> <code>{html.escape(fn.binding.functor.signature)}</code><br>"
         f"kwargs: <code>{html.escape(_kwargs_text(fn))}</code>; outputs: {fn.binding.num_outputs}; "
         f"backend: {fn.backend}</p>"
         f"{highlight(fn.code)}{table}{_generated_html(fn.specializations)}</div>"  # C++, as the live panel shows it
@@ -78,7 +81,7 @@ def _generated_html(specializations: list) -> str:
                    for i, s in enumerate(specializations))
     return (f'<details class="jiter-magic-generated"><summary>generated kernel of '
             f"{html.escape(_label(len(specializations) - 1, newest))}, and the compile logs</summary>"
-            f"{kernel_html(newest.source, newest.backend)}{logs}</details>")
+            f"{kernel_html(newest.source, newest.backend, coloured=False)}{logs}</details>")
 
 
 _LOG_LINE = re.compile(r"^line (\d+)(?:, column \d+)?:", re.MULTILINE)
@@ -106,9 +109,15 @@ def _log_html(specializations: list) -> str:
         parts.append(
             f"<h4>{html.escape(_label(i, s))}</h4>" + (f"<p><i>{html.escape(new)}</i></p>" if new else "") +
             f"<p>target <code>{html.escape(s.target)}</code>, {how}<br>"
-            f"options <code>{html.escape(' '.join(s.options))}</code></p><pre>{log}</pre>"
+            f"options {options_html(s.options)}</p><pre>{log}</pre>"
         )
     return "".join(parts)
+
+
+def options_html(options: tuple[str, ...] | list[str]) -> str:
+    """A compile's options, each one unbreakable (`-march=native` never splits at its dash), so that
+    a narrow panel breaks the line only between options."""
+    return " ".join(f'<code style="white-space:nowrap">{html.escape(option)}</code>' for option in options)
 
 
 def human_size(n: int) -> str:
@@ -141,8 +150,8 @@ def _short_path(path: str | None, root: str) -> str:
 
 def _cache_html(specializations: list, stats: dict) -> str:
     """One short row a specialization (the long facts as tooltips), at most ~16 rows tall."""
-    rows = [(describe(s.spec), _dtypes(s.spec), f"{s.backend} {s.spec.path}", s.cache_event, s.cache_file,
-             s.binary_size, s.compile_seconds) for s in specializations]
+    rows = [(describe(s.spec), dtypes_text(s.spec).replace(" -> ", " → "), f"{s.backend} {s.spec.path}",
+             s.cache_event, s.cache_file, s.binary_size, s.compile_seconds) for s in specializations]
     return cache_tab_html("path", rows, stats)
 
 
@@ -162,9 +171,7 @@ def cache_tab_html(kind: str, rows: list[tuple[str, str, str, str, str | None, i
               f"{human_size(stats['bytes'])}; this process: {counted(stats['memory_hits'], 'memory hit')}, "
               f"{counted(stats['disk_hits'], 'disk hit')}, {counted(stats['compiles'], 'compile')} "
               f"({stats['compile_seconds']:.2f} s)</p>")
-    table = f'<table class="jiter-magic-cache"><tr>{head}</tr>{cells}</table>'
+    # Rows never wrap (at 700 px a row took five lines): the box scrolls sideways instead.
+    table = f'<table class="jiter-magic-cache" style="white-space:nowrap"><tr>{head}</tr>{cells}</table>'
     return f'<div style="max-height:24em;overflow:auto">{table}</div>{totals}'
 
-
-def _dtypes(spec) -> str:
-    return f"({', '.join(spec.inputs)}) → ({', '.join(spec.outputs)})"

@@ -16,7 +16,7 @@ from typing import Any
 from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.kernels.reduce_family import REDUCTION
 from jiter_magic.notebook.code_html import highlight
-from jiter_magic.notebook.panel_html import cache_tab_html, counted, kernel_html
+from jiter_magic.notebook.panel_html import cache_tab_html, counted, kernel_html, options_html
 from jiter_magic.planning.reduce_spec import COLUMNS, GRID, HOST_COLUMNS
 from jiter_magic.runtime.build import Specialization
 
@@ -47,23 +47,31 @@ def default_dim_text(fn: KernelFunction) -> str:
     return "every dim" if dim is None else repr(dim)
 
 
-def kwargs_text(fn: KernelFunction) -> str:
+def identity_text(fn: Reduction) -> str | None:
+    """The identity, as shown; None for values with their indices, where the identity is optional
+    and unused (no element is compared with it), so a panel shows none rather than a default 0."""
+    return None if fn.binding.indexed else repr(fn.identity)
+
+
+def kwargs_text(fn: Reduction) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in fn.kwargs.items()) or "none"
 
 
-def static_text(fn: Reduction) -> str:
-    """Plain text of a reduction: stable across runs and machines of one kind (no timings or paths)."""
+def static_text(fn: Reduction, name: str | None = None) -> str:
+    """Plain text of a reduction: stable across runs and machines of one kind (no timings or paths);
+    titled by `name`, the notebook name it is bound to (by default the C++ combine's)."""
+    identity = identity_text(fn)
     lines = [
-        f"ReductionFunction {fn.name}: {roles_text(fn)}",
-        f"  inputs: {', '.join(fn.binding.input_names)}; identity: {fn.identity!r}; kwargs: {kwargs_text(fn)}; "
-        f"default dim: {default_dim_text(fn)}",
+        f"ReductionFunction {name or fn.name}: {roles_text(fn)}",
+        f"  inputs: {', '.join(fn.binding.input_names)}; " + ("" if identity is None else f"identity: {identity}; ")
+        + f"kwargs: {kwargs_text(fn)}; default dim: {default_dim_text(fn)}",
         f"  kernels: {len(fn.specializations)}",
     ]
     lines += [f"    {label(i, s)}" for i, s in enumerate(fn.specializations)]
     return "\n".join(lines)
 
 
-def static_html(fn: Reduction) -> str:
+def static_html(fn: Reduction, name: str | None = None) -> str:
     """HTML of a reduction without widgets: the facts of `static_text`, the code highlighted as C++,
     and the newest kernel's source with the compile logs, folded (`jiter-magic-generated`, which
     nbval_sanitize.cfg leaves out: it is CUDA's on a GPU machine)."""
@@ -72,11 +80,13 @@ def static_html(fn: Reduction) -> str:
                    for i, s in enumerate(built))
     table = (f"<table><tr><th></th><th>backend</th><th>kernel</th></tr>{rows}</table>"
              if rows else "<p><i>no kernel built yet</i></p>")
+    identity = identity_text(fn)
     return (
         f'<div class="jiter-magic">'
-        f"<p><b>{html.escape(fn.name)}</b> reduction: {html.escape(roles_text(fn))}<br>"
-        f"inputs: <code>{html.escape(', '.join(fn.binding.input_names))}</code>; identity: "
-        f"<code>{html.escape(repr(fn.identity))}</code>; kwargs: <code>{html.escape(kwargs_text(fn))}</code>; "
+        f"<p><b>{html.escape(name or fn.name)}</b> reduction: {html.escape(roles_text(fn))}<br>"
+        f"inputs: <code>{html.escape(', '.join(fn.binding.input_names))}</code>; "
+        + ("" if identity is None else f"identity: <code>{html.escape(identity)}</code>; ")
+        + f"kwargs: <code>{html.escape(kwargs_text(fn))}</code>; "
         f"default dim: {html.escape(default_dim_text(fn))}</p>"
         f"{highlight(fn.code)}{table}{_generated_html(built)}</div>"
     )
@@ -91,7 +101,7 @@ def _generated_html(built: list[Specialization]) -> str:
                    for i, s in enumerate(built))
     return (f'<details class="jiter-magic-generated"><summary>generated kernel of '
             f"{html.escape(label(len(built) - 1, newest))}, and the compile logs</summary>"
-            f"{kernel_html(newest.source, newest.backend)}{logs}</details>")
+            f"{kernel_html(newest.source, newest.backend, coloured=False)}{logs}</details>")
 
 
 def log_html(built: list[Specialization]) -> str:
@@ -105,7 +115,7 @@ def log_html(built: list[Specialization]) -> str:
                else "loaded from the disk cache")
         log = html.escape(made.log.strip()) or "<i>(empty: no warnings)</i>"
         parts.append(f"<h4>{html.escape(label(i, s))}</h4><p>target <code>{html.escape(s.target)}</code>, {how}<br>"
-                     f"options <code>{html.escape(' '.join(made.options))}</code></p><pre>{log}</pre>")
+                     f"options {options_html(made.options)}</p><pre>{log}</pre>")
     return "".join(parts)
 
 
@@ -136,9 +146,12 @@ def listing(fn: KernelFunction, built: Specialization, kind: str, arch: str) -> 
     return listing_html(compiled_text(kind, source, "cuda", arch, fn.code), what)
 
 
-def header(fn: Reduction, where: str) -> str:
-    """The live panel's first line: the roles, identity, extras and default dim, where calls run."""
-    return (f"<b>{html.escape(fn.name)}</b> reduction: {html.escape(roles_text(fn))} &middot; identity "
-            f"<code>{html.escape(repr(fn.identity))}</code> &middot; kwargs <code>{html.escape(kwargs_text(fn))}"
+def header(fn: Reduction, where: str, name: str | None = None) -> str:
+    """The live panel's first line, titled by `name` (the notebook's, by default the C++ combine's):
+    the roles, identity, extras and default dim, where calls run."""
+    identity = identity_text(fn)
+    shown = "" if identity is None else f" &middot; identity <code>{html.escape(identity)}</code>"
+    return (f"<b>{html.escape(name or fn.name)}</b> reduction: {html.escape(roles_text(fn))}{shown}"
+            f" &middot; kwargs <code>{html.escape(kwargs_text(fn))}"
             f"</code> &middot; default dim {html.escape(default_dim_text(fn))} &middot; "
             f"{counted(len(fn.specializations), 'kernel')} &middot; runs on {html.escape(where)}")

@@ -22,6 +22,7 @@ from jiter_magic.cache.disk import stats as cache_stats
 from jiter_magic.errors import JiterError
 from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.notebook.listings import compiled_listing, cuda_archs, preferred_arch
+from jiter_magic.notebook.names import bound_name
 from jiter_magic.notebook.panel_html import (
     _cache_html,
     _kwargs_text,
@@ -56,6 +57,12 @@ PANEL_STYLE = (
     f".{PANEL_CLASS}.jupyter-widgets-disconnected::before{{content:'{RECONNECT_LINE}';display:block;"
     "font:italic var(--jp-ui-font-size1,13px) var(--jp-ui-font-family,sans-serif);"
     "color:var(--jp-ui-font-color1,#212121);padding:0 0 4px 0}"
+    # ipywidgets' tabs shrink to share a fixed-width bar, clipping "Compile log" in a narrow
+    # notebook (700 px with the file browser open): here each tab keeps its label's width and
+    # the bar wraps onto a second row instead.
+    f".{PANEL_CLASS} .widget-tab>.lm-TabBar{{flex:0 0 auto;min-height:var(--jp-widgets-horizontal-tab-height,24px)}}"
+    f".{PANEL_CLASS} .widget-tab>.lm-TabBar .lm-TabBar-content{{flex-wrap:wrap}}"
+    f".{PANEL_CLASS} .widget-tab>.lm-TabBar .lm-TabBar-tab{{flex:0 0 auto;min-width:max-content}}"
     "</style>"
 )
 
@@ -64,15 +71,19 @@ PANEL_STYLE = (
 VIEWS = {"generated source": None, "PTX (CUDA)": "ptx", "SASS (CUDA)": "sass", "assembly (CPU)": "asm"}
 
 
+KERNEL_TAB = 1  # the Kernel tab's index in Panel.TITLES
+
+
 class Panel:
     """The ipywidgets tree for one function; it refreshes itself when the function compiles."""
 
     TITLES = ("Functor", "Kernel", "Compile log", "Cache")
 
-    def __init__(self, fn: KernelFunction):
+    def __init__(self, fn: KernelFunction, name: str | None = None):
         import ipywidgets as w
 
         self._fn = weakref.ref(fn)  # the function owns the panel (through its listener), not the reverse
+        self.name = name or fn.name  # the notebook name it was displayed by, else the C++ function's
         self.rebound_as: str | None = None  # set when the notebook name of fn now names another function
         self.header = w.HTML()
         self.functor = w.HTML(highlight(fn.code) + PANEL_STYLE)
@@ -86,7 +97,8 @@ class Panel:
                                value=preferred if preferred in archs else archs[-1], disabled=True,
                                layout=w.Layout(width="auto"), style={"description_width": "initial"})
         self.toolbar = w.HBox([self.choice, self.view, self.arch], layout=w.Layout(flex_flow="row wrap"))
-        self.source = w.HTML()
+        self.source = w.HTML("<p><i>The generated kernel shows when this tab is opened while the notebook's "
+                             "kernel runs (run the cell).</i></p>")
         self.log = w.HTML()
         self.cache = w.HTML()
         self.tabs = w.Tab(children=[self.functor, w.VBox([self.toolbar, self.source]), self.log,
@@ -96,6 +108,7 @@ class Panel:
         self.widget = w.VBox([self.header, self.tabs, self.static])
         self.widget.add_class(PANEL_CLASS)
         self._refreshing = False
+        self.tabs.observe(self._show_source, names="selected_index")
         self.choice.observe(self._show_source, names="value")
         self.view.observe(self._show_source, names="value")
         self.arch.observe(self._show_source, names="value")
@@ -118,7 +131,7 @@ class Panel:
         notice = ("" if self.rebound_as is None else
                   f"<div><b>{html.escape(self.rebound_as)}</b> now names another function (its cell ran again); "
                   "this panel shows the earlier one.</div>")
-        return (f"{notice}<b>{html.escape(fn.name)}</b> <code>{html.escape(fn.functor.signature)}</code> "
+        return (f"{notice}<b>{html.escape(self.name)}</b> <code>{html.escape(fn.functor.signature)}</code> "
                 f"&middot; kwargs <code>{html.escape(_kwargs_text(fn))}</code> &middot; "
                 f"{counted(fn.num_outputs, 'output')} &middot; runs on {html.escape(runs_on(fn))}")
 
@@ -154,13 +167,17 @@ class Panel:
         return _cache_html(specializations, stats)
 
     def static_html(self, fn: Any) -> str:
-        return static_html(fn)
+        return static_html(fn, self.name)
 
     def listing(self, fn: Any, specialization: Any, kind: str, arch: str) -> str:
         return compiled_listing(fn, specialization, kind, arch)
 
     def _show_source(self, _change: Any = None) -> None:
         if self._refreshing:
+            return
+        if self.tabs.selected_index != KERNEL_TAB:
+            # Built when the tab is opened: a generated kernel's HTML is some 100 KB, which the
+            # notebook would otherwise save with every panel, opened or not.
             return
         fn = self._fn()
         index = self.choice.value
@@ -211,10 +228,10 @@ def live_panels() -> weakref.WeakKeyDictionary:
     return RUNTIME.part(LivePanels).by_function
 
 
-def panel(fn: KernelFunction) -> Panel:
-    """A new live panel of `fn`: each display gets its own, so a tab chosen in one does not
-    move another; all of them follow the function's new specializations."""
-    made = Panel(fn)
+def panel(fn: KernelFunction, name: str | None = None) -> Panel:
+    """A new live panel of `fn`, titled `name`: each display gets its own, so a tab chosen in one
+    does not move another; all of them follow the function's new specializations."""
+    made = Panel(fn, name)
     live_panels().setdefault(fn, []).append(made)
     return made
 
@@ -255,18 +272,25 @@ def live_frontend() -> bool:
 
 
 def mimebundle(fn: KernelFunction, include: Container[str] | None = None,
-               exclude: Container[str] | None = None) -> dict[str, Any]:
+               exclude: Container[str] | None = None, name: str | None = None) -> dict[str, Any]:
     """`JitFunction._repr_mimebundle_`: the live panel where a kernel can host it, static HTML and text always.
 
     A frontend that renders widgets picks the widget view; nbconvert (without widget state),
     nbval's comparison and plain frontends use the static forms, which stay byte-identical
-    between runs.
+    between runs. Every form is titled by `name`, by default the notebook name `fn` is bound to.
     """
+    name = name or bound_name(fn)
     bundle: dict[str, Any] = {}
     if live_frontend():
-        bundle.update(panel(fn).widget._repr_mimebundle_())
-    bundle["text/plain"] = static_text(fn)
-    bundle["text/html"] = static_html(fn)
+        bundle.update(panel(fn, name).widget._repr_mimebundle_())
+    bundle["text/plain"] = static_text(fn, name)
+    bundle["text/html"] = static_html(fn, name)
+    return selected(bundle, include, exclude)
+
+
+def selected(bundle: dict[str, Any], include: Container[str] | None,
+             exclude: Container[str] | None) -> dict[str, Any]:
+    """The forms of `bundle` that `_repr_mimebundle_`'s include and exclude ask for."""
     if include:
         bundle = {k: v for k, v in bundle.items() if k in include}
     if exclude:

@@ -5,9 +5,11 @@ for reading, not loading: g++ `-S` with line tables (CPU), NVRTC to PTX with `-l
 (`-arch=compute_XX`), or NVRTC to a cubin disassembled by `nvdisasm --print-code
 --print-line-info-inline` (SASS; NVIDIA's `nvdisasm`, from a CUDA toolkit or the pip wheel
 `nvidia-cuda-nvdisasm`, part of the cuda13 extra). None of these needs a GPU. Where the compiler's
-line tables point at the user's code, the user's line is shown with it, at the line numbers of the
-code string (a `// line N: ...` comment before PTX and assembly, appended to nvdisasm's own
-`//## File "jiterator", line N` comments in SASS; the functor is inlined, hence `-gi`).
+line tables point at the user's code, the user's line is shown as a comment before the instructions
+compiled from it, at the line numbers of the code string (`// line N: ...`, `# line N: ...` in
+assembly), and a `// generated code` comment where the instructions return to jiter_magic's kernel.
+nvdisasm's own `//## File ".../jiterator", line N` comments, with paths it makes up under the working
+folder, are rewritten so (the functor is inlined, hence `-gi`).
 """
 from __future__ import annotations
 
@@ -41,24 +43,36 @@ def compiled_text(kind: str, source: str, backend: str, arch: str, code: str) ->
     return _sass(source, arch, code)
 
 
+GENERATED = "generated code"  # the comment where instructions return from the user's lines to the kernel's
+_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\b")
+
+
 def mark_user_lines(text: str, code: str, comment: str) -> str:
-    """Before each run of instructions a `.loc` puts at a line of the user's file, that line as a comment."""
+    """Before each run of instructions a `.loc` puts at a line of the user's file, that line as a
+    comment; where a `.loc` of another file ends such a run, a `generated code` comment."""
     found = _FILE.search(text)
     if not found:
         return text
     user = found.group(1)
     lines = code.splitlines()
-    loc = re.compile(rf"^\s*\.loc\s+{user}\s+(\d+)\b")
     out, last = [], None
     for row in text.splitlines():
-        match = loc.match(row)
-        if match and match.group(1) != last:
-            last = match.group(1)
+        match = _LOC.match(row)
+        if match and match.group(1) == user and match.group(2) != last:
+            last = match.group(2)
             number = int(last)
             if 1 <= number <= len(lines):
                 out.append(f"\t{comment} line {number}: {lines[number - 1].strip()}")
-        out.append(row)
+        elif match and match.group(1) != user and last is not None:
+            last = None
+            out.append(f"\t{comment} {GENERATED}")
+        out.append(_FILE_PATH.sub(r'\1"\2"', row))
     return "\n".join(out)
+
+
+# A `.file N "folder/name"` directive: the folder is where the compiler ran (made up for generated
+# code), so only the name is kept.
+_FILE_PATH = re.compile(r'^(\s*\.file\s+\d+\s+)"[^"]*/([^"/]*)"')
 
 
 def _host_assembly(source: str) -> str:
@@ -117,15 +131,31 @@ def _sass(source: str, arch: str, code: str) -> str:
     return _mark_sass_lines(done.stdout, code)
 
 
-_SASS_LINE = re.compile(rf'//## File "(?:[^"]*/)?{USER_FILE}", line (\d+)')
+_SASS_LINE = re.compile(r'^(\s*)//## File "(?:[^"]*/)?([^"/]*)", line (\d+)')
 
 
 def _mark_sass_lines(text: str, code: str) -> str:
-    """nvdisasm's `//## File "jiterator", line N` comments, with the user's line appended."""
+    """nvdisasm's `//## File "...", line N [inlined at ...]` comments as PTX's: the user's line as
+    `// line N: ...` where the innermost file is the user's, one `// generated code` where the
+    instructions return to the kernel's own lines, none otherwise (their made-up paths say nothing).
+    nvdisasm writes an inlined line's whole chain, innermost first, one comment a frame: the first of
+    consecutive comments tells where the instructions after them come from."""
     lines = code.splitlines()
-
-    def shown(match: re.Match) -> str:
-        number = int(match.group(1))
-        return match.group(0) + (f": {lines[number - 1].strip()}" if 1 <= number <= len(lines) else "")
-
-    return _SASS_LINE.sub(shown, text)
+    out, last, chained = [], None, False
+    for row in text.splitlines():
+        match = _SASS_LINE.match(row)
+        if match is None or chained:
+            chained = match is not None
+            if match is None:
+                out.append(row)
+            continue
+        chained = True
+        indent, name, number = match.group(1), match.group(2), int(match.group(3))
+        if name == USER_FILE and 1 <= number <= len(lines):
+            if number != last:
+                out.append(f"{indent}// line {number}: {lines[number - 1].strip()}")
+            last = number
+        elif last is not None:
+            out.append(f"{indent}// {GENERATED}")
+            last = None
+    return "\n".join(out)

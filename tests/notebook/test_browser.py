@@ -11,7 +11,9 @@ line instead of a broken-link icon a view, and is not marked modified by opening
 own extension bundle is served, ahead of any installed copy); that nbconvert's HTML of the saved
 notebook, read with the network off, draws the panel and highlights the magic cell as C++; and
 that at 700 px the Kernel tab's lists wrap, code scrolls sideways, and PTX of a CPU
-specialization (NVRTC, no GPU) opens at the functor's marked line. Skips with the reason
+specialization (NVRTC, no GPU) opens at the functor's marked instruction; with the file browser
+open too, no tab label is clipped and each cache row takes one line; and that the saved notebook
+stays under 200 KB. Skips with the reason
 when Chromium, chromedriver, Selenium or JupyterLab is missing. Screenshots land in
 test-artifacts/ (also when a test fails).
 """
@@ -268,13 +270,39 @@ return {selects: selects.map(d => [d.querySelector('label').textContent, d.getBo
         longLine: [...pre.childNodes].length > 0};
 """
 
+# The panel's tab labels cut short (an ellipsis), and the lines each of the Cache tab's rows takes.
+TAB_LABELS_CLIPPED = """
+return [...arguments[0].querySelectorAll('.widget-tab .lm-TabBar-tabLabel')]
+  .filter(l => l.scrollWidth > l.clientWidth + 1).map(l => l.textContent);
+"""
+CACHE_ROW_LINES = """
+const table = [...arguments[0].querySelectorAll('table.jiter-magic-cache')].find(t => t.offsetParent !== null);
+if (!table) return null;
+const lines = cell => {  // the text lines a cell's content takes: its boxes' distinct tops
+  const range = document.createRange();
+  range.selectNodeContents(cell);
+  return new Set([...range.getClientRects()].map(box => Math.round(box.top))).size;
+};
+return [...table.rows].map(row => Math.max(...[...row.cells].map(lines)));
+"""
+OPEN_FILE_BROWSER = """
+const done = arguments[arguments.length - 1];
+window.jupyterapp.commands.execute('filebrowser:activate').then(() => done('ok'), error => done('error: ' + error));
+"""
+CLOSE_LEFT_AREA = """
+const done = arguments[arguments.length - 1];
+window.jupyterapp.shell.collapseLeft();
+done('ok');
+"""
+
 # The listing box's scroll position and where its first marked line of the functor sits in it.
 LISTING_SCROLL = """
 const box = [...arguments[0].querySelectorAll('.jiter-magic-listing')].find(b => b.offsetParent !== null);
 if (!box) return null;
 const first = box.querySelector('.jiter-magic-user-line');
 const top = first.getBoundingClientRect().top - box.getBoundingClientRect().top;
-return {scrollTop: box.scrollTop, firstLineInView: top >= 0 && top < box.clientHeight, text: first.textContent};
+const before = box.textContent.split(first.textContent)[0].split('\\n').slice(-3).join('\\n');
+return {scrollTop: box.scrollTop, firstLineInView: top >= 0 && top < box.clientHeight, text: first.textContent, before};
 """
 
 
@@ -301,10 +329,22 @@ def test_the_kernel_tab_at_a_narrow_width(lab, browser):
         browser.execute_script("arguments[0].scrollIntoView()", panel)
         browser.save_screenshot(str(ARTIFACTS / "browser_narrow_kernel_tab.png"))
 
+        # With the file browser open too (issue 45): every tab label whole, each cache row one line
+        assert browser.execute_async_script(OPEN_FILE_BROWSER) == "ok"
+        time.sleep(1.0)
+        assert browser.execute_script(TAB_LABELS_CLIPPED, panel) == []
+        tab_labels[3].click()  # the Cache tab
+        rows = WebDriverWait(browser, 30).until(lambda d: d.execute_script(CACHE_ROW_LINES, panel))
+        assert rows and max(rows) <= 1, rows
+        browser.save_screenshot(str(ARTIFACTS / "browser_narrow_cache_tab.png"))
+        assert browser.execute_async_script(CLOSE_LEFT_AREA) == "ok"  # the rest at 700 px, as before
+        tab_labels[1].click()
+
         _choose(panel, "Show", "PTX (CUDA)")  # the CPU specialization's CUDA counterpart, through NVRTC
         scroll = WebDriverWait(browser, 120).until(lambda d: d.execute_script(LISTING_SCROLL, panel))
         assert scroll["scrollTop"] > 0 and scroll["firstLineInView"], scroll  # opened at the functor's line
-        assert scroll["text"].startswith(">") and "// line 2: template <typename T> T axpy" in scroll["text"]
+        assert scroll["text"].startswith(">") and "fma.rn.f" in scroll["text"]  # the functor's multiply-add
+        assert "// line 2: template <typename T> T axpy" in scroll["before"]  # after its line, as a comment
         listing = panel.find_element(By.CSS_SELECTOR, ".jiter-magic-listing")
         assert ".visible .entry jm_kernel" in listing.get_attribute("textContent")
         browser.execute_script("arguments[0].scrollIntoView()", panel)
@@ -337,7 +377,12 @@ MIN_CONTRAST = 4.5  # WCAG AA for normal text, asked of every coloured token of 
 # The lowest WCAG contrast ratio between a code token's colour and the background it is painted on.
 WORST_CONTRAST = """
 const box = arguments[0];
-const rgba = text => { const v = text.match(/[\\d.]+/g).map(Number); return v.length === 3 ? [...v, 1] : v; };
+// rgb(r, g, b) / rgba(r, g, b, a) in 0-255, or a mixed colour as Chromium computes it: color(srgb r g b / a) in 0-1
+const rgba = text => {
+  const v = text.match(/[\\d.]+/g).map(Number);
+  const rgb = text.startsWith('color(') ? v.slice(0, 3).map(c => c * 255) : v.slice(0, 3);
+  return [...rgb, v.length > 3 ? v[3] : 1];
+};
 const channel = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
 const luminance = ([r, g, b]) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
 const backdrop = el => {
@@ -416,7 +461,10 @@ def test_panel_reads_well_in_every_theme_and_survives_save_and_reopen(lab, brows
         # Save (JupyterLab stores the widget state, as jiter_magic's settings default asks), end the kernel,
         # open the notebook again: a fresh kernel starts, and the panels come back from the saved state.
         assert browser.execute_async_script(SAVE_AND_SHUT_DOWN) == "ok"
-        saved = json.loads((Path(_lab_root(tmp_path)) / "panel.ipynb").read_text())
+        saved_file = Path(_lab_root(tmp_path)) / "panel.ipynb"
+        # Issue 45: small enough for git and handing out (a panel's Kernel tab is built when it opens)
+        assert saved_file.stat().st_size <= 200 * 1024, saved_file.stat().st_size
+        saved = json.loads(saved_file.read_text())
         state = saved["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
         assert any("T axpy(T x, T y, T alpha)" in json.dumps(model["state"]) for model in state.values())
         browser.get_log("browser")  # drop the first session's messages

@@ -65,3 +65,41 @@ def test_debug_shows_the_internal_frames_in_a_cell(shell, capsys, monkeypatch):
     error, text = printed_traceback(shell, "fn(x, x, beta=1.0)", capsys)
     assert type(error).__name__ == "UnknownKwargError"
     assert "jiter_magic/runtime/keywords.py" in text
+
+
+REDUCE_CELL = ("template <typename T> T sq(T x) { return x * x; }\n"
+               "template <typename T> T add(T a, T b) { return a + b; }\n")
+
+
+@pytest.fixture
+def loaded(shell):
+    """The shell with the extension loaded: a mistake's traceback shows no jiter_magic frame at all."""
+    shell.run_line_magic("load_ext", "jiter_magic")
+    shell.run_cell_magic("jiterator", "sum_sq --reduce identity=0 dim=-1 --no-panel --quiet", REDUCE_CELL)
+    yield shell
+    shell.run_line_magic("unload_ext", "jiter_magic")
+    assert shell.custom_exceptions == ()
+
+
+@pytest.mark.parametrize("cell, kind, message", [
+    ("y = x\nfn(x)", "BindError", "BindError: axpy takes 2 input(s) ['x', 'y'], got 1"),  # elementwise
+    ("y = x\nsum_sq(x, dim=3)", "DimensionError", "dim"),  # a %%jiterator --reduce cell's reduction
+    ("s = jiter_magic.create_reduction_fn(\"" + REDUCE_CELL.replace("\n", " ") + "\", 0, combine='add')\n"
+     "s(x, dim=(0, 0))", "InvalidArgumentError", "dim"),  # a reduction of the API
+    ("y = x\n%jiterator_bench fn(x)", "BindError", "BindError: axpy takes 2 input(s)"),  # a line magic's call
+    ("def mine(v):\n    return fn(v)\nmine(x)", "BindError", "BindError: axpy takes 2 input(s)"),  # in a function
+], ids=["elementwise", "cell-reduction", "reduction", "magic", "user-function"])
+def test_with_the_extension_no_jiter_magic_frame_shows(loaded, capsys, cell, kind, message):
+    error, text = printed_traceback(loaded, cell, capsys)
+    assert type(error).__name__ == kind
+    assert message in text, text
+    assert "jiter_magic/" not in text and "site-packages/IPython" not in text, text
+    assert "with_traceback" not in text and "raise error" not in text, text
+    assert re.search(r"Cell In\[\d+\], line \d+", text), text
+    assert text.count("File /") == 0, text
+
+
+def test_with_the_extension_debug_still_shows_every_frame(loaded, capsys, monkeypatch):
+    monkeypatch.setenv("JITER_MAGIC_DEBUG", "1")
+    error, text = printed_traceback(loaded, "fn(x, x, beta=1.0)", capsys)
+    assert type(error).__name__ == "UnknownKwargError" and "jiter_magic/runtime/keywords.py" in text

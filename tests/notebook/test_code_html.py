@@ -22,15 +22,25 @@ def _text_of(markup: str) -> str:
 
 def test_every_colour_is_a_theme_variable_with_a_fallback():
     markup = highlight(CODE)
-    colours = re.findall(r"(?<![-\w])(?:color|background):([^;\"]+)", markup)
-    assert colours and all(re.fullmatch(r"var\(--jp-[\w-]+,#[0-9a-f]{6}\)|transparent|inherit", c)
-                           for c in colours), colours
+    colours = re.findall(r"(?<![-\w])(?:color|background|--jm\d+):([^;\"]+)", markup)
+    theme = r"var\(--jp-[\w-]+,#[0-9a-f]{6}\)"
+    mixed = rf"color-mix\(in srgb,{theme} \d+%,var\(--jp-content-font-color1,#212121\)\)"
+    short = r"var\(--jm\d+\)"  # a token's colour, one of those its box declares once
+    assert colours and all(re.fullmatch(rf"{theme}|{mixed}|{short}|transparent|inherit", c) for c in colours), colours
     assert "<style" not in markup  # inline only: sanitizers drop <style> from untrusted outputs
-    assert "var(--jp-mirror-editor-keyword-color,#008000);font-weight:bold\">template</span>" in markup
-    assert "var(--jp-mirror-editor-comment-color,#408080);font-style:italic\">// x &lt; 1 &amp; &quot;quoted&quot;" \
-        in markup
-    assert "var(--jp-mirror-editor-number-color,#008800)\">2.5f</span>" in markup
-    assert 'style="color:var(--jp-mirror-editor-meta-color,#aa22ff)">#include</span>' in markup  # one span
+    box = re.match(r'<div class="jiter-magic-code" style="([^"]*)"', markup).group(1)
+    declared = dict(re.findall(r"(--jm\d+):(color-mix\([^;]*\)\));", box))
+
+    def token(variable: str, fallback: str) -> str:
+        found = [name for name, value in declared.items() if f"var({variable},{fallback})" in value]
+        assert len(found) == 1, (variable, declared)
+        return f'style="color:var({found[0]})'
+
+    assert token("--jp-mirror-editor-keyword-color", "#008000") + ';font-weight:bold">template</span>' in markup
+    assert token("--jp-mirror-editor-comment-color", "#408080") + \
+        ';font-style:italic">// x &lt; 1 &amp; &quot;quoted&quot;' in markup
+    assert token("--jp-mirror-editor-number-color", "#008800") + '">2.5f</span>' in markup
+    assert token("--jp-mirror-editor-meta-color", "#aa22ff") + '">#include</span>' in markup  # one span
 
 
 def test_text_is_the_code_with_line_numbers():

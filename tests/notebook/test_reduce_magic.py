@@ -133,7 +133,12 @@ def test_a_max_takes_inf_as_its_identity(shell):
     ("s --reduce identity=0 identity=1", SQ + ADD, "'identity=1': identity is given twice"),
     ("s --reduce identity=1j", SQ + ADD, "identity=1j: identity must be a Python number"),
     ("s --reduce identity=zero", SQ + ADD, "'identity=zero': the value of identity must be"),
-    ("s combine=add", SQ + ADD, "combine= names a reduction's function: add --reduce"),
+    ("s combine=add", SQ + ADD, "'combine=add': combine= names the combine function of a reduction, and without "
+                                "--reduce the line makes an elementwise function; for a reduction write "
+                                "%%jiterator s --reduce identity=VALUE combine=add"),
+    ("s map=sq identity=0", SQ + ADD, "for a reduction write %%jiterator s --reduce map=sq identity=0"),
+    ("s --reduce identity=0 dim=(0,0)", SQ + ADD, "'dim=(0,0)': dim 0 is given twice; each dim is reduced once"),
+    ("s --reduce identity=0 dim=(1,-70)", SQ + ADD, "'dim=(1,-70)': no array has a dim -70 (arrays have at most 64"),
     ("s --reduce identity=0 --dtype complex64", SQ + ADD, "--dtype complex64: reductions of complex64 are not supported"),
     ("s --reduce identity=0 --dtype float32,float32", SQ + ADD, "--dtype float32,float32: sq takes 1 input(s) ['x'], "
                                                                 "got 2 dtypes"),
@@ -171,7 +176,7 @@ def test_a_compile_error_fails_the_cell_at_the_editors_line_numbers(shell, capsy
 def test_the_panel_is_printed_unless_no_panel(shell, capsys):
     shell.run_cell_magic("jiterator", "norm --reduce identity=0 combine=add finalize=root dim=1", SQ + ADD + ROOT)
     shown = capsys.readouterr().out
-    assert "ReductionFunction sq: combine add, map sq, finalize root" in shown
+    assert "ReductionFunction norm: combine add, map sq, finalize root" in shown  # the cell's name, not sq
     assert "inputs: x; identity: 0; kwargs: none; default dim: 1" in shown
     assert "#0 cpu: reduce (float32) -> float32 accumulating float32, host 1-d kept x 1-d reduced" in shown
     shell.run_cell_magic("jiterator", "norm --reduce identity=0 combine=add finalize=root --quiet --no-panel",
@@ -241,3 +246,11 @@ def test_a_dim_beyond_any_array_compiles_and_the_call_says_what_was_wrong(shell)
     assert [s.spec.inputs for s in fn.specializations] == [("float32",)]  # compiled, no 41-d array made
     with pytest.raises(jiter_magic.DimensionError, match="40"):
         fn(torch.ones(2, 3))
+
+
+def test_a_displayed_reduction_is_titled_by_the_name_the_cell_assigned(shell, capsys):
+    """Issue 45: `sum_sq = create_reduction_fn(...)` then `sum_sq` shows sum_sq, not its map's C++ name."""
+    shell.user_ns["code"] = SQ + ADD
+    assert shell.run_cell("import jiter_magic\nsum_sq = jiter_magic.create_reduction_fn(code, 0, combine='add')\n"
+                          "sum_sq").success
+    assert "ReductionFunction sum_sq: combine add, map sq" in capsys.readouterr().out

@@ -12,6 +12,7 @@ widgets_lib = pytest.importorskip("ipywidgets")
 
 import jiter_magic  # noqa: E402
 from jiter_magic.notebook import reduce_html, reduce_panel, widgets  # noqa: E402
+from jiter_magic.notebook.listings import is_instruction, listing_html  # noqa: E402
 from jiter_magic.runtime.compiled_code import find_nvdisasm  # noqa: E402
 
 from helpers import forget_loaded_kernels  # noqa: E402
@@ -43,6 +44,7 @@ def norm(fresh_cache):
 
 def test_the_panel_has_the_four_tabs_filled_from_the_reductions_kernels(norm):
     p = reduce_panel.panel(norm)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert p.tabs.titles == ("Functor", "Kernel", "Compile log", "Cache")
     assert p in widgets.panels(norm)
     assert p.header.value.startswith("<b>sq</b> reduction: combine add, map sq, finalize root &middot; identity "
@@ -61,6 +63,7 @@ def test_the_panel_has_the_four_tabs_filled_from_the_reductions_kernels(norm):
 
 def test_the_panel_follows_new_kernels(norm):
     p = reduce_panel.panel(norm)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     norm(np.ones((4, 1024)), dim=0)  # float64, the leading dim: a second kernel, the host's column walk
     assert len(norm.specializations) == 2 and norm.specializations[1].spec.path == "host_columns"
     assert [value for _label, value in p.choice.options] == [0, 1] and p.choice.value == 1
@@ -73,6 +76,7 @@ def test_the_panel_follows_new_kernels(norm):
 
 def test_the_kernel_tab_shows_assembly_and_the_ptx_of_a_host_kernels_cuda_counterpart(norm):
     p = reduce_panel.panel(norm)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     p.view.value = "assembly (CPU)"
     assert p.source.value.startswith("<p>cpu assembly: ") and "jiter-magic-listing" in p.source.value
     _nvrtc_or_skip()
@@ -80,7 +84,7 @@ def test_the_kernel_tab_shows_assembly_and_the_ptx_of_a_host_kernels_cuda_counte
     assert not p.arch.disabled
     assert p.source.value.startswith(f"<p>PTX for {p.arch.value} of this CPU kernel&#x27;s CUDA counterpart, the grid "
                                      "kernel (1-d kept x 1-d reduced), compiled by NVRTC (no GPU needed): ")
-    assert ".entry" in p.source.value and "naming the functor's code, marked &gt;" in p.source.value
+    assert ".entry" in p.source.value and "compiled from the functor's lines, marked &gt;" in p.source.value
 
 
 def test_the_static_forms_are_deterministic_facts(norm):
@@ -117,7 +121,7 @@ def test_inspect_gives_host_assembly_ptx_and_sass_without_a_gpu(norm):
     if find_nvdisasm() is None:
         pytest.skip("no nvdisasm for SASS")
     sass = norm.inspect(kind="sass", path="warp_rows")
-    assert re.search(r'//## File "[^"]*jiterator", line \d+: ', sass)
+    assert re.search(r"^\s*// line \d+: template <typename T>", sass, re.M) and "//## File" not in sass
 
 
 def test_a_reduction_with_indices_says_so():
@@ -125,9 +129,47 @@ def test_a_reduction_with_indices_says_so():
             "{ const bool t = b > a || (b == a && ib < ia); value = t ? b : a; index = t ? ib : ia; }")
     argmax = jiter_magic.create_multi_output_reduction_fn(keep, combine="keep_max")
     argmax(np.arange(10.0).reshape(2, 5), dim=1)
+    # no identity shown: none was given, and values with their indices compare no element with one
     assert reduce_html.static_text(argmax).splitlines() == [
         "ReductionFunction keep_max: combine keep_max (values with their indices), no map (the elements themselves)",
-        "  inputs: x; identity: 0; kwargs: none; default dim: every dim",
+        "  inputs: x; kwargs: none; default dim: every dim",
         "  kernels: 1",
         "    #0 cpu: reduce (float64) -> (float64, int64 index) accumulating float64, host 1-d kept x 1-d reduced",
     ]
+    assert "identity" not in reduce_html.static_html(argmax) and "identity" not in reduce_html.header(argmax, "here")
+    assert reduce_html.static_text(argmax, "argmax").startswith("ReductionFunction argmax: combine keep_max")
+
+
+def test_a_panel_is_titled_by_the_name_the_notebook_bound(norm):
+    """Issue 45: `sum_sq = create_reduction_fn(...)` shows a panel titled sum_sq, not sq (its C++ map)."""
+    namespace = {"_": norm, "sum_sq": norm, "other": 1}
+    from jiter_magic.notebook.names import bound_name
+
+    assert bound_name(norm, namespace) == "sum_sq" and bound_name(norm, {"_": norm}) is None
+    p = reduce_panel.panel(norm, "sum_sq")
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
+    assert p.header.value.startswith("<b>sum_sq</b> reduction: combine add, map sq, finalize root &middot; identity ")
+    assert "<b>sum_sq</b> reduction" in p.static.value
+    bundle = reduce_panel.mimebundle(norm, name="sum_sq")
+    assert bundle["text/plain"].startswith("ReductionFunction sum_sq: combine add")
+    assert reduce_panel.mimebundle(norm)["text/plain"].startswith("ReductionFunction sq: ")  # no notebook name
+
+
+def test_a_reductions_listings_mark_the_instructions_of_every_function():
+    """Issue 45: PTX and SASS of a reduction mark the instructions compiled from the map, the combine and
+    the finalize (the map's sine is no multiply the combine's add could fuse), never a comment or path."""
+    _nvrtc_or_skip()
+    code = ("template <typename T> T sine(T x) { return sin(x); }\n"
+            "template <typename T> T add(T a, T b) { return a + b; }\n"
+            "template <typename T> T halve(T total, int64_t n) { return total / 2; }\n")
+    fn = jiter_magic.create_reduction_fn(code, 0, "sine", combine="add", finalize="halve")
+    kinds = ["ptx"] + (["sass"] if find_nvdisasm() is not None else [])
+    for kind in kinds:
+        text = fn.inspect(kind=kind, path="grid")
+        markup = listing_html(text, kind)
+        marked = [html.unescape(m) for m in
+                  re.findall(r'<span class="jiter-magic-user-line"[^>]*>&gt;([^<]*)</span>', markup)]
+        assert marked and all(is_instruction(line) for line in marked), kind
+        for number in (1, 2, 3):  # each function's line is named before instructions of its own
+            assert re.search(rf"// line {number}: template", text), (kind, number)
+        assert "//## File" not in text and "/work" not in text and "/tmp" not in text

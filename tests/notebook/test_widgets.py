@@ -10,7 +10,7 @@ widgets_lib = pytest.importorskip("ipywidgets")
 
 import jiter_magic  # noqa: E402
 from jiter_magic.kernels import describe  # noqa: E402
-from jiter_magic.notebook import listings, panel_html, widgets  # noqa: E402
+from jiter_magic.notebook import code_html, listings, panel_html, widgets  # noqa: E402
 from jiter_magic.runtime.compiled_code import find_nvdisasm  # noqa: E402
 
 from helpers import forget_loaded_kernels  # noqa: E402
@@ -31,6 +31,7 @@ def fn(fresh_cache):
 
 def test_panel_has_the_four_tabs(fn):
     p = widgets.panel(fn)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert isinstance(p.widget, widgets_lib.VBox) and isinstance(p.tabs, widgets_lib.Tab)
     assert p.tabs.titles == ("Functor", "Kernel", "Compile log", "Cache")
     assert len(p.tabs.children) == 4
@@ -45,6 +46,7 @@ def test_panel_has_the_four_tabs(fn):
 
 def test_kernel_tab_shows_the_generated_source_of_the_chosen_specialization(fn):
     p = widgets.panel(fn)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert p.choice.options == (("#0 cpu: " + describe(fn.specializations[0].spec), 0),)
     assert p.choice.value == 0 and not p.choice.disabled
     assert p.source.value == widgets.kernel_html(fn.specializations[0].source, "cpu")
@@ -59,6 +61,7 @@ def test_kernel_tab_shows_the_generated_source_of_the_chosen_specialization(fn):
 @pytest.mark.slow
 def test_panel_follows_new_specializations(fn):
     p = widgets.panel(fn)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     out = fn(np.arange(4.0), np.ones(4))  # float64: a second specialization, compiled now
     np.testing.assert_allclose(out, 2.0 * np.arange(4.0) + 0.5)
     assert out.dtype == np.float64
@@ -85,6 +88,7 @@ def test_cache_tab_tells_a_disk_hit_from_a_compile(fn):
     again = jiter_magic.create_jit_fn(AXPBY, alpha=2.0, beta=0.5)
     again.compile(backend="cpu")
     p = widgets.panel(again)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert again.specializations[0].cache_event == "disk"
     assert "<td>disk</td>" in p.cache.value
     assert "loaded from the disk cache" in p.log.value
@@ -95,6 +99,33 @@ def test_cache_tab_tells_a_disk_hit_from_a_compile(fn):
     entry = again.specializations[0].cache_file
     short = re.search(r'<code title="([^"]+)">([^<]+)</code>', p.cache.value)
     assert short.group(1) == entry and len(short.group(2)) <= 24 and short.group(2).startswith("cpu/")
+    p.close()
+
+
+def test_cache_rows_name_scalar_kinds_and_never_wrap(fn):
+    """Issue 45: `(float32, scalar float32)` and `(float32, float32)` are two rows that differ."""
+    fn(np.ones(3, np.float32), np.float32(2.0))  # a NumPy scalar: an array input, the same row again
+    fn(np.ones(3, np.float32), 2.0)  # a Python float: passed by value, a new specialization
+    p = widgets.panel(fn)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
+    dtypes = re.findall(r"<td title='[^']*'>([^<]*)</td>", p.cache.value)
+    assert "(float32, float32) → (float32)" in dtypes and "(float32, scalar float32) → (float32)" in dtypes
+    assert 'class="jiter-magic-cache" style="white-space:nowrap"' in p.cache.value
+    # the compile options break only between options: each is one unbreakable piece
+    options = fn.specializations[-1].options
+    assert all(f'<code style="white-space:nowrap">{o}</code>' in p.log.value for o in options if "<" not in o)
+    p.close()
+
+
+def test_a_panel_is_titled_by_its_notebook_name_and_keeps_its_tab_labels_whole(fn):
+    p = widgets.panel(fn, "blend")
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
+    assert p.header.value.startswith("<b>blend</b> <code>template &lt;typename T&gt; T axpby(")
+    assert "<b>blend</b>" in p.static.value
+    assert widgets.mimebundle(fn, name="blend")["text/plain"].startswith("JitFunction blend: template")
+    # ipywidgets' tabs shrink and clip their labels in a narrow notebook; the panel's style keeps them whole
+    assert ".jiter-magic-panel .widget-tab>.lm-TabBar .lm-TabBar-tab{flex:0 0 auto;min-width:max-content}" \
+        in p.functor.value
     p.close()
 
 
@@ -127,6 +158,7 @@ def test_each_display_gets_its_own_panel_and_all_follow_the_function(fn):
 
 def test_a_panel_says_when_its_name_was_rebound(fn):
     shown = widgets.panel(fn)
+    shown.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     widgets.rebound(fn, "my_axpby")
     assert shown.header.value.startswith("<div><b>my_axpby</b> now names another function (its cell ran again); "
                                          "this panel shows the earlier one.</div>")
@@ -136,6 +168,7 @@ def test_a_panel_says_when_its_name_was_rebound(fn):
 def test_a_function_never_compiled_shows_an_empty_kernel_tab(fresh_cache):
     f = jiter_magic.create_multi_output_jit_fn(SINCOS, 2)
     p = widgets.panel(f)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert p.choice.options == () and p.choice.value is None and p.choice.disabled
     assert "Not compiled yet" in p.source.value
     assert "nothing compiled yet" in p.log.value
@@ -195,6 +228,7 @@ USER_LINE = re.compile(r'<span class="jiter-magic-user-line" style="([^"]*)">&gt
 @pytest.mark.slow
 def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
     p = widgets.panel(fn)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert p.view.options == ("generated source", "PTX (CUDA)", "SASS (CUDA)", "assembly (CPU)")
     assert p.arch.disabled and p.arch.value == "sm_90"  # no GPU here: JITER_MAGIC_CUDA_ARCH's default
     assert "sm_75" in p.arch.options and "sm_120" in p.arch.options  # what this NVRTC compiles for
@@ -202,12 +236,12 @@ def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
     p.view.value = "assembly (CPU)"  # the CPU specialization's assembly, compiled now
     assert p.source.value.startswith("<p>cpu assembly: ")
     assert "jm_kernel:" in p.source.value and "# line 1: template &lt;typename T&gt; T axpby" in p.source.value
-    marked = USER_LINE.findall(p.source.value)  # the functor's lines: marked, the first scrolled to
-    assert marked and "# line 1: template" in marked[0][1]
+    marked = USER_LINE.findall(p.source.value)  # the functor's instructions: marked, the first scrolled to
+    assert marked and all(listings.is_instruction(line) for _, line in marked)
     assert "scroll-initial-target:nearest" in marked[0][0]
     assert not [style for style, _ in marked[1:] if "scroll-initial-target" in style]
-    assert f"; {len(marked)} line{'s' if len(marked) > 1 else ''} naming the functor's code, marked &gt;." \
-        in p.source.value.split("</p>")[0]
+    assert f"; {len(marked)} instruction{'s' if len(marked) > 1 else ''} compiled from the functor's lines, marked " \
+        "&gt;" in p.source.value.split("</p>")[0]
 
     p.view.value = "PTX (CUDA)"  # a CPU specialization: its CUDA counterpart, compiled by NVRTC without a GPU
     assert not p.arch.disabled
@@ -215,14 +249,16 @@ def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
     assert ptx.startswith("<p>PTX for sm_90 of this CPU specialization&#x27;s CUDA counterpart, (float32, float32) "
                           "-&gt; (float32), contiguous vec4, compiled by NVRTC (no GPU needed): ")
     assert ".visible .entry jm_kernel" in ptx and ".target sm_90" in ptx
-    assert "// line 1: template" in USER_LINE.findall(ptx)[0][1]
+    assert "// line 1: template" in ptx and ".f32" in USER_LINE.findall(ptx)[0][1]  # mul.f32 or fma.rn.f32
     p.arch.value = "sm_80"  # another architecture: compiled again for it
     assert ".target sm_80" in p.source.value and ".target sm_90" not in p.source.value
     p.view.value = "SASS (CUDA)"
     if find_nvdisasm() is not None:  # the cubin through nvdisasm, the functor's line named where it was inlined
-        assert "jm_kernel:" in p.source.value and re.search(
-            r'//## File &quot;[^&]*jiterator&quot;, line 1: template', p.source.value)
-        assert USER_LINE.findall(p.source.value)
+        assert "jm_kernel:" in p.source.value and "// line 1: template" in p.source.value
+        assert "//##" not in p.source.value and "File &quot;" not in p.source.value  # no made-up paths
+        sass = [line for _, line in USER_LINE.findall(p.source.value)]
+        assert sass and all(re.match(r"\s*/\*[0-9a-f]{4}\*/\s+[A-Z]", line) for line in sass), sass
+        assert any("FFMA" in line for line in sass)
     else:
         assert "needs NVIDIA&#x27;s nvdisasm" in p.source.value
     p.view.value = "generated source"
@@ -235,18 +271,21 @@ def test_the_kernel_tab_shows_compiled_code_on_demand(fn):
 
 
 def test_listings_never_wrap_and_mark_each_functor_line():
-    text = "jm_kernel:\n\t# line 2: return x;\n\tmovl a, b\n\t# line 3: }\n"
+    text = ("jm_kernel:\n\tmovl c, d\n\t# line 2: return x;\n\t.loc 2 2 1\n\tmovl a, b\n.L3:\n\t# line 3: }\n"
+            "\tret\n\t# generated code\n\t.loc 1 9 1\n\taddq $8, %rax\n")
     markup = listings.listing_html(text, "cpu assembly")
-    assert markup.startswith("<p>cpu assembly: 4 lines; 2 lines naming the functor's code, marked &gt;.</p>")
+    assert markup.startswith("<p>cpu assembly: 11 lines; 2 instructions compiled from the functor's lines, marked &gt;")
     assert "white-space:pre;" in markup and "overflow:auto" in markup  # scrolls sideways, not wrapped mid-word
-    assert [line for _, line in USER_LINE.findall(markup)] == ["\t# line 2: return x;", "\t# line 3: }"]
+    # the instructions after a functor's line, up to the kernel's code again: never a comment, label or directive
+    assert [line for _, line in USER_LINE.findall(markup)] == ["\tmovl a, b", "\tret"]
     assert listings.listing_html("jm_kernel:\n", "PTX for sm_90").startswith(
-        "<p>PTX for sm_90: 1 line; no line names the functor's code")
+        "<p>PTX for sm_90: 1 line; no instruction is tied to the functor's lines")
 
 
 @pytest.mark.slow
 def test_header_says_compiling_while_a_call_builds(fn):
     p = widgets.panel(fn)
+    p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     seen: list[str] = []
     listener = lambda spec, device: seen.append(p.header.value)  # noqa: E731 - runs after the panel's own
     fn.add_start_listener(listener)
@@ -285,4 +324,46 @@ def test_the_static_html_highlights_the_functor_as_cpp(fn):
     assert "<pre>template" not in markup  # no longer plain text
     box = panel_html.highlight(fn.code)
     assert box in markup and box.startswith('<div class="jiter-magic-code"')
-    assert 'style="color:var(--jp-mirror-editor-keyword-color,#008000);font-weight:bold">template</span>' in box
+    keyword = code_html.mixed("--jp-mirror-editor-keyword-color", "#008000")
+    assert f"--jm4:{keyword};" in box and 'style="color:var(--jm4);font-weight:bold">template</span>' in box
+
+
+def _saved_bytes(widget) -> int:
+    """What a notebook saves of a widget tree: each model's state as JSON (its layout and style too)."""
+    import json
+
+    seen: dict[str, int] = {}
+
+    def walk(w) -> None:
+        if w is None or w.model_id in seen:
+            return
+        seen[w.model_id] = len(json.dumps(w.get_state(drop_defaults=True), default=str))
+        for part in (getattr(w, "layout", None), getattr(w, "style", None), *getattr(w, "children", ())):
+            if isinstance(part, widgets_lib.Widget):
+                walk(part)
+
+    walk(widget)
+    return sum(seen.values())
+
+
+def test_three_panels_save_in_at_most_200_kb(fn):
+    """Issue 45: a notebook with three panels saved 1.5 MB; the Kernel tab's kernel is built when the
+    tab opens, and the static copy's generated kernel is uncoloured."""
+    fn.compile("float64", "float64", backend="cpu")
+    code = ("template <typename T> T sq(T x) { return x * x; }\n"
+            "template <typename T> T add(T a, T b) { return a + b; }\n")
+    from jiter_magic.notebook import reduce_panel
+
+    sum_sq = jiter_magic.create_reduction_fn(code, 0, "sq", combine="add")
+    sum_sq(np.ones((2, 3), np.float32), dim=1)
+    shown = [widgets.panel(fn, "blend"), widgets.panel(fn, "blend"), reduce_panel.panel(sum_sq, "sum_sq")]
+    try:
+        assert "jm_Args" not in shown[0].source.value  # not built before the tab opens
+        total = sum(_saved_bytes(p.widget) for p in shown)
+        assert total <= 200 * 1024, total
+        assert "extern &quot;C&quot; int jm_kernel" in shown[0].static.value  # the export's copy keeps the kernel
+        shown[0].tabs.selected_index = widgets.KERNEL_TAB
+        assert "jm_Args" in shown[0].source.value  # built when the tab opens
+    finally:
+        for p in shown:
+            p.close()

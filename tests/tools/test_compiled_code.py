@@ -53,14 +53,19 @@ def test_sass_needs_nvdisasm_and_says_where_to_get_it():
         return
     sass = FN.inspect(kind="sass")
     assert "FFMA" in sass and ".debug_frame" not in sass  # instructions only, the functor's multiply-add
-    assert "jm_kernel" in sass and re.search(r'//## File ".*jiterator", line 3: return -x \+ alpha \* y;', sass)
+    assert "jm_kernel" in sass and "\t// line 3: return -x + alpha * y;" in sass
+    assert "//## File" not in sass and "\t// generated code" in sass  # nvdisasm's comments, without made-up paths
+    after = sass.split("// line 3: return -x + alpha * y;")[1].split("// generated code")[0]
+    assert "FFMA" in after  # the functor's multiply-add comes after its line
 
 
 def test_marking_reads_only_the_users_file():
-    text = '\t.file 1 "jm_kernel.cu"\n\t.file 2 "jiterator"\n\t.loc 1 7 3\n\tadd\n\t.loc 2 2 1\n\tmul\n\t.loc 2 2 9\n\tsub\n'
+    text = ('\t.file 1 "/made/up/jm_kernel.cu"\n\t.file 2 "/made/up/jiterator"\n\t.loc 1 7 3\n\tadd\n\t.loc 2 2 1\n'
+            '\tmul\n\t.loc 2 2 9\n\tsub\n\t.loc 1 8 1\n\tret\n')
     marked = mark_user_lines(text, "first\nsecond line\n", comment="//")
     assert marked.splitlines() == ['\t.file 1 "jm_kernel.cu"', '\t.file 2 "jiterator"', "\t.loc 1 7 3", "\tadd",
-                                   "\t// line 2: second line", "\t.loc 2 2 1", "\tmul", "\t.loc 2 2 9", "\tsub"]
+                                   "\t// line 2: second line", "\t.loc 2 2 1", "\tmul", "\t.loc 2 2 9", "\tsub",
+                                   "\t// generated code", "\t.loc 1 8 1", "\tret"]
     assert mark_user_lines("no line tables", "x", comment="#") == "no line tables"
 
 
