@@ -1,0 +1,57 @@
+"""Every generated CUDA scan kernel compiles with NVRTC for sm_80 and sm_90, with no GPU: each path,
+plain, exclusive, with indices, with a state of two values (and a map writing it), a finalize,
+extras and the dtypes whose accumulators differ. The sources' `static_assert` on `sizeof(jm_Args)`
+checks the struct against the packer in each compile."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from scan_functions import ADD, cummax, cumsum, ema, linear, logcumsumexp
+
+from jiter_magic import create_scan_fn
+from jiter_magic.compilers.nvrtc import NvrtcCompiler
+from jiter_magic.planning.scan_plan import CUDA_SCAN_PATHS
+
+try:
+    from cupy.cuda import nvrtc as _cupy_nvrtc  # noqa: F401 - NVRTC through CuPy; works with no GPU
+except ImportError:  # pragma: no cover - depends on the installation
+    pytest.skip("CuPy's NVRTC binding is not installed", allow_module_level=True)
+
+ARCHES = ("sm_80", "sm_90")
+MEAN = create_scan_fn(ADD + "template <typename T> T mean(T total, int64_t n) { return total / T(n); }\n"
+                      "template <typename T> T scaled(T x, T alpha) { return alpha * x; }\n", 0, map="scaled",
+                      combine="add", finalize="mean", alpha=1.0)
+FUNCTIONS = {"cumsum": cumsum, "logcumsumexp": logcumsumexp, "cummax": cummax, "linear": linear, "ema": ema,
+             "mean": MEAN}
+_COMPILERS: dict[str, NvrtcCompiler] = {}
+
+
+def compile_cuda(fn, *dtypes, arch, **spec):
+    if arch not in _COMPILERS:
+        _COMPILERS[arch] = NvrtcCompiler(arch)
+    source = fn.source(*dtypes, **spec)
+    result = _COMPILERS[arch].compile(source, fn.name)
+    assert result.binary[:4] == b"\x7fELF"
+    return source
+
+
+@pytest.mark.parametrize(("name", "path", "exclusive"), list(itertools.product(FUNCTIONS, CUDA_SCAN_PATHS,
+                                                                               (False, True))))
+def test_every_path_and_kind_of_state_compiles(name, path, exclusive):
+    fn = FUNCTIONS[name]
+    source = compile_cuda(fn, path=path, exclusive=exclusive, arch="sm_90")
+    assert "atomic" not in source  # deterministic: fixed orders, no atomics
+
+
+@pytest.mark.parametrize(("dtype", "arch"), list(itertools.product(
+    ("float16", "bfloat16", "float64", "int32", "int8", "bool", "uint8", "int64"), ARCHES)))
+def test_dtypes_compile_on_each_path(dtype, arch):
+    for path in CUDA_SCAN_PATHS:
+        compile_cuda(cumsum, dtype, path=path, arch=arch)
+    compile_cuda(cummax, dtype, path="block_scan", arch=arch)
+
+
+def test_kept_loop_dims_compile():
+    for path in CUDA_SCAN_PATHS:
+        compile_cuda(linear, "float32", "float64", path=path, kept_ndim=3, arch="sm_80")
