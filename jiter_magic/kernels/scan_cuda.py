@@ -7,7 +7,10 @@ carry of the row's earlier tiles, and carries the tile's total on.
 - warp_scan: rows of up to WARP_COUNT elements, a warp a row (WARPS a block).
 - block_scan: longer rows, a block a row, tile after tile.
 - column_scan: neighbouring rows next to each other in memory (a scan along a leading dim): a
-  thread a row, stepping along the scan, so that a warp reads 32 neighbouring elements each step.
+  thread a row, stepping along the scan, so that a warp reads 32 neighbouring elements each step
+  (ITEMS steps' loads in flight before their stores). Where the columns are too few to keep the
+  GPU busy, each is split along the scan into segments, one a block row (`blocks`): stage 0 folds
+  each segment, stage 1 scans it from the fold of the segments before it, as the grid path does.
 - grid_scan: a few long rows, `blocks` blocks a row, each a contiguous share of it. Stage 0 folds
   each share into a partial, stage 1 folds a share's earlier partials in order into its carry and
   scans the share from it (the same kernel launched twice). The input is read twice: a single
@@ -29,7 +32,6 @@ from jiter_magic.kernels.scan_common import (
     render_scan,
     step,
     store_call,
-    walk,
 )
 from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, GRID_SCAN, WARP_SCAN, ScanLayout, ScanSpec
 
@@ -37,15 +39,19 @@ BLOCK = 256  # threads a block, on every path
 WARPS = BLOCK >> 5  # warps a block
 ITEMS = 8  # consecutive elements a thread scans in registers, a tile
 WARP_COUNT = 32 * ITEMS * 4  # rows this short get a warp each
-MIN_ROWS = 64  # fewer rows than this, and long: the grid path spreads each over several blocks
+MIN_ROWS = 512  # fewer rows than this, and long: the grid path spreads each over several blocks
 GRID_COUNT = BLOCK * ITEMS * 4  # elements a block of the grid path scans at least
 MAX_GRID_BLOCKS = 1024
+BUSY_THREADS = 1 << 18  # threads that keep a large GPU's memory busy: columns are split along the scan up to it
+SEGMENT = 64  # steps along the scan a column's segment takes at least
 
 
 def choose_path(layout: ScanLayout, inputs: tuple[str, ...], pointers: list[int]) -> tuple[str, int, int]:
     """(path, vector width, blocks a row) of a call."""
     if layout.columns_dense and not layout.rows_dense:
-        return COLUMN_SCAN, 1, 1
+        # Few columns: each split along the scan into segments, scanned from the fold of the ones before.
+        wanted = -(-BUSY_THREADS // max(layout.rows, 1))
+        return COLUMN_SCAN, 1, max(1, min(wanted, layout.count // SEGMENT, MAX_GRID_BLOCKS))
     if layout.rows < MIN_ROWS and layout.count >= 2 * GRID_COUNT:
         blocks = min(-(-layout.count // GRID_COUNT), MAX_GRID_BLOCKS, max(1, 4096 // max(layout.rows, 1)))
         return GRID_SCAN, 1, blocks
@@ -57,9 +63,9 @@ def block_of(spec: ScanSpec) -> Grid:
 
 
 def partials_size(spec: ScanSpec, layout: ScanLayout, blocks: int) -> int:
-    """int64 words of the grid path's partials: a state a block of each row (a value is 8 bytes at
-    most, a pair 16), none on the other paths."""
-    if spec.path != GRID_SCAN:
+    """int64 words of the partials of the grid path and of split columns: a state a block (or a
+    segment) of each row (a value is 8 bytes at most, a pair 16), none on the other paths."""
+    if spec.path not in (GRID_SCAN, COLUMN_SCAN) or blocks == 1:
         return 0
     return layout.rows * blocks * (2 if spec.indexed else spec.state)
 
@@ -70,8 +76,9 @@ def launches(spec: ScanSpec, layout: ScanLayout, blocks: int) -> list[tuple[Grid
         return [((-(-layout.rows // WARPS), 1, 1), 0)]
     if spec.path == BLOCK_SCAN:
         return [((layout.rows, 1, 1), 0)]
-    if spec.path == COLUMN_SCAN:
-        return [((-(-layout.rows // BLOCK), 1, 1), 0)]
+    if spec.path == COLUMN_SCAN:  # stage 0 folds each segment, stage 1 scans it from its carry
+        grid = (-(-layout.rows // BLOCK), blocks, 1)
+        return [(grid, 0), (grid, 1)] if blocks > 1 else [(grid, 1)]
     return [((blocks, layout.rows, 1), 0), ((blocks, layout.rows, 1), 1)]
 
 
@@ -135,6 +142,40 @@ def _tile(spec: ScanSpec, threads: int, tid: str, store_when: str | None = None)
     return code
 
 
+def _columns(spec: ScanSpec) -> CodeBlock:
+    """A thread a column (a row of the layout), its segment `jm_block_y()` of the scan: stage 0
+    folds the segment into the partials, stage 1 folds the earlier segments' partials into its
+    carry and scans the segment from it, ITEMS steps' loads issued before their stores."""
+    code = CodeBlock(f"const jm_index_t jm_row = (jm_index_t)jm_block_x() * {BLOCK} + jm_thread_x();")
+    code.line(f"if (jm_row >= {ARGS}.jm_rows) return;")
+    code.line(f"const jm_index_t jm_segs = {ARGS}.jm_blocks, jm_seg = ({ARGS}.jm_count + jm_segs - 1) / jm_segs;")
+    code.line(f"const jm_index_t jm_begin = jm_block_y() * jm_seg, jm_end = jm_begin + jm_seg < {ARGS}.jm_count ? "
+              f"jm_begin + jm_seg : {ARGS}.jm_count;")
+    code.line("\n".join(_row_offsets(spec, "jm_row")))
+    code.line(f"jm_state_t* const jm_parts = (jm_state_t*){ARGS}.jm_partials;")
+    code.line(f"jm_state_t jm_s = {identity(spec)};")
+    with code.block(f"if ({ARGS}.jm_stage == 0)"):
+        with code.block("for (jm_index_t jm_j = jm_begin; jm_j < jm_end; ++jm_j)"):
+            code.line(f"jm_s = {step(spec, 'jm_s', element_call(spec, 'jm_j'))};")
+        code.line(f"jm_parts[jm_block_y() * {ARGS}.jm_rows + jm_row] = jm_s;")
+        code.line("return;")
+    code.line(f"for (jm_index_t jm_q = 0; jm_q < jm_block_y(); ++jm_q) "
+              f"jm_s = {step(spec, 'jm_s', f'jm_parts[jm_q * {ARGS}.jm_rows + jm_row]')};")
+    with code.block(f"for (jm_index_t jm_j0 = jm_begin; jm_j0 < jm_end; jm_j0 += {ITEMS})"):
+        code.line(f"jm_state_t jm_e[{ITEMS}];")
+        with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+            code.line(f"if (jm_j0 + jm_i < jm_end) jm_e[jm_i] = {element_call(spec, 'jm_j0 + jm_i')};")
+        with code.block(f"for (int jm_i = 0; jm_i < {ITEMS} && jm_j0 + jm_i < jm_end; ++jm_i)"):
+            code.line("const jm_index_t jm_j = jm_j0 + jm_i;")
+            if spec.exclusive:
+                code.line(store_call(spec, "jm_j", "jm_s", "jm_j"))
+                code.line(f"jm_s = {step(spec, 'jm_s', 'jm_e[jm_i]')};")
+            else:
+                code.line(f"jm_s = {step(spec, 'jm_s', 'jm_e[jm_i]')};")
+                code.line(store_call(spec, "jm_j", "jm_s", "jm_j + 1"))
+    return code
+
+
 def _row_offsets(spec: ScanSpec, row: str) -> list[str]:
     return offsets(spec, row, range(operand_count(spec)))
 
@@ -143,11 +184,7 @@ def _body(spec: ScanSpec) -> CodeBlock:
     tile = 32 * ITEMS if spec.path == WARP_SCAN else BLOCK * ITEMS
     code = CodeBlock()
     if spec.path == COLUMN_SCAN:
-        code.line(f"const jm_index_t jm_row = (jm_index_t)jm_block_x() * {BLOCK} + jm_thread_x();")
-        code.line(f"if (jm_row >= {ARGS}.jm_rows) return;")
-        code.line("\n".join(_row_offsets(spec, "jm_row")))
-        code.line(f"jm_state_t jm_s = {identity(spec)};")
-        code.extend(walk(spec, "jm_s", "0", f"{ARGS}.jm_count"))
+        code.extend(_columns(spec))
         return code
     if spec.path == WARP_SCAN:
         code.line(f"const jm_index_t jm_row = (jm_index_t)jm_block_x() * {WARPS} + (jm_thread_x() >> 5);")
