@@ -1,6 +1,6 @@
 """The host scan kernels: OpenMP over independent rows, over columns, or over one long row's blocks.
 
-- scan_rows: each thread scans the rows of its static share whole, one after another. Where the
+- scan_rows: each thread scans the rows of its static share whole, TOGETHER side by side. Where the
   rows are fewer than twice the threads and long (a 1-D cumsum), each row is scanned in two passes
   over the threads' static blocks of it instead: each folds its block into a partial (heap memory,
   one a thread), the calling thread turns the partials into each block's carry in thread order,
@@ -24,6 +24,7 @@ from jiter_magic.planning.scan_plan import SCAN_COLUMNS, SCAN_ROWS, ScanLayout, 
 SPLIT_COUNT = 1 << 16  # a row at least this long may be split over the threads
 COLUMNS = 64  # rows a thread scans together on the columns loop
 MIN_INNER = 8  # the columns loop wants at least this many neighbouring rows
+TOGETHER = 8  # rows a thread scans side by side on the rows loop
 
 
 def choose_path(layout: ScanLayout) -> str:
@@ -34,10 +35,48 @@ def choose_path(layout: ScanLayout) -> str:
     return SCAN_ROWS
 
 
+def _rows_together(spec: ScanSpec) -> CodeBlock:
+    """TOGETHER rows of a thread's share scanned step by step side by side, each in variables of
+    its own: their chains of combines are independent, so a combine's latency (a logcumsumexp's
+    exp and log1p) overlaps with the others'."""
+    operands = range(spec.outputs + len(spec.inputs))
+    code = CodeBlock()
+    with code.block(f"for (; jm_row + {TOGETHER} <= jm_end; jm_row += {TOGETHER})"):
+        code.line(" ".join(f"jm_index_t jm_g{k}[{TOGETHER}];" for k in operands))
+        with code.block(f"for (int jm_r = 0; jm_r < {TOGETHER}; ++jm_r)"):
+            for line in offsets(spec, "jm_row + jm_r", operands):
+                code.line(line)
+            code.line(" ".join(f"jm_g{k}[jm_r] = jm_k{k};" for k in operands))
+        code.line(" ".join(f"jm_state_t jm_s{r} = {identity(spec)};" for r in range(TOGETHER)))
+        first = "0"
+        if not spec.exclusive:  # the first results are the first elements themselves
+            first = "1"
+            with code.block(f"if ({ARGS}.jm_count > 0)"):
+                for r in range(TOGETHER):
+                    offset = f"jm_g{{k}}[{r}] + {{j}} * {{ARGS}}.jm_step[{{k}}]"
+                    code.line(f"jm_s{r} = {element_call(spec, '0', offset)};")
+                    code.line(store_call(spec, "0", f"jm_s{r}", "1", offset))
+        with code.block(f"for (jm_index_t jm_j = {first}; jm_j < {ARGS}.jm_count; ++jm_j)"):
+            for r in range(TOGETHER):
+                offset = f"jm_g{{k}}[{r}] + {{j}} * {{ARGS}}.jm_step[{{k}}]"
+                code.line(f"const jm_state_t jm_e{r} = {element_call(spec, 'jm_j', offset)};")
+            for r in range(TOGETHER):
+                offset = f"jm_g{{k}}[{r}] + {{j}} * {{ARGS}}.jm_step[{{k}}]"
+                if spec.exclusive:
+                    code.line(store_call(spec, "jm_j", f"jm_s{r}", "jm_j", offset))
+                    code.line(f"jm_s{r} = {step(spec, f'jm_s{r}', f'jm_e{r}')};")
+                else:
+                    code.line(f"jm_s{r} = {step(spec, f'jm_s{r}', f'jm_e{r}')};")
+                    code.line(store_call(spec, "jm_j", f"jm_s{r}", "jm_j + 1", offset))
+    return code
+
+
 def _by_rows(spec: ScanSpec) -> CodeBlock:
-    """`jm_by_rows`: each thread scans the rows of its share whole."""
-    work = CodeBlock()
-    with work.block("for (jm_index_t jm_row = jm_begin; jm_row < jm_end; ++jm_row)"):
+    """`jm_by_rows`: each thread scans the rows of its share whole, TOGETHER at a time, then the
+    rest one by one."""
+    work = CodeBlock("jm_index_t jm_row = jm_begin;")
+    work.extend(_rows_together(spec))
+    with work.block("for (; jm_row < jm_end; ++jm_row)"):
         for line in offsets(spec, "jm_row", range(spec.outputs + len(spec.inputs))):
             work.line(line)
         work.line(f"jm_state_t jm_s = {identity(spec)};")

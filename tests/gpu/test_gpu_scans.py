@@ -23,7 +23,7 @@ pytestmark = pytest.mark.gpu
 
 TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.float32: 1e-4, torch.float64: 1e-10}
 # (shape, dim) of each path: short rows, long rows, a leading dim, a few very long rows.
-PATHS = {WARP_SCAN: ((300, 700), -1), BLOCK_SCAN: ((70, 20000), 1), COLUMN_SCAN: ((900, 300), 0),
+PATHS = {WARP_SCAN: ((300, 700), -1), BLOCK_SCAN: ((600, 20000), 1), COLUMN_SCAN: ((900, 300), 0),
          GRID_SCAN: ((3, 1 << 20), -1)}
 
 

@@ -179,3 +179,18 @@ def test_finalize_sees_the_count():
                           0, combine="add", finalize="mean")
     x = torch.randn(3, 20, dtype=torch.float64)
     torch.testing.assert_close(mean(x, dim=1), torch.cumsum(x, 1) / torch.arange(1, 21))
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_many_rows_scanned_side_by_side_over_the_threads(exclusive):
+    x = sample((37, 2000), torch.float64)  # 8 rows at a time on each thread, then the rest one by one
+    want = torch.cumsum(x, 1) - (x if exclusive else 0)
+    close(cumsum(x, dim=1, exclusive=exclusive), want, 1e-9, 1e-9)
+    close(cumsum(x, dim=1, exclusive=exclusive, reverse=True), torch.flip(torch.cumsum(torch.flip(x, [1]), 1), [1])
+          - (x if exclusive else 0), 1e-9, 1e-9)
+    ints = sample((37, 2000), torch.int32)
+    got, want_max = cummax(ints, dim=1), torch.cummax(ints, 1)
+    close(got.values, want_max.values)
+    close(got.indices, want_max.indices)
+    a, b = torch.rand(37, 2000, dtype=torch.float64) * 0.1 + 0.9, torch.randn(37, 2000, dtype=torch.float64)
+    torch.testing.assert_close(linear(a, b, dim=1)[1], sequential(a, b, 1))
