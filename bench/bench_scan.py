@@ -32,6 +32,7 @@ CUMSUM = jiter_magic.create_scan_fn(ADD, 0, combine="add")
 LOGCUMSUMEXP = jiter_magic.create_scan_fn(LSE, float("-inf"), combine="lse")
 LINEAR = jiter_magic.create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine")
 
+PREFIX = 512  # steps of a linear recurrence checked against a sequential loop
 GPU_ROWS = [("cumsum", (1 << 28,), -1), ("cumsum", (32768, 1024), -1), ("cumsum", (1024, 32768), 0),
             ("cumsum", (64, 1 << 22), -1), ("logcumsumexp", (32768, 1024), -1),
             ("linear", (8, 1536, 8192), -1), ("linear", (1, 64, 1 << 18), -1), ("linear", (1, 1, 1 << 26), -1)]
@@ -80,8 +81,17 @@ def reference(op: str, inputs: list, dim: int) -> torch.Tensor:
         return torch.cumsum(inputs[0].double(), dim)
     if op == "logcumsumexp":
         return torch.logcumsumexp(inputs[0].double(), dim)
-    a, b = (t.double() for t in inputs)  # h = a * h + b: a float64 scan of (a, b) pairs by the same kernels
-    return LINEAR(a, b, dim=dim)[1]
+    # h = a * h + b in float64 by the same kernels, its first PREFIX steps checked first against a
+    # sequential float64 loop (the tests check every kernel path against one; a loop over 2^26 steps
+    # in Python would take minutes).
+    a, b = (t.double() for t in inputs)
+    h = LINEAR(a, b, dim=dim)[1]
+    steps, loop = min(PREFIX, a.shape[dim]), torch.zeros_like(a.select(dim, 0))
+    for t in range(steps):
+        loop = a.select(dim, t) * loop + b.select(dim, t)
+        if not torch.allclose(h.select(dim, t), loop, rtol=1e-9, atol=1e-9):
+            raise SystemExit(f"the float64 reference of a linear recurrence is wrong at step {t}")
+    return h
 
 
 def make_inputs(op: str, shape: tuple, device: str) -> list:
@@ -156,7 +166,7 @@ def markdown(rows: list[dict], header: str) -> str:
     for row in rows:
         label = f"{row['op']} {tuple(row['shape'])} dim {row['dim']}"
         for name, ms in row["ms"].items():
-            lines.append(f"| {label} | {name} | {ms:.3f} | {row['GB/s'][name]:.0f} |")
+            lines.append(f"| {label} | {name} | {ms:.3f} | {row['GB/s'][name]:.1f} |")
     return "\n".join(lines) + "\n"
 
 

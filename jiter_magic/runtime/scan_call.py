@@ -15,11 +15,13 @@ from jiter_magic.arrays.base import ArrayAdapter
 from jiter_magic.errors import ArgumentTypeError
 from jiter_magic.frontend.scan import ScanBinding
 from jiter_magic.kernels import scan_cuda, scan_host
+from jiter_magic.kernels.scan_common import scan_args
 from jiter_magic.planning.dtypes import dtype_name
 from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.reduce_layout import dense_strides
 from jiter_magic.planning.scan_plan import ScanLayout, ScanSpec, plan_scan_layout, scan_result
 from jiter_magic.planning.values import scalar_kind
+from jiter_magic.runtime import scan_hot
 from jiter_magic.runtime.reduce_call import ValuesIndices, checked_out, described_inputs, extra_values, out_arrays
 from jiter_magic.runtime.reduce_calls import ReductionCalls
 
@@ -35,6 +37,11 @@ class ScanPlan:
     layout: ScanLayout
     blocks: int
     geometry: tuple[int, ...]
+
+
+def _as_tuple(*outs: Any) -> tuple:
+    """The results of a scan whose state holds several values: a tuple, one array a value."""
+    return outs
 
 
 def check_flag(value: object, name: str) -> bool:
@@ -113,11 +120,12 @@ def run(calls: ReductionCalls, identity: tuple[object, ...], defaults: dict[str,
         if key is not None:
             calls.plans.put(key, plan, plan.spec)
     spec, layout = plan.spec, plan.layout
+    shape = layout.shape if any(d.shape for d in descs) else ()  # a 0-d result of 0-d inputs
     if outs is None:
         dtypes = [spec.output, "int64"] if spec.indexed else [spec.output] * spec.state
-        shape = layout.shape if descs and any(d.shape for d in descs) else ()
         outs = [adapter.allocator(shape, dense_strides(shape), d, arrays[0])() for d in dtypes]
-    result = ValuesIndices(*outs) if spec.indexed else outs[0] if spec.state == 1 else tuple(outs)
+    wrap = ValuesIndices if spec.indexed else None if spec.state == 1 else _as_tuple
+    result = outs[0] if wrap is None else wrap(*outs)
     if layout.rows == 0 or layout.count == 0:
         return result
     launcher = calls.launcher(spec, device)
@@ -128,10 +136,17 @@ def run(calls: ReductionCalls, identity: tuple[object, ...], defaults: dict[str,
         if size:
             keep = adapter.allocator((size,), (1,), "int64", arrays[0])()
             partials = adapter.pointer(keep)
-    head = [*(adapter.pointer(o) for o in outs), *(d.pointer for d in descs), partials, layout.rows, layout.count,
-            plan.blocks, int(options["reverse"])]
     tail = [bool(v) if kind == "bool" else float(v) if kind == "float64" else int(v)
             for v, kind in zip(extras, spec.extras)]
+    if options["out"] is None and not given:  # leave a C hot path for the calls keyed like this one
+        def packed(stage: int) -> bytes:  # a launch's jm_Args with every pointer 0
+            zeros = [0] * (len(outs) + len(descs) + 1)
+            values = [*zeros, layout.rows, layout.count, plan.blocks, int(options["reverse"]), stage, *tail]
+            return scan_args(spec).packer.pack(*values, *plan.geometry)
+
+        scan_hot.keep_hot(calls, args, options, plan, adapter, device, packed, shape, wrap)
+    head = [*(adapter.pointer(o) for o in outs), *(d.pointer for d in descs), partials, layout.rows, layout.count,
+            plan.blocks, int(options["reverse"])]
     launches = scan_cuda.launches(spec, layout, plan.blocks) if device >= 0 else [((1, 1, 1), 0)]
     for grid, stage in launches:
         launcher([*head, stage, *tail], plan.geometry, grid, stream)

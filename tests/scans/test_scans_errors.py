@@ -109,3 +109,27 @@ def test_sources_compile_and_describe():
     assert any(s.spec == built.spec for s in cumsum.specializations)
     again = create_multi_output_scan_fn(KEEP_MAX, combine="keep_max")
     assert again.identity == (0,)
+
+
+def test_calls_keyed_like_one_before_take_the_hot_path_and_give_the_same():
+    from jiter_magic.native import call_path
+
+    if call_path.current().loaded_core() is None:
+        pytest.skip("the C call path is not loaded")
+    x, ints = torch.randn(5, 40), torch.randint(0, 9, (6, 30), dtype=torch.int32)
+    a, b = torch.rand(3, 50), torch.randn(3, 50)
+    cases = [(cumsum, (x,), {"dim": 1}), (cumsum, (x,), {"dim": 0, "reverse": True, "exclusive": True}),
+             (cummax, (ints,), {"dim": -1}), (linear, (a, b), {"dim": 1}), (cumsum, (torch.tensor(2.5),), {"dim": 0})]
+    for fn, inputs, options in cases:
+        first = fn(*inputs, **options)
+        hot = fn.call_counts.hot
+        again = fn(*inputs, **options)
+        assert fn.call_counts.hot == hot + 1, (fn.name, options)
+        assert type(again) is type(first)
+        for got, want in zip(again if isinstance(again, tuple) else (again,),
+                             first if isinstance(first, tuple) else (first,)):
+            assert got.shape == want.shape and got.dtype == want.dtype and torch.equal(got, want)
+        assert again is not first
+    y = x.numpy()
+    np_first, np_again = cumsum(y, dim=1), cumsum(y, dim=1)
+    assert (np_first == np_again).all() and np_again is not np_first
