@@ -11,6 +11,7 @@ from scan_functions import ADD, cummax, cumsum, ema, linear, logcumsumexp
 
 from jiter_magic import create_scan_fn
 from jiter_magic.compilers.nvrtc import NvrtcCompiler
+from jiter_magic.errors import InvalidArgumentError
 from jiter_magic.planning.scan_plan import CUDA_SCAN_PATHS
 
 try:
@@ -55,3 +56,18 @@ def test_dtypes_compile_on_each_path(dtype, arch):
 def test_kept_loop_dims_compile():
     for path in CUDA_SCAN_PATHS:
         compile_cuda(linear, "float32", "float64", path=path, kept_ndim=3, arch="sm_80")
+
+
+@pytest.mark.parametrize("path", CUDA_SCAN_PATHS)
+def test_ptx_keeps_the_state_in_registers(path):
+    """No local memory: each thread's ITEMS states and the kernel's arguments stay in registers and
+    the parameter bank (a loop that could not be unrolled, or a helper taking the arguments' address
+    that was not inlined, would spill them)."""
+    ptx = linear.inspect(path=path, kind="ptx")
+    assert ".entry jm_kernel" in ptx and ".local" not in ptx
+
+
+def test_host_assembly_and_the_kinds_that_fit_a_path():
+    assert "jm_kernel" in cumsum.inspect(kind="asm")
+    with pytest.raises(InvalidArgumentError, match="does not fit"):
+        cumsum.inspect(path="block_scan", kind="asm")
