@@ -194,3 +194,16 @@ def test_many_rows_scanned_side_by_side_over_the_threads(exclusive):
     close(got.indices, want_max.indices)
     a, b = torch.rand(37, 2000, dtype=torch.float64) * 0.1 + 0.9, torch.randn(37, 2000, dtype=torch.float64)
     torch.testing.assert_close(linear(a, b, dim=1)[1], sequential(a, b, 1))
+
+
+def test_out_may_be_the_input_itself_and_a_broadcast_input_scans_its_repeats():
+    x = sample((40, 3000), torch.float64)
+    want = torch.cumsum(x, 1)
+    assert cumsum(x, dim=1, out=x) is x
+    close(x, want, 1e-9, 1e-9)
+    y = sample((1, 1 << 17), torch.float64)  # one long row: split over the threads, in place
+    before = y.clone()
+    assert cumsum(y, dim=1, reverse=True, out=y) is y
+    close(y, torch.flip(torch.cumsum(torch.flip(before, [1]), 1), [1]), 1e-9, 1e-9)
+    column = torch.arange(5, dtype=torch.float64).reshape(5, 1).expand(5, 10)
+    close(cumsum(column, dim=1), torch.cumsum(column.contiguous(), 1))
