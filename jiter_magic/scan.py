@@ -103,7 +103,7 @@ class ScanFunction(KernelFunction):
         return (*self._made_from, self.backend)
 
     def spec(self, *dtypes: str, path: str = SCAN_ROWS, output: str | None = None, kept_ndim: int = 1,
-             exclusive: bool = False, vec: int = 1, **kwargs: object) -> ScanSpec:
+             exclusive: bool = False, vec: int = 1, staged: bool = False, **kwargs: object) -> ScanSpec:
         """The spec of one kernel, as `source` takes it."""
         inputs = tuple(dtypes) or ("float32",) * self.num_inputs
         if len(inputs) != self.num_inputs:
@@ -118,7 +118,8 @@ class ScanFunction(KernelFunction):
         extras = extra_values(self.binding, self.kwargs, kwargs)
         return ScanSpec(inputs, result, accumulate, tuple(scalar_kind(v) for v in extras),
                         tuple(identity_literal(v, accumulate) for v in self.identity), path=path, kept_ndim=kept_ndim,
-                        state=self.binding.state, indexed=self.binding.indexed, exclusive=exclusive, vec=vec)
+                        state=self.binding.state, indexed=self.binding.indexed, exclusive=exclusive, vec=vec,
+                        staged=staged)
 
     def source(self, *dtypes: str, path: str = SCAN_ROWS, **options: Any) -> str:
         """The generated source of one kernel (no GPU, no compiler needed): input dtype names (all

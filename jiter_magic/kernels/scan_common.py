@@ -155,7 +155,7 @@ def offsets(spec: ScanSpec, row: str, operands: range, sizes: str = "jm_ksize") 
 def element_call(spec: ScanSpec, position: str, offset: str = "jm_k{k} + {j} * {ARGS}.jm_step[{k}]") -> str:
     """`jm_element` of the element at `position` (its index along the scan) of the row at jm_k."""
     first = spec.outputs
-    args = ", ".join(offset.format(k=first + i, j=position, ARGS=ARGS) for i in range(len(spec.inputs)))
+    args = ", ".join(offset.format(k=first + i, j=f"({position})", ARGS=ARGS) for i in range(len(spec.inputs)))
     index = f"({ARGS}.jm_reverse ? {ARGS}.jm_count - 1 - ({position}) : ({position}))" if spec.indexed else position
     return f"jm_element({ARGS}, {args}, {index})"
 
@@ -163,7 +163,7 @@ def element_call(spec: ScanSpec, position: str, offset: str = "jm_k{k} + {j} * {
 def store_call(spec: ScanSpec, position: str, state: str, count: str,
                offset: str = "jm_k{k} + {j} * {ARGS}.jm_step[{k}]") -> str:
     """`jm_store` of `state` at `position` of the row at jm_k."""
-    args = ", ".join(offset.format(k=k, j=position, ARGS=ARGS) for k in range(spec.outputs))
+    args = ", ".join(offset.format(k=k, j=f"({position})", ARGS=ARGS) for k in range(spec.outputs))
     return f"jm_store({ARGS}, {args}, {state}, {count});"
 
 

@@ -33,6 +33,7 @@ from jiter_magic.kernels.scan_common import (
     step,
     store_call,
 )
+from jiter_magic.planning.dtypes import DTYPES
 from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, GRID_SCAN, WARP_SCAN, ScanLayout, ScanSpec
 
 BLOCK = 256  # threads a block, on every path
@@ -44,6 +45,8 @@ GRID_COUNT = BLOCK * ITEMS * 4  # elements a block of the grid path scans at lea
 MAX_GRID_BLOCKS = 1024
 BUSY_THREADS = 1 << 18  # threads that keep a large GPU's memory busy: columns are split along the scan up to it
 SEGMENT = 64  # steps along the scan a column's segment takes at least
+STAGE_BYTES = 16  # the largest state a tile stages through shared memory (2048 of them and padding: 34 KiB)
+STAGED = BLOCK * ITEMS + BLOCK * ITEMS // 32  # states of a block's staging buffer, padded (`_at`)
 
 
 def choose_path(layout: ScanLayout, inputs: tuple[str, ...], pointers: list[int]) -> tuple[str, int, int]:
@@ -56,6 +59,13 @@ def choose_path(layout: ScanLayout, inputs: tuple[str, ...], pointers: list[int]
         blocks = min(-(-layout.count // GRID_COUNT), MAX_GRID_BLOCKS, max(1, 4096 // max(layout.rows, 1)))
         return GRID_SCAN, 1, blocks
     return (WARP_SCAN if layout.count <= WARP_COUNT else BLOCK_SCAN), 1, 1
+
+
+def staged(path: str, accumulate: str, state: int, indexed: bool) -> bool:
+    """Whether a row path's tiles go through shared memory: where a tile of states fits (STAGE_BYTES
+    a state at most), so that a warp's loads and stores each cover a dense run."""
+    size = 16 if indexed else DTYPES[accumulate].itemsize * state
+    return path in (WARP_SCAN, BLOCK_SCAN, GRID_SCAN) and size <= STAGE_BYTES
 
 
 def block_of(spec: ScanSpec) -> Grid:
@@ -105,12 +115,22 @@ def _tile(spec: ScanSpec, threads: int, tid: str, store_when: str | None = None)
     totals through `jm_totals` in shared memory), results stored from the carry `jm_carry` (where
     `store_when` holds), which moves on by the tile's total. Every thread of the group runs it."""
     ident = identity(spec)
+    sync = "__syncwarp();" if threads == 32 else "__syncthreads();"
     code = CodeBlock(f"jm_state_t jm_v[{ITEMS}];", f"jm_state_t jm_t = {ident};")
     code.line(f"const jm_index_t jm_first = jm_j0 + (jm_index_t)({tid}) * {ITEMS};")
+    if spec.staged:  # the group reads the tile densely into shared memory, each thread then its ITEMS
+        with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+            code.line(f"const int jm_x = jm_i * {threads} + (int)({tid});")
+            code.line(f"if (jm_j0 + jm_x < {ARGS}.jm_count) jm_buf[{_at('jm_x')}] = "
+                      f"{element_call(spec, 'jm_j0 + jm_x')};")
+        code.line(sync)
     with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
         code.line("const jm_index_t jm_j = jm_first + jm_i;")
-        code.line(f"if (jm_j < {ARGS}.jm_count) jm_t = {step(spec, 'jm_t', element_call(spec, 'jm_j'))};")
+        value = f"jm_buf[{_at(f'(int)({tid}) * {ITEMS} + jm_i')}]" if spec.staged else element_call(spec, "jm_j")
+        code.line(f"if (jm_j < {ARGS}.jm_count) jm_t = {step(spec, 'jm_t', value)};")
         code.line("jm_v[jm_i] = jm_t;")
+    if spec.staged:
+        code.line(sync)
     code.line(f"const int jm_lane = (int)({tid}) & 31, jm_warp = (int)({tid}) >> 5;")
     with code.block("for (int jm_off = 1; jm_off < 32; jm_off <<= 1)"):
         code.line("const jm_state_t jm_o = jm_up(jm_t, jm_off);")
@@ -127,6 +147,7 @@ def _tile(spec: ScanSpec, threads: int, tid: str, store_when: str | None = None)
             code.line(f"jm_total = {step(spec, 'jm_total', 'jm_totals[jm_w]')};")
         code.line("__syncthreads();")
     code.line(f"jm_prefix = {step(spec, 'jm_prefix', 'jm_before')};")
+    counted = "jm_j" if spec.exclusive else "jm_j + 1"
     with code.block(f"if ({store_when or 'true'})"):
         with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
             code.line("const jm_index_t jm_j = jm_first + jm_i;")
@@ -134,10 +155,19 @@ def _tile(spec: ScanSpec, threads: int, tid: str, store_when: str | None = None)
             if spec.exclusive:
                 earlier = step(spec, "jm_prefix", "jm_v[jm_i - 1]")
                 code.line(f"const jm_state_t jm_r = jm_i == 0 ? jm_prefix : {earlier};")
-                code.line(store_call(spec, "jm_j", "jm_r", "jm_j"))
             else:
                 code.line(f"const jm_state_t jm_r = {step(spec, 'jm_prefix', 'jm_v[jm_i]')};")
-                code.line(store_call(spec, "jm_j", "jm_r", "jm_j + 1"))
+            if spec.staged:
+                code.line(f"jm_buf[{_at(f'(int)({tid}) * {ITEMS} + jm_i')}] = jm_r;")
+            else:
+                code.line(store_call(spec, "jm_j", "jm_r", counted))
+        if spec.staged:  # then the group writes the tile densely
+            code.line(sync)
+            with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+                code.line(f"const jm_index_t jm_j = jm_j0 + jm_i * {threads} + (int)({tid});")
+                code.line(f"if (jm_j < {ARGS}.jm_count) "
+                          + store_call(spec, "jm_j", f"jm_buf[{_at(f'jm_i * {threads} + (int)({tid})')}]", counted))
+            code.line(sync)
     code.line("jm_carry = jm_total;")
     return code
 
@@ -176,6 +206,12 @@ def _columns(spec: ScanSpec) -> CodeBlock:
     return code
 
 
+def _at(index: str) -> str:
+    """A staging buffer's slot of tile position `index`: one padding slot every 32, so that a
+    thread's ITEMS consecutive states and a warp's dense run spread over the banks."""
+    return f"({index}) + (({index}) >> 5)"
+
+
 def _row_offsets(spec: ScanSpec, row: str) -> list[str]:
     return offsets(spec, row, range(operand_count(spec)))
 
@@ -191,10 +227,15 @@ def _body(spec: ScanSpec) -> CodeBlock:
         code.line(f"if (jm_row >= {ARGS}.jm_rows) return;  // the whole warp: a warp scans one row")
         code.line("\n".join(_row_offsets(spec, "jm_row")))
         code.line(f"jm_state_t jm_carry = {identity(spec)};")
+        if spec.staged:  # a warp's own part of the block's buffer
+            code.line(f"__shared__ jm_state_t jm_stage[{STAGED}];")
+            code.line(f"jm_state_t* const jm_buf = jm_stage + (jm_thread_x() >> 5) * {STAGED // WARPS};")
         with code.block(f"for (jm_index_t jm_j0 = 0; jm_j0 < {ARGS}.jm_count; jm_j0 += {tile})"):
             code.extend(_tile(spec, 32, "jm_thread_x() & 31"))
         return code
     code.line(f"__shared__ jm_state_t jm_totals[{WARPS}];")
+    if spec.staged:
+        code.line(f"__shared__ jm_state_t jm_buf[{STAGED}];")
     if spec.path == BLOCK_SCAN:
         code.line("\n".join(_row_offsets(spec, "(jm_index_t)jm_block_x()")))
         code.line(f"jm_state_t jm_carry = {identity(spec)};")

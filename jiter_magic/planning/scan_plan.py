@@ -83,6 +83,7 @@ class ScanSpec:
     indexed: bool = False  # values and their indices, as torch.cummax gives
     exclusive: bool = False  # each result folds the elements before its own
     vec: int = 1  # elements a vector load (CUDA paths)
+    staged: bool = False  # CUDA row paths: a tile's loads and stores go through shared memory, coalesced
 
     @property
     def outputs(self) -> int:
@@ -95,6 +96,7 @@ class ScanSpec:
             self.output if self.state == 1 else f"{self.state} x {self.output}"
         kind = "exclusive scan" if self.exclusive else "scan"
         vector = f", {self.vec}-wide loads" if self.vec > 1 else ""
+        vector += ", staged" if self.staged else ""
         return (f"{kind} ({ins}) -> {output} accumulating {self.accumulate}, {self.path} "
                 f"{self.kept_ndim}-d kept{vector}")
 

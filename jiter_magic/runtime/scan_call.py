@@ -82,9 +82,10 @@ def plan_call(binding: ScanBinding, descs: list[ArrayDesc], rules: str, device: 
     path, vec, blocks = scan_host.choose_path(layout), 1, 1
     if device >= 0:
         path, vec, blocks = scan_cuda.choose_path(layout, inputs, [d.pointer for d in descs])
+    staged = device >= 0 and scan_cuda.staged(path, planned.accumulate, binding.state, binding.indexed)
     spec = ScanSpec(inputs, planned.dtype, planned.accumulate, tuple(scalar_kind(v) for v in extras),
                     planned.identity, path=path, kept_ndim=max(len(layout.kept_sizes), 1), state=binding.state,
-                    indexed=binding.indexed, exclusive=exclusive, vec=vec)
+                    indexed=binding.indexed, exclusive=exclusive, vec=vec, staged=staged)
     return ScanPlan(spec, layout, blocks, loop_geometry(spec, layout))
 
 

@@ -5,6 +5,7 @@ checks the struct against the packer in each compile."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 from scan_functions import ADD, cummax, cumsum, ema, linear, logcumsumexp
@@ -12,6 +13,7 @@ from scan_functions import ADD, cummax, cumsum, ema, linear, logcumsumexp
 from jiter_magic import create_scan_fn
 from jiter_magic.compilers.nvrtc import NvrtcCompiler
 from jiter_magic.errors import InvalidArgumentError
+from jiter_magic.kernels import scan_cuda
 from jiter_magic.planning.scan_plan import CUDA_SCAN_PATHS
 
 try:
@@ -41,8 +43,10 @@ def compile_cuda(fn, *dtypes, arch, **spec):
                                                                                (False, True))))
 def test_every_path_and_kind_of_state_compiles(name, path, exclusive):
     fn = FUNCTIONS[name]
-    source = compile_cuda(fn, path=path, exclusive=exclusive, arch="sm_90")
-    assert "atomic" not in source  # deterministic: fixed orders, no atomics
+    for staged in (False, True) if path != "column_scan" else (False,):
+        source = compile_cuda(fn, path=path, exclusive=exclusive, staged=staged, arch="sm_90")
+        assert "atomic" not in source  # deterministic: fixed orders, no atomics
+        assert ("jm_buf[" in source) == staged
 
 
 @pytest.mark.parametrize(("dtype", "arch"), list(itertools.product(
@@ -51,6 +55,16 @@ def test_dtypes_compile_on_each_path(dtype, arch):
     for path in CUDA_SCAN_PATHS:
         compile_cuda(cumsum, dtype, path=path, arch=arch)
     compile_cuda(cummax, dtype, path="block_scan", arch=arch)
+
+
+def test_staging_is_chosen_where_a_tile_of_states_fits_shared_memory():
+    assert scan_cuda.staged("block_scan", "float32", 1, False) and scan_cuda.staged("warp_scan", "float64", 2, False)
+    assert scan_cuda.staged("grid_scan", "float32", 1, True)  # a value and its index: 16 bytes
+    assert not scan_cuda.staged("block_scan", "float64", 3, False) and not scan_cuda.staged("column_scan", "int64",
+                                                                                             1, False)
+    for path in CUDA_SCAN_PATHS[:2] + CUDA_SCAN_PATHS[3:]:
+        compile_cuda(cumsum, "float16", path=path, staged=True, arch="sm_80")
+        compile_cuda(cummax, "int8", path=path, staged=True, exclusive=True, arch="sm_80")
 
 
 def test_kept_loop_dims_compile():
@@ -63,11 +77,22 @@ def test_ptx_keeps_the_state_in_registers(path):
     """No local memory: each thread's ITEMS states and the kernel's arguments stay in registers and
     the parameter bank (a loop that could not be unrolled, or a helper taking the arguments' address
     that was not inlined, would spill them)."""
-    ptx = linear.inspect(path=path, kind="ptx")
-    assert ".entry jm_kernel" in ptx and ".local" not in ptx
+    for staged in (False, True) if path != "column_scan" else (False,):
+        ptx = linear.inspect(path=path, kind="ptx", staged=staged)
+        assert ".entry jm_kernel" in ptx and ".local" not in ptx
 
 
 def test_host_assembly_and_the_kinds_that_fit_a_path():
     assert "jm_kernel" in cumsum.inspect(kind="asm")
     with pytest.raises(InvalidArgumentError, match="does not fit"):
         cumsum.inspect(path="block_scan", kind="asm")
+
+
+@pytest.mark.parametrize("path", CUDA_SCAN_PATHS)
+def test_every_offset_multiplies_a_whole_position_by_the_step(path):
+    """An element's offset is its row's plus its position times the operand's step: a position that
+    is a sum must be multiplied whole (a staged tile's `jm_j0 + jm_x`, a column's `jm_j0 + jm_i`)."""
+    for staged in (False, True) if path != "column_scan" else (False,):
+        source = FUNCTIONS["linear"].source(path=path, staged=staged)
+        positions = re.findall(r"jm_k\d+ \+ (.*?) \* jm_a\.jm_step\[", source)
+        assert positions and all(p.startswith("(") and p.endswith(")") for p in positions), positions
