@@ -38,7 +38,8 @@ from jiter_magic.runtime.build import Specialization
 
 __all__ = [
     "create_jit_fn", "create_multi_output_jit_fn", "create_reduction_fn", "create_multi_output_reduction_fn",
-    "JitFunction", "ReductionFunction", "ValuesIndices", "Specialization",
+    "create_scan_fn", "create_multi_output_scan_fn",
+    "JitFunction", "ReductionFunction", "ScanFunction", "ValuesIndices", "Specialization",
     "cache_stats", "clear_cache", "cache_dir", "benchmark", "sweep", "BenchmarkResult", "SweepResult",
     "JiterError", "ParseError", "BindError", "DTypeError", "ShapeError", "DeviceError", "CompileError",
     "ToolchainError", "LaunchError", "ArgumentTypeError", "InvalidArgumentError", "UnknownKwargError",
@@ -117,16 +118,59 @@ def create_multi_output_reduction_fn(code_string: str, identity: object = None, 
         raise error.with_traceback(None) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
 
 
+def create_scan_fn(code_string: str, identity: object, map: str | None = None, *,  # noqa: A002 - the API's name
+                   combine: str, finalize: str | None = None, **kwargs: object) -> ScanFunction:
+    """Jit a scan (a cumulative sum, max, logcumsumexp) from C++ functors: `combine(a, b)` gives the
+    state of a's elements followed by b's (it must be associative, which cannot be checked; it need
+    not be commutative), `map(inputs..., extras...)` makes each element's value (by default the last
+    function that is neither combine nor finalize; none: the element itself), `finalize(value,
+    count)` optionally ends each result. `identity` is the value combine leaves any value unchanged
+    with (0 for a sum, float('-inf') for a max); an exclusive scan's first result is it. `kwargs` name
+    the map's extra scalar parameters, with their defaults. Calls take `dim=` (required),
+    `reverse=`, `exclusive=`, `dtype=` and `out=`, with torch.cumsum's dtype rules."""
+    from jiter_magic.kernel_function import for_caller
+    from jiter_magic.scan import ScanFunction
+
+    try:
+        return ScanFunction(code_string, identity, map, combine, finalize, kwargs)
+    except JiterError as error:  # as in create_jit_fn
+        raise for_caller(error) from error.__cause__
+
+
+def create_multi_output_scan_fn(code_string: str, identity: object = None, map: str | None = None, *,  # noqa: A002
+                                combine: str, finalize: str | None = None, **kwargs: object) -> ScanFunction:
+    """Jit a scan whose state holds several values, or values with their indices.
+
+    A state of 2 to 4 values: `combine` takes two states and writes the new one through references,
+    as a linear recurrence `h[t] = a[t] * h[t-1] + b[t]` does with
+    `template <typename T> void affine(T a1, T b1, T a2, T b2, T& a, T& b) { a = a1 * a2; b = a2 * b1 + b2; }`;
+    `identity` is a tuple of the state's values ((1, 0) there), the map writes an element's state
+    through references (none: the inputs are the state's values, one array each), and a call
+    returns a tuple of one array a value (`h` is the second there).
+    Values with indices (cummax): `combine` is a reduction with indices' (`void keep_max(T a,
+    int64_t ia, T b, int64_t ib, T& value, int64_t& index)`, ties broken by index to be
+    deterministic) and a call returns `ValuesIndices(values, indices)` as torch.cummax does."""
+    from jiter_magic.kernel_function import for_caller
+    from jiter_magic.scan import ScanFunction
+
+    try:
+        return ScanFunction(code_string, identity, map, combine, finalize, kwargs, multi=True)
+    except JiterError as error:  # as in create_jit_fn
+        raise for_caller(error) from error.__cause__
+
+
 if TYPE_CHECKING:
     from jiter_magic.cache.disk import stats as cache_stats
     from jiter_magic.reduction import ReductionFunction, ValuesIndices
+    from jiter_magic.scan import ScanFunction
     from jiter_magic.tools.benchmarking import benchmark, sweep
     from jiter_magic.tools.results import BenchmarkResult, SweepResult
 
 # Names whose modules load when first asked for (PEP 562): a new process's first elementwise call
 # needs none of them (the disk cache's module loads with its first build), and each module costs
 # milliseconds of import.
-_LAZY = ("ReductionFunction", "ValuesIndices", "benchmark", "sweep", "BenchmarkResult", "SweepResult", "cache_stats")
+_LAZY = ("ReductionFunction", "ValuesIndices", "ScanFunction", "benchmark", "sweep", "BenchmarkResult", "SweepResult",
+         "cache_stats")
 
 
 def __getattr__(name: str) -> Any:
@@ -134,6 +178,8 @@ def __getattr__(name: str) -> Any:
     module: Any
     if name in ("ReductionFunction", "ValuesIndices"):
         from jiter_magic import reduction as module
+    elif name == "ScanFunction":
+        from jiter_magic import scan as module
     elif name in ("benchmark", "sweep"):
         from jiter_magic.tools import benchmarking as module
     elif name in ("BenchmarkResult", "SweepResult"):

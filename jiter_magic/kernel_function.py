@@ -14,12 +14,19 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from jiter_magic.errors import ArgumentTypeError, BindError, InvalidArgumentError
+from jiter_magic import settings
+from jiter_magic.errors import ArgumentTypeError, BindError, InvalidArgumentError, JiterError
 from jiter_magic.runtime.build import Specialization
 from jiter_magic.runtime.calls import CallCounts, FunctionCalls
 
 if TYPE_CHECKING:
     from jiter_magic.tools.results import BenchmarkResult
+
+
+def for_caller(error: JiterError) -> JiterError:
+    """A mistake in a user's call or code string, to raise again where the user's line called:
+    its message says all, so its traceback starts there (JITER_MAGIC_DEBUG=1 keeps every frame)."""
+    return error if settings.DEBUG.get() else error.with_traceback(None)
 
 
 def checked_kwargs(kwargs: object, what: str) -> dict[str, object]:

@@ -55,12 +55,17 @@ class ReductionBinding:
         return len(self.input_names)
 
     @property
+    def outputs(self) -> int:
+        """Arrays a call gives: the result, or the values and their indices."""
+        return 2 if self.indexed else 1
+
+    @property
     def name(self) -> str:
         """How messages and generated file names call the reduction: its map, or its combine."""
         return self.map.functor.name if self.map is not None else self.combine.name
 
 
-def _named(functions: dict[str, Functor], name: object, role: str) -> Functor:
+def named_function(functions: dict[str, Functor], name: object, role: str) -> Functor:
     """The function a `role=` argument names, or an error listing the defined ones."""
     if not isinstance(name, str):
         raise ArgumentTypeError(f"{role}= must name a function of the code string (a str), "
@@ -73,7 +78,7 @@ def _named(functions: dict[str, Functor], name: object, role: str) -> Functor:
     return functions[name]
 
 
-def _check_arity(functor: Functor, role: str, expected: str) -> None:
+def check_arity(functor: Functor, role: str, expected: str) -> None:
     """A combine takes two accumulator values, a finalize the result and the count; both return one."""
     if not functor.returns_value or any(p.is_reference for p in functor.parameters):
         raise BindError(f"the {role} function must return its value: {functor.signature}")
@@ -98,32 +103,46 @@ def _check_indexed_combine(functor: Functor) -> None:
                         f"{functor.name} is: {functor.signature}")
 
 
-def bind_reduction(code: str, map_name: str | None, combine: object, finalize: object,
-                   kwarg_names: list[str], indexed: bool = False) -> ReductionBinding:
-    """Find the named functions in `code` and bind the map's parameters; errors name what was wrong."""
-    functions = {f.name: f for f in parse_definitions(code)}
-    combine_fn = _named(functions, combine, "combine")
-    if indexed:
-        _check_indexed_combine(combine_fn)
-    else:
-        _check_arity(combine_fn, "combine", "two accumulator values, such as `T add(T a, T b)`")
-    finalize_fn = None
-    if finalize is not None:
-        finalize_fn = _named(functions, finalize, "finalize")
-        _check_arity(finalize_fn, "finalize", "the result and the count, such as `T mean(T total, int64_t n)`")
+def chosen_map(functions: dict[str, Functor], map_name: str | None, combine: Functor, finalize: Functor | None,
+               kwarg_names: list[str]) -> Functor | None:
+    """The map function `map=` names, by default the last function that is neither combine nor
+    finalize, or None where there is none (then no extras may be given)."""
     if map_name is None:
-        taken = {combine_fn.name} | ({finalize_fn.name} if finalize_fn is not None else set())
+        taken = {combine.name} | ({finalize.name} if finalize is not None else set())
         candidates = [name for name in functions if name not in taken]
         map_name = candidates[-1] if candidates else None
     if map_name is None:
         if kwarg_names:
             raise BindError(f"keyword arguments {kwarg_names} need a map function to pass them to; "
                             "the code string has none besides combine and finalize")
-        return ReductionBinding(code, combine_fn, None, finalize_fn, indexed)
-    map_fn = _named(functions, map_name, "map")
+        return None
+    return named_function(functions, map_name, "map")
+
+
+def check_value_map(map_fn: Functor) -> None:
+    """A map of one value takes the element's inputs and the extras by value and returns it."""
     if not map_fn.returns_value or any(p.is_reference for p in map_fn.parameters):
         raise BindError(f"the map function must take each element's inputs (and the extras) by value and return "
                         f"the element's value, such as `T sq(T x) {{ return x * x; }}`; {map_fn.name} is: "
                         f"{map_fn.signature}")
+
+
+def bind_reduction(code: str, map_name: str | None, combine: object, finalize: object,
+                   kwarg_names: list[str], indexed: bool = False) -> ReductionBinding:
+    """Find the named functions in `code` and bind the map's parameters; errors name what was wrong."""
+    functions = {f.name: f for f in parse_definitions(code)}
+    combine_fn = named_function(functions, combine, "combine")
+    if indexed:
+        _check_indexed_combine(combine_fn)
+    else:
+        check_arity(combine_fn, "combine", "two accumulator values, such as `T add(T a, T b)`")
+    finalize_fn = None
+    if finalize is not None:
+        finalize_fn = named_function(functions, finalize, "finalize")
+        check_arity(finalize_fn, "finalize", "the result and the count, such as `T mean(T total, int64_t n)`")
+    map_fn = chosen_map(functions, map_name, combine_fn, finalize_fn, kwarg_names)
+    if map_fn is None:
+        return ReductionBinding(code, combine_fn, None, finalize_fn, indexed)
+    check_value_map(map_fn)
     mapped = bind(map_fn, list(kwarg_names), None)
     return ReductionBinding(code, combine_fn, mapped, finalize_fn, indexed)

@@ -110,3 +110,40 @@ def host_kernel(body: CodeBlock, scratch: Sequence[Scratch] = ()) -> CodeBlock:
         names = "".join(f", {buffer.name}" for buffer in scratch)
         code.extend(_region(CodeBlock(f"jm_failed = {BODY}(*jm_args{names});"), None, scratch))
     return code
+
+
+def thread_helpers() -> CodeBlock:
+    """`jm_thread()` and `jm_max_threads()`: OpenMP's thread number and team size, or 0 and 1 where
+    the kernel is built without OpenMP."""
+    return CodeBlock("static inline int jm_thread() {", "#ifdef _OPENMP", "  return omp_get_thread_num();",
+                     "#else", "  return 0;", "#endif", "}", "static inline int jm_max_threads() {",
+                     "#ifdef _OPENMP", "  return omp_get_max_threads();", "#else", "  return 1;", "#endif", "}")
+
+
+def column_tiles(before: str, tile: CodeBlock, columns: int, work_count: str) -> CodeBlock:
+    """`jm_by_columns`: tiles of up to `columns` neighbouring rows along the innermost kept dim
+    (`jm_inner` of them, `jm_width` tiles across it), a thread a static share of the tiles: `before`
+    once a thread, then `tile` a tile, which starts at row `jm_t / jm_width * jm_inner + jm_lo` and
+    holds `jm_len` rows; `work_count` (a C expression) decides whether the threads are woken."""
+    work = CodeBlock(before)
+    with work.block("for (jm_index_t jm_t = jm_begin; jm_t < jm_end; ++jm_t)"):
+        work.line(f"const jm_index_t jm_lo = jm_t % jm_width * {columns};")
+        work.line(f"const jm_index_t jm_len = jm_inner - jm_lo < {columns} ? jm_inner - jm_lo : {columns};")
+        work.extend(tile)
+    code = CodeBlock()
+    with code.block(f"static int jm_by_columns(const jm_Args& {ARGS})"):
+        code.line(f"const jm_index_t jm_inner = {ARGS}.jm_ksize[0], jm_width = (jm_inner + {columns - 1}) / {columns};")
+        code.line(f"const jm_index_t jm_tiles = {ARGS}.jm_rows / jm_inner * jm_width;")
+        code.line(f"const jm_index_t jm_n = {work_count};")
+        code.extend(guarded(work, "jm_tiles"))
+    return code
+
+
+def parallel_function(signature: str, work: CodeBlock, count: str, work_count: str) -> CodeBlock:
+    """`static int signature`: `work` in the parallel region over `count` iterations (`guarded`);
+    `work_count` (a C expression of the elements touched) decides whether the threads are woken."""
+    code = CodeBlock()
+    with code.block(f"static int {signature}"):
+        code.line(f"const jm_index_t jm_n = {work_count};")
+        code.extend(guarded(work, count))
+    return code

@@ -17,6 +17,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 from jiter_magic.codegen.element import convert
 from jiter_magic.codegen.names import KERNEL_FILE, USER_FILE
@@ -29,6 +30,19 @@ from jiter_magic.planning.dtypes import ctype
 from jiter_magic.planning.reduce_spec import ReductionSpec
 
 ARGS = "jm_a"
+
+
+class Typed(Protocol):
+    """The dtypes of a kernel's spec that the functor calls convert between (a reduction's or a scan's)."""
+
+    @property
+    def inputs(self) -> tuple[str, ...]: ...
+
+    @property
+    def accumulate(self) -> str: ...
+
+    @property
+    def output(self) -> str: ...
 _EXTRA_FORMAT = {"int64": ("int64_t", "q"), "float64": ("double", "d"), "bool": ("bool", "?")}
 
 
@@ -67,15 +81,26 @@ def reduce_args(spec: ReductionSpec) -> ReduceArgs:
     fields += [(f"jm_in{i}", f"const {ctype(d)}*", 0) for i, d in enumerate(spec.inputs)]
     fields += [("jm_partials", f"{state_type(spec)}*", 0), ("jm_rows", "int64_t", 0), ("jm_count", "int64_t", 0),
                ("jm_blocks", "int64_t", 0), ("jm_stage", "int64_t", 0)]
-    fields += [(f"jm_extra{k}", _EXTRA_FORMAT[d][0], 0) for k, d in enumerate(spec.extras)]
+    fields += extra_fields(spec.extras)
     fields.append(("jm_ksize", "int64_t", spec.kept_ndim))
     fields += [(f"jm_kstride{k}", "int64_t", spec.kept_ndim) for k in kept_operands(spec)]
     fields.append(("jm_rsize", "int64_t", spec.reduced_ndim))
     fields += [(f"jm_rstride{i}", "int64_t", spec.reduced_ndim) for i in range(len(spec.inputs))]
+    return packed_args(fields, spec.extras)
+
+
+def extra_fields(extras: Sequence[str]) -> list[tuple[str, str, int]]:
+    """The `jm_extra{k}` fields of the map's extras (int64, float64, bool), in order."""
+    return [(f"jm_extra{k}", _EXTRA_FORMAT[d][0], 0) for k, d in enumerate(extras)]
+
+
+def packed_args(fields: list[tuple[str, str, int]], extras: Sequence[str]) -> ReduceArgs:
+    """A `jm_Args` of 8-byte aligned fields (pointers, int64 values and arrays, the extras of
+    kinds `extras`, each padded to 8 bytes) and its packer."""
     fmt = "<"
     for name, c_type, count in fields:
         if name.startswith("jm_extra"):
-            code = _EXTRA_FORMAT[next(d for k, d in enumerate(spec.extras) if name == f"jm_extra{k}")][1]
+            code = _EXTRA_FORMAT[next(d for k, d in enumerate(extras) if name == f"jm_extra{k}")][1]
             fmt += code + ("7x" if code == "?" else "")
         elif count:
             fmt += f"{count}q"
@@ -84,7 +109,7 @@ def reduce_args(spec: ReductionSpec) -> ReduceArgs:
     return ReduceArgs(tuple(fields), struct.Struct(fmt))
 
 
-def _template_call(functor: Functor, args: list[str]) -> str:
+def template_call(functor: Functor, args: list[str]) -> str:
     """A call of a user function with the accumulator type as its one type parameter, if it has one."""
     params = functor.template_params
     typed = len(params) == 1 and not params[0].startswith(("int ", "bool "))
@@ -140,11 +165,13 @@ def stored(binding: ReductionBinding, spec: ReductionSpec, state: str, count: st
 
 
 def _state_code(binding: ReductionBinding, spec: ReductionSpec, cuda: bool) -> str:
+    return pair_code(binding.combine, cuda) if spec.indexed else ""
+
+
+def pair_code(combine: Functor, cuda: bool) -> str:
     """The pair type, `jm_pick` (which skips states of no element), and on CUDA its warp shuffle."""
-    if not spec.indexed:
-        return ""
     inline = "__device__ __forceinline__ " if cuda else "static inline "
-    call = _template_call(binding.combine, ["jm_a.v", "jm_a.i", "jm_b.v", "jm_b.i", "jm_r.v", "jm_r.i"])
+    call = template_call(combine, ["jm_a.v", "jm_a.i", "jm_b.v", "jm_b.i", "jm_r.v", "jm_r.i"])
     text = ("struct jm_state_t { jm_acc_t v; int64_t i; };\n"
             f"{inline}jm_state_t jm_pick(jm_state_t jm_a, jm_state_t jm_b) {{\n"
             "  if (jm_b.i < 0) return jm_a;\n  if (jm_a.i < 0) return jm_b;\n"
@@ -167,7 +194,7 @@ def shuffled(spec: ReductionSpec, state: str, offset: str) -> str:
     return f"__shfl_xor_sync(0xffffffffu, {state}, {offset})"
 
 
-def mapped(binding: ReductionBinding, spec: ReductionSpec, loaded: list[str]) -> str:
+def mapped(binding: ReductionBinding, spec: Typed, loaded: list[str]) -> str:
     """The accumulator value of one element: `loaded[i]` is input i's storage expression."""
     values = [convert(expr, d, spec.accumulate) for expr, d in zip(loaded, spec.inputs)]
     if binding.map is None:
@@ -175,31 +202,36 @@ def mapped(binding: ReductionBinding, spec: ReductionSpec, loaded: list[str]) ->
     args = []
     for role, index in binding.map.roles:
         args.append(values[index] if role == INPUT else f"{ARGS}.jm_extra{index}" if role == EXTRA else "")
-    return f"(jm_acc_t){_template_call(binding.map.functor, args)}"
+    return f"(jm_acc_t){template_call(binding.map.functor, args)}"
 
 
 def combined(binding: ReductionBinding, a: str, b: str) -> str:
-    return f"(jm_acc_t){_template_call(binding.combine, [a, b])}"
+    return f"(jm_acc_t){template_call(binding.combine, [a, b])}"
 
 
-def finalized(binding: ReductionBinding, spec: ReductionSpec, acc: str, count: str) -> str:
+def finalized(binding: ReductionBinding, spec: Typed, acc: str, count: str) -> str:
     """The value stored for a row: the result finalized with its count, in the output's dtype."""
     if binding.finalize is not None:
-        acc = f"(jm_acc_t){_template_call(binding.finalize, [acc, f'(int64_t)({count})'])}"
+        acc = f"(jm_acc_t){template_call(binding.finalize, [acc, f'(int64_t)({count})'])}"
     return convert(acc, spec.accumulate, spec.output)
 
 
 def render_with(binding: ReductionBinding, spec: ReductionSpec, backend: str, kernel: str) -> str:
     """Prelude, the accumulator's typedef, the user's code under its `#line`, `jm_Args`, the kernel."""
-    code = binding.code
+    middle = _state_code(binding, spec, backend == "cuda") + reduce_args(spec).declaration() + "\n"
+    return source_around(binding.code, spec.accumulate, backend, middle + kernel)
+
+
+def source_around(code: str, accumulate: str, backend: str, kernel: str) -> str:
+    """A kernel's whole source: the prelude, the accumulator's typedef and the special values, the
+    user's `code` under its `#line`, its macros undefined, then `kernel` (the generated rest)."""
     head = prelude("cuda" if backend == "cuda" else "host", "complex" in code)
-    head += f"\ntypedef {ctype(spec.accumulate)} jm_acc_t;\ntypedef int64_t jm_index_t;\n"
+    head += f"\ntypedef {ctype(accumulate)} jm_acc_t;\ntypedef int64_t jm_index_t;\n"
     head += _SPECIAL_VALUES[backend == "cuda"]
     text = head + f'#line 1 "{USER_FILE}"\n' + code + "\n"
     text += "".join(f"#undef {name}\n" for name in sorted(defined_macros(code)))
     text += f'#line {text.count(chr(10)) + 2} "{KERNEL_FILE}"\n'
-    text += _state_code(binding, spec, backend == "cuda")
-    return text + reduce_args(spec).declaration() + "\n" + kernel
+    return text + kernel
 
 
 def _odometer(ndim: int, rest: str, sizes: str, strides: list[tuple[str, str]]) -> list[str]:

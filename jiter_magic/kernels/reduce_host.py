@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.reduction import ReductionBinding
-from jiter_magic.kernels.host_guard import Scratch, guarded, host_kernel
+from jiter_magic.kernels.host_guard import Scratch, column_tiles, host_kernel, parallel_function, thread_helpers
 from jiter_magic.kernels.reduce_common import (
     ARGS,
     element,
@@ -168,11 +168,8 @@ def _by_rows(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
         bases = ", ".join(f"jm_k{i + 1}" for i in range(len(spec.inputs)))
         work.line(f"const {state_type(spec)} jm_acc = jm_fold({ARGS}, {bases}, 0, {ARGS}.jm_count);")
         work.line(stored(binding, spec, "jm_acc", f"{ARGS}.jm_count"))
-    code = CodeBlock()
-    with code.block(f"static int jm_by_rows(const jm_Args& {ARGS})"):
-        code.line(f"const jm_index_t jm_n = {ARGS}.jm_rows * ({ARGS}.jm_count > 0 ? {ARGS}.jm_count : 1);")
-        code.extend(guarded(work, f"{ARGS}.jm_rows"))
-    return code
+    return parallel_function(f"jm_by_rows(const jm_Args& {ARGS})", work, f"{ARGS}.jm_rows",
+                             f"{ARGS}.jm_rows * ({ARGS}.jm_count > 0 ? {ARGS}.jm_count : 1)")
 
 
 def _split_row(spec: ReductionSpec) -> CodeBlock:
@@ -180,12 +177,9 @@ def _split_row(spec: ReductionSpec) -> CodeBlock:
     ins = range(len(spec.inputs))
     work = CodeBlock()
     work.line(f"jm_part[jm_thread()] = jm_fold({ARGS}, {', '.join(f'jm_b{i}' for i in ins)}, jm_begin, jm_end);")
-    code = CodeBlock()
     bases = ", ".join(f"jm_index_t jm_b{i}" for i in ins)
-    with code.block(f"static int jm_split_row(const jm_Args& {ARGS}, {bases}, {state_type(spec)}* jm_part)"):
-        code.line(f"const jm_index_t jm_n = {ARGS}.jm_count;")
-        code.extend(guarded(work, "jm_n"))
-    return code
+    return parallel_function(f"jm_split_row(const jm_Args& {ARGS}, {bases}, {state_type(spec)}* jm_part)", work,
+                             "jm_n", f"{ARGS}.jm_count")
 
 
 def _by_columns(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
@@ -193,31 +187,23 @@ def _by_columns(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
     kept dim, which every input reads densely), a thread's static share of them; each reduced
     element in order, its run of the tile's inputs folded into the tile's accumulators."""
     operands, ins = kept_operands(spec), range(len(spec.inputs))
-    work = CodeBlock(f"{state_type(spec)} jm_col[{COLUMNS}];")
-    with work.block("for (jm_index_t jm_t = jm_begin; jm_t < jm_end; ++jm_t)"):
-        work.line(f"const jm_index_t jm_lo = jm_t % jm_width * {COLUMNS};")
-        work.line(f"const jm_index_t jm_len = jm_inner - jm_lo < {COLUMNS} ? jm_inner - jm_lo : {COLUMNS};")
-        for line in kept_offsets(spec, "jm_t / jm_width * jm_inner + jm_lo", operands):
-            work.line(line)
-        work.line(f"for (int jm_j = 0; jm_j < {COLUMNS}; ++jm_j) jm_col[jm_j] = {initial(spec)};")
-        with work.block(f"for (jm_index_t jm_r = 0; jm_r < {ARGS}.jm_count; ++jm_r)"):
-            work.line("jm_index_t " + ", ".join(f"jm_o{i} = jm_k{i + 1}" for i in ins) + ";")
-            for line in reduced_offsets(spec, "jm_r"):
-                work.line(line)
-            with work.block("for (jm_index_t jm_j = 0; jm_j < jm_len; ++jm_j)"):
-                loaded = [f"{ARGS}.jm_in{i}[jm_o{i} + jm_j]" for i in ins]
-                value = element(binding, spec, loaded, "jm_r")
-                work.line(f"jm_col[jm_j] = {folded(binding, spec, 'jm_col[jm_j]', value)};")
-        with work.block("for (jm_index_t jm_j = 0; jm_j < jm_len; ++jm_j)"):
-            work.line(stored(binding, spec, "jm_col[jm_j]", f"{ARGS}.jm_count",
-                             f"jm_k{{0}} + jm_j * {ARGS}.jm_kstride{{0}}[0]"))
-    code = CodeBlock()
-    with code.block(f"static int jm_by_columns(const jm_Args& {ARGS})"):
-        code.line(f"const jm_index_t jm_inner = {ARGS}.jm_ksize[0], jm_width = (jm_inner + {COLUMNS - 1}) / {COLUMNS};")
-        code.line(f"const jm_index_t jm_tiles = {ARGS}.jm_rows / jm_inner * jm_width;")
-        code.line(f"const jm_index_t jm_n = {ARGS}.jm_rows * ({ARGS}.jm_count > 0 ? {ARGS}.jm_count : 1);")
-        code.extend(guarded(work, "jm_tiles"))
-    return code
+    tile = CodeBlock()
+    for line in kept_offsets(spec, "jm_t / jm_width * jm_inner + jm_lo", operands):
+        tile.line(line)
+    tile.line(f"for (int jm_j = 0; jm_j < {COLUMNS}; ++jm_j) jm_col[jm_j] = {initial(spec)};")
+    with tile.block(f"for (jm_index_t jm_r = 0; jm_r < {ARGS}.jm_count; ++jm_r)"):
+        tile.line("jm_index_t " + ", ".join(f"jm_o{i} = jm_k{i + 1}" for i in ins) + ";")
+        for line in reduced_offsets(spec, "jm_r"):
+            tile.line(line)
+        with tile.block("for (jm_index_t jm_j = 0; jm_j < jm_len; ++jm_j)"):
+            loaded = [f"{ARGS}.jm_in{i}[jm_o{i} + jm_j]" for i in ins]
+            value = element(binding, spec, loaded, "jm_r")
+            tile.line(f"jm_col[jm_j] = {folded(binding, spec, 'jm_col[jm_j]', value)};")
+    with tile.block("for (jm_index_t jm_j = 0; jm_j < jm_len; ++jm_j)"):
+        tile.line(stored(binding, spec, "jm_col[jm_j]", f"{ARGS}.jm_count",
+                         f"jm_k{{0}} + jm_j * {ARGS}.jm_kstride{{0}}[0]"))
+    return column_tiles(f"{state_type(spec)} jm_col[{COLUMNS}];", tile, COLUMNS,
+                        f"{ARGS}.jm_rows * ({ARGS}.jm_count > 0 ? {ARGS}.jm_count : 1)")
 
 
 def _rows_or_split(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
@@ -242,8 +228,6 @@ def _rows_or_split(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
 
 
 def render_host(binding: ReductionBinding, spec: ReductionSpec) -> str:
-    code = CodeBlock("static inline int jm_thread() {", "#ifdef _OPENMP", "  return omp_get_thread_num();",
-                     "#else", "  return 0;", "#endif", "}", "static inline int jm_max_threads() {",
-                     "#ifdef _OPENMP", "  return omp_get_max_threads();", "#else", "  return 1;", "#endif", "}")
+    code = thread_helpers()
     code.extend(next(path for path in PATHS if path.name == spec.path).body(binding, spec))
     return render_with(binding, spec, "cpu", code.text() + "\n")

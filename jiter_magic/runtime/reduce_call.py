@@ -6,6 +6,7 @@ Every check of an argument happens before anything is allocated or launched.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
@@ -67,7 +68,7 @@ def check_input_count(binding: ReductionBinding, args: tuple) -> None:
                         f"got {len(args)}")
 
 
-def _described(args: tuple, calls: ReductionCalls) -> tuple[list[Any], list[ArrayDesc], ArrayAdapter, int]:
+def described_inputs(args: tuple, calls: ReductionCalls) -> tuple[list[Any], list[ArrayDesc], ArrayAdapter, int]:
     """Each input array, its description, and the one adapter and device they share (checked
     against the function's backend)."""
     binding = calls.binding
@@ -111,16 +112,16 @@ def extra_values(binding: ReductionBinding, defaults: dict[str, object], given: 
     return [values[name] for name in binding.extra_names]
 
 
-def _checked_out(out: tuple[ArrayDesc, ...], expected: tuple[int, ...], dtypes: tuple[str, ...], dims: tuple[int, ...],
-                 shape: tuple[int, ...], keepdim: bool) -> None:
-    """`out=` arrays of the result's shape and dtypes (the values', then the indices' int64)."""
+def checked_out(out: tuple[ArrayDesc, ...], expected: tuple[int, ...], dtypes: Sequence[str], result: str,
+                verb: str = "reduce") -> None:
+    """`out=` arrays of the result's shape and dtypes (the values', then the indices' int64, or each
+    value of a scan's state); `result` names the result in a message, `verb` what a call does."""
     for position, (desc, wanted) in enumerate(zip(out, dtypes)):
         which = "out=" if len(out) == 1 else f"out[{position}]"
         if desc.shape != expected:
-            raise ShapeError(f"{which} has shape {desc.shape}, but the result of reducing dims {list(dims)} of shape "
-                             f"{shape} (keepdim={keepdim}) has shape {expected}")
+            raise ShapeError(f"{which} has shape {desc.shape}, but {result} has shape {expected}")
         if desc.dtype != wanted:
-            hint = f"pass dtype={desc.dtype} to reduce into it, or " if position == 0 else ""
+            hint = f"pass dtype={desc.dtype} to {verb} into it, or " if position == 0 or wanted != "int64" else ""
             raise DTypeError(f"{which} has dtype {desc.dtype}, but the result is {wanted}; {hint}an {which} of "
                              f"dtype {wanted}")
 
@@ -136,7 +137,8 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
                                requested, identity, indexed)
     result, accumulate, shape, dims = planned.dtype, planned.accumulate, planned.shape, planned.dims
     if out is not None:
-        _checked_out(out, planned.out_shape, (result, "int64"), dims, shape, bool(keepdim))
+        checked_out(out, planned.out_shape, (result, "int64"), f"the result of reducing dims {list(dims)} of shape "
+                    f"{shape} (keepdim={bool(keepdim)})")
     layout = plan_reduction_layout(shape, [(d.shape, d.strides) for d in descs], dims, bool(keepdim),
                                    None if out is None else out[0].strides, indexed=indexed,
                                    index_strides=None if out is None or not indexed else out[1].strides)
@@ -218,11 +220,11 @@ def run(calls: ReductionCalls, identity: object, defaults: dict[str, object], ar
     """A whole call: `options` holds dim, keepdim, dtype and out."""
     binding = calls.binding
     calls.counts.general += 1
-    arrays, descs, adapter, device = _described(args, calls)
+    arrays, descs, adapter, device = described_inputs(args, calls)
     extras = extra_values(binding, defaults, given)
     requested = None if options["dtype"] is None else dtype_name(options["dtype"])
     out = options["out"]
-    outs, out_descs = _out_arrays(out, binding, adapter, device, descs)
+    outs, out_descs = out_arrays(out, binding, adapter, device, descs)
     plan = _planned(calls, descs, adapter, device, identity, extras, options, requested, out_descs)
     layout, spec = plan.layout, plan.spec
     if outs is None:
@@ -256,17 +258,23 @@ def run(calls: ReductionCalls, identity: object, defaults: dict[str, object], ar
     return result
 
 
-def _out_arrays(given: object, binding: ReductionBinding, adapter: ArrayAdapter, device: int,
-                inputs: list[ArrayDesc]) -> tuple[list | None, tuple[ArrayDesc, ...] | None]:
+def out_arrays(given: object, binding: ReductionBinding, adapter: ArrayAdapter, device: int,
+               inputs: list[ArrayDesc]) -> tuple[list | None, tuple[ArrayDesc, ...] | None]:
     """The `out=` arrays of a call and their descriptions, checked for their library, writability,
     device, gradient and memory (planning/resolve.py's `check_written`, against `inputs`): one array,
-    or with indices a (values, indices) pair as torch.max(x, dim, out=...) takes."""
+    with indices a (values, indices) pair as torch.max(x, dim, out=...) takes, or a tuple of as many
+    arrays as `binding.outputs` says."""
     if given is None:
         return None, None
     if binding.indexed:
         if not isinstance(given, (tuple, list)) or len(given) != 2:
             raise ArgumentTypeError(f"{binding.name} gives values and their indices: out= takes a (values, indices) "
                                     f"pair of arrays, got {type(given).__name__}")
+        outs = list(given)
+    elif binding.outputs > 1:  # a scan whose state holds several values gives each of them
+        if not isinstance(given, (tuple, list)) or len(given) != binding.outputs:
+            raise ArgumentTypeError(f"{binding.name} gives {binding.outputs} arrays, one a value of its state: out= "
+                                    f"takes a tuple of {binding.outputs} arrays, got {type(given).__name__}")
         outs = list(given)
     else:
         outs = [given]

@@ -12,6 +12,7 @@ from typing import Any
 
 from jiter_magic.cache.memory import MemoryCache
 from jiter_magic.frontend.reduction import ReductionBinding
+from jiter_magic.kernels.families import KernelFamily
 from jiter_magic.kernels.reduce_family import REDUCTION
 from jiter_magic.runtime.calls import FunctionCalls
 from jiter_magic.runtime.loader import KernelLoader
@@ -21,10 +22,11 @@ HOT_LIMIT = 256  # C hot paths a function keeps
 
 
 class ReductionCalls(FunctionCalls):
-    """One reduction's kernels and plans, and its C hot paths by fast key (runtime/reduce_hot.py)."""
+    """One reduction's kernels and plans, and its C hot paths by fast key (runtime/reduce_hot.py);
+    a scan's too, with the scan family of kernels (a scan binds as a reduction does)."""
 
-    def __init__(self, binding: ReductionBinding) -> None:
-        super().__init__(binding.name, KernelLoader(binding, REDUCTION), PLAN_LIMIT)
+    def __init__(self, binding: ReductionBinding, family: KernelFamily = REDUCTION) -> None:
+        super().__init__(binding.name, KernelLoader(binding, family), PLAN_LIMIT)
         self.binding = binding
         self.hot: MemoryCache[Callable[[list], Any]] = MemoryCache(HOT_LIMIT, counted=False)
         self.fast_keys: dict[type, Any] = {}  # the adapter's fast key function by input type (None: none)

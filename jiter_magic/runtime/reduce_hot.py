@@ -43,7 +43,7 @@ def options_key(dim: object, keepdim: object, dtype: object) -> tuple | None:
     return dim, keepdim, dtype
 
 
-def _fast_key(calls: ReductionCalls, args: tuple) -> Any:
+def fast_key(calls: ReductionCalls, args: tuple) -> Any:
     """The adapter's fast key of the inputs, (key, pointers), or None."""
     kind = type(args[0])
     key_of = calls.fast_keys.get(kind, False)
@@ -60,10 +60,15 @@ def hot_call(calls: ReductionCalls, args: tuple, dim: object, keepdim: object, d
     """The result of a call run by its C hot path, or None where the call takes the general path."""
     if not calls.hot or len(args) != calls.binding.num_inputs:
         return None
-    options = options_key(dim, keepdim, dtype)
+    return hot_run(calls, args, options_key(dim, keepdim, dtype))
+
+
+def hot_run(calls: ReductionCalls, args: tuple, options: tuple | None) -> Any:
+    """The result of the hot path kept under the inputs' fast key and `options` (a call's options as
+    part of a key, None where they take the general path), or None where there is none."""
     if options is None:
         return None
-    fast = _fast_key(calls, args)
+    fast = fast_key(calls, args)
     if fast is None:
         return None
     try:
@@ -82,34 +87,51 @@ def keep_hot(calls: ReductionCalls, args: tuple, options: dict[str, Any], plan: 
     the call may have one (module docstring). `packed(stage)`: the launch's `jm_Args` with every
     pointer 0; `wrap`: what makes the result of the outputs (None: one output, as is)."""
     layout, spec = plan.layout, plan.spec
-    if layout.rows == 0 or (adapter.shrinkable and not adapter.key_checks_storage):
+    if layout.rows == 0:
+        return
+    dtypes = (spec.output, "int64") if spec.indexed else (spec.output,)
+    allocators = tuple(adapter.allocator(layout.out_shape, plan.out_strides, d, args[0]) for d in dtypes)
+
+    def make(core: Any, launcher: Any) -> Callable[[list], Any]:
+        if device >= 0 and plan.blocks > 1:
+            return _grid_call(launcher.native, packed, spec, layout.rows, plan.blocks, allocators, adapter, device,
+                              args, wrap)
+        grid = reduce_cuda.launches(spec, layout.rows, plan.blocks)[0][0] if device >= 0 else (1, 1, 1)
+        return single_launch(core, launcher, packed(0), grid, args, allocators, adapter, device, wrap)
+
+    keep(calls, args, options_key(options["dim"], options["keepdim"], options["dtype"]), spec, adapter, device, make)
+
+
+def keep(calls: ReductionCalls, args: tuple, options: tuple | None, spec: Any, adapter: ArrayAdapter, device: int,
+         make: Callable[[Any, Any], Callable[[list], Any]]) -> None:
+    """Keep `make(core, launcher)`, a call's hot path, under the inputs' fast key and `options`,
+    where the call may have one: options that key, inputs the adapter's fast key reads (and whose
+    storage it checks), the C call path loaded, a kernel it can launch."""
+    if options is None or (adapter.shrinkable and not adapter.key_checks_storage):
         return
     core = call_path.current().loaded_core()
-    opts = options_key(options["dim"], options["keepdim"], options["dtype"])
-    if core is None or opts is None:
+    if core is None:
         return
-    fast = _fast_key(calls, args)
+    fast = fast_key(calls, args)
     if fast is None or not adapter.reusable(fast[0]):
         return
     launcher = calls.launcher(spec, device)
     if launcher.native is None:
         return
-    dtypes = (spec.output, "int64") if spec.indexed else (spec.output,)
-    allocators = tuple(adapter.allocator(layout.out_shape, plan.out_strides, d, args[0]) for d in dtypes)
-    run: Callable[[list], Any]
-    if device >= 0 and plan.blocks > 1:
-        run = _grid_call(launcher.native, packed, spec, layout.rows, plan.blocks, allocators, adapter, device, args,
-                         wrap)
-    else:
-        grid = reduce_cuda.launches(spec, layout.rows, plan.blocks)[0][0] if device >= 0 else (1, 1, 1)
-        run = core.HotPlan(launcher.native, launcher, packed(0), grid, len(args), allocators, adapter.pointer,
-                           None if device < 0 else adapter.stream, device, wrap is None)
-        if wrap is not None:
-            run = _wrapped(run, wrap)
     try:
-        calls.hot.put((fast[0], opts), run, spec)
+        calls.hot.put((fast[0], options), make(core, launcher), spec)
     except TypeError:  # an unhashable dtype=
         return
+
+
+def single_launch(core: Any, launcher: Any, packed: bytes, grid: tuple[int, int, int], args: tuple,
+                  allocators: tuple, adapter: ArrayAdapter, device: int,
+                  wrap: Callable[..., Any] | None) -> Callable[[list], Any]:
+    """A hot path of one launch: the C call path's `HotPlan` (outputs allocated, pointers written
+    into `packed`, launched on the current stream), its outputs made a result by `wrap`."""
+    run = core.HotPlan(launcher.native, launcher, packed, grid, len(args), allocators, adapter.pointer,
+                       None if device < 0 else adapter.stream, device, wrap is None)
+    return run if wrap is None else _wrapped(run, wrap)
 
 
 def _wrapped(run: Callable[[list], tuple], wrap: Callable[..., Any]) -> Callable[[list], Any]:

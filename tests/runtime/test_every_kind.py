@@ -1,6 +1,6 @@
-"""What every kind of jitted function does alike, by construction: an elementwise function and a
-reduction share the facade, the loader and the call state (kernel_function.py, runtime/loader.py,
-runtime/calls.py), so each test here runs on both kinds."""
+"""What every kind of jitted function does alike, by construction: an elementwise function, a
+reduction and a scan share the facade, the loader and the call state (kernel_function.py,
+runtime/loader.py, runtime/calls.py), so each test here runs on every kind."""
 from __future__ import annotations
 
 import gc
@@ -25,6 +25,8 @@ def make(kind: str, tag: str = "") -> jiter_magic.JitFunction | jiter_magic.Redu
     code = SCALE + ADD + f"// {tag}\n"
     if kind == "elementwise":
         return jiter_magic.create_jit_fn(code.replace(ADD, ""))
+    if kind == "scan":
+        return jiter_magic.create_scan_fn(code, 0, "scale", combine="add")
     return jiter_magic.create_reduction_fn(code, 0, "scale", combine="add")
 
 
@@ -33,10 +35,10 @@ def call(fn, x, y):
 
 
 def expected(kind: str, x, y):
-    return x * y if kind == "elementwise" else (x * y).sum(1)
+    return x * y if kind == "elementwise" else (x * y).cumsum(1) if kind == "scan" else (x * y).sum(1)
 
 
-KINDS = ["elementwise", "reduction"]
+KINDS = ["elementwise", "reduction", "scan"]
 
 
 @pytest.fixture

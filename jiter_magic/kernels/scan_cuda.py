@@ -1,0 +1,266 @@
+"""The CUDA scan kernel paths, each deterministic for a given shape (fixed orders, no atomics).
+
+A tile scan is the step every row path takes: a group of threads (a warp, or a block of BLOCK)
+scans ITEMS consecutive elements a thread in registers, the threads' totals by shuffles within
+each warp, the warps' totals through shared memory, then writes each result combined with the
+carry of the row's earlier tiles, and carries the tile's total on.
+- warp_scan: rows of up to WARP_COUNT elements, a warp a row (WARPS a block).
+- block_scan: longer rows, a block a row, tile after tile.
+- column_scan: neighbouring rows next to each other in memory (a scan along a leading dim): a
+  thread a row, stepping along the scan, so that a warp reads 32 neighbouring elements each step
+  (ITEMS steps' loads in flight before their stores). Where the columns are too few to keep the
+  GPU busy, each is split along the scan into segments, one a block row (`blocks`): stage 0 folds
+  each segment, stage 1 scans it from the fold of the segments before it, as the grid path does.
+- grid_scan: a few long rows, `blocks` blocks a row, each a contiguous share of it. Stage 0 folds
+  each share into a partial, stage 1 folds a share's earlier partials in order into its carry and
+  scans the share from it (the same kernel launched twice). The input is read twice: a single
+  pass with decoupled look-back would read it once, but its grouping of the earlier tiles depends
+  on timing, so a float combine's rounding would differ from run to run.
+"""
+from __future__ import annotations
+
+from jiter_magic.codegen.block import CodeBlock
+from jiter_magic.frontend.scan import ScanBinding
+from jiter_magic.kernels.base import Grid
+from jiter_magic.kernels.scan_common import (
+    ARGS,
+    FIELDS,
+    element_call,
+    identity,
+    offsets,
+    operand_count,
+    render_scan,
+    step,
+    store_call,
+)
+from jiter_magic.planning.dtypes import DTYPES
+from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, GRID_SCAN, WARP_SCAN, ScanLayout, ScanSpec
+
+BLOCK = 256  # threads a block, on every path
+WARPS = BLOCK >> 5  # warps a block
+ITEMS = 8  # consecutive elements a thread scans in registers, a tile
+WARP_COUNT = 32 * ITEMS * 4  # rows this short get a warp each
+MIN_ROWS = 512  # fewer rows than this, and long: the grid path spreads each over several blocks
+GRID_COUNT = BLOCK * ITEMS * 4  # elements a block of the grid path scans at least
+MAX_GRID_BLOCKS = 1024
+BUSY_THREADS = 1 << 18  # threads that keep a large GPU's memory busy: columns are split along the scan up to it
+SEGMENT = 64  # steps along the scan a column's segment takes at least
+STAGE_BYTES = 16  # the largest state a tile stages through shared memory (2048 of them and padding: 34 KiB)
+STAGED = BLOCK * ITEMS + BLOCK * ITEMS // 32  # states of a block's staging buffer, padded (`_at`)
+
+
+def choose_path(layout: ScanLayout, inputs: tuple[str, ...], pointers: list[int]) -> tuple[str, int, int]:
+    """(path, vector width, blocks a row) of a call."""
+    if layout.columns_dense and not layout.rows_dense:
+        # Few columns: each split along the scan into segments, scanned from the fold of the ones before.
+        wanted = -(-BUSY_THREADS // max(layout.rows, 1))
+        return COLUMN_SCAN, 1, max(1, min(wanted, layout.count // SEGMENT, MAX_GRID_BLOCKS))
+    if layout.rows < MIN_ROWS and layout.count >= 2 * GRID_COUNT:
+        blocks = min(-(-layout.count // GRID_COUNT), MAX_GRID_BLOCKS, max(1, 4096 // max(layout.rows, 1)))
+        return GRID_SCAN, 1, blocks
+    return (WARP_SCAN if layout.count <= WARP_COUNT else BLOCK_SCAN), 1, 1
+
+
+def staged(path: str, accumulate: str, state: int, indexed: bool) -> bool:
+    """Whether a row path's tiles go through shared memory: where a tile of states fits (STAGE_BYTES
+    a state at most), so that a warp's loads and stores each cover a dense run."""
+    size = 16 if indexed else DTYPES[accumulate].itemsize * state
+    return path in (WARP_SCAN, BLOCK_SCAN, GRID_SCAN) and size <= STAGE_BYTES
+
+
+def block_of(spec: ScanSpec) -> Grid:
+    return (BLOCK, 1, 1)
+
+
+def partials_size(spec: ScanSpec, layout: ScanLayout, blocks: int) -> int:
+    """int64 words of the partials of the grid path and of split columns: a state a block (or a
+    segment) of each row (a value is 8 bytes at most, a pair 16), none on the other paths."""
+    if spec.path not in (GRID_SCAN, COLUMN_SCAN) or blocks == 1:
+        return 0
+    return layout.rows * blocks * (2 if spec.indexed else spec.state)
+
+
+def launches(spec: ScanSpec, layout: ScanLayout, blocks: int) -> list[tuple[Grid, int]]:
+    """(grid, stage) of each launch of a call."""
+    if spec.path == WARP_SCAN:
+        return [((-(-layout.rows // WARPS), 1, 1), 0)]
+    if spec.path == BLOCK_SCAN:
+        return [((layout.rows, 1, 1), 0)]
+    if spec.path == COLUMN_SCAN:  # stage 0 folds each segment, stage 1 scans it from its carry
+        grid = (-(-layout.rows // BLOCK), blocks, 1)
+        return [(grid, 0), (grid, 1)] if blocks > 1 else [(grid, 1)]
+    return [((blocks, layout.rows, 1), 0), ((blocks, layout.rows, 1), 1)]
+
+
+def _shuffles(spec: ScanSpec) -> str:
+    """`jm_up(state, offset)` (the state of the lane `offset` below) and `jm_from(state, lane)`,
+    field by field."""
+    text = ""
+    for name, call in (("jm_up", "__shfl_up_sync"), ("jm_from", "__shfl_sync")):
+        head = f"__device__ __forceinline__ jm_state_t {name}(jm_state_t jm_s, int jm_off) {{\n"
+        if spec.indexed:
+            text += head + (f"  return jm_state_t{{{call}(0xffffffffu, jm_s.v, jm_off), "
+                            f"(int64_t){call}(0xffffffffu, (long long)jm_s.i, jm_off)}};\n}}\n")
+        elif spec.state == 1:
+            text += head + f"  return {call}(0xffffffffu, jm_s, jm_off);\n}}\n"
+        else:
+            text += head + "".join(f"  jm_s.{n} = {call}(0xffffffffu, jm_s.{n}, jm_off);\n"
+                                   for n in FIELDS[:spec.state]) + "  return jm_s;\n}\n"
+    return text
+
+
+def _tile(spec: ScanSpec, threads: int, tid: str, store_when: str | None = None) -> CodeBlock:
+    """One tile of `threads` x ITEMS elements from position `jm_j0` of the row at `jm_k`: each
+    thread's ITEMS in registers, a scan of the threads' totals (by warp shuffles, a block's warps'
+    totals through `jm_totals` in shared memory), results stored from the carry `jm_carry` (where
+    `store_when` holds), which moves on by the tile's total. Every thread of the group runs it."""
+    ident = identity(spec)
+    sync = "__syncwarp();" if threads == 32 else "__syncthreads();"
+    code = CodeBlock(f"jm_state_t jm_v[{ITEMS}];", f"jm_state_t jm_t = {ident};")
+    code.line(f"const jm_index_t jm_first = jm_j0 + (jm_index_t)({tid}) * {ITEMS};")
+    if spec.staged:  # the group reads the tile densely into shared memory, each thread then its ITEMS
+        with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+            code.line(f"const int jm_x = jm_i * {threads} + (int)({tid});")
+            code.line(f"if (jm_j0 + jm_x < {ARGS}.jm_count) jm_buf[{_at('jm_x')}] = "
+                      f"{element_call(spec, 'jm_j0 + jm_x')};")
+        code.line(sync)
+    with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+        code.line("const jm_index_t jm_j = jm_first + jm_i;")
+        value = f"jm_buf[{_at(f'(int)({tid}) * {ITEMS} + jm_i')}]" if spec.staged else element_call(spec, "jm_j")
+        code.line(f"if (jm_j < {ARGS}.jm_count) jm_t = {step(spec, 'jm_t', value)};")
+        code.line("jm_v[jm_i] = jm_t;")
+    if spec.staged:
+        code.line(sync)
+    code.line(f"const int jm_lane = (int)({tid}) & 31, jm_warp = (int)({tid}) >> 5;")
+    with code.block("for (int jm_off = 1; jm_off < 32; jm_off <<= 1)"):
+        code.line("const jm_state_t jm_o = jm_up(jm_t, jm_off);")
+        code.line(f"if (jm_lane >= jm_off) jm_t = {step(spec, 'jm_o', 'jm_t')};")
+    code.line(f"jm_state_t jm_before = jm_up(jm_t, 1);\nif (jm_lane == 0) jm_before = {ident};")
+    code.line("jm_state_t jm_prefix = jm_carry, jm_total = jm_carry;")
+    if threads == 32:
+        code.line(f"jm_total = {step(spec, 'jm_total', 'jm_from(jm_t, 31)')};")
+    else:
+        code.line("if (jm_lane == 31) jm_totals[jm_warp] = jm_t;")
+        code.line("__syncthreads();")
+        with code.block(f"for (int jm_w = 0; jm_w < {threads // 32}; ++jm_w)"):
+            code.line(f"if (jm_w < jm_warp) jm_prefix = {step(spec, 'jm_prefix', 'jm_totals[jm_w]')};")
+            code.line(f"jm_total = {step(spec, 'jm_total', 'jm_totals[jm_w]')};")
+        code.line("__syncthreads();")
+    code.line(f"jm_prefix = {step(spec, 'jm_prefix', 'jm_before')};")
+    counted = "jm_j" if spec.exclusive else "jm_j + 1"
+    with code.block(f"if ({store_when or 'true'})"):
+        with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+            code.line("const jm_index_t jm_j = jm_first + jm_i;")
+            code.line(f"if (jm_j >= {ARGS}.jm_count) break;")
+            if spec.exclusive:
+                earlier = step(spec, "jm_prefix", "jm_v[jm_i - 1]")
+                code.line(f"const jm_state_t jm_r = jm_i == 0 ? jm_prefix : {earlier};")
+            else:
+                code.line(f"const jm_state_t jm_r = {step(spec, 'jm_prefix', 'jm_v[jm_i]')};")
+            if spec.staged:
+                code.line(f"jm_buf[{_at(f'(int)({tid}) * {ITEMS} + jm_i')}] = jm_r;")
+            else:
+                code.line(store_call(spec, "jm_j", "jm_r", counted))
+        if spec.staged:  # then the group writes the tile densely
+            code.line(sync)
+            with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+                code.line(f"const jm_index_t jm_j = jm_j0 + jm_i * {threads} + (int)({tid});")
+                code.line(f"if (jm_j < {ARGS}.jm_count) "
+                          + store_call(spec, "jm_j", f"jm_buf[{_at(f'jm_i * {threads} + (int)({tid})')}]", counted))
+            code.line(sync)
+    code.line("jm_carry = jm_total;")
+    return code
+
+
+def _columns(spec: ScanSpec) -> CodeBlock:
+    """A thread a column (a row of the layout), its segment `jm_block_y()` of the scan: stage 0
+    folds the segment into the partials, stage 1 folds the earlier segments' partials into its
+    carry and scans the segment from it, ITEMS steps' loads issued before their stores."""
+    code = CodeBlock(f"const jm_index_t jm_row = (jm_index_t)jm_block_x() * {BLOCK} + jm_thread_x();")
+    code.line(f"if (jm_row >= {ARGS}.jm_rows) return;")
+    code.line(f"const jm_index_t jm_segs = {ARGS}.jm_blocks, jm_seg = ({ARGS}.jm_count + jm_segs - 1) / jm_segs;")
+    code.line(f"const jm_index_t jm_begin = jm_block_y() * jm_seg, jm_end = jm_begin + jm_seg < {ARGS}.jm_count ? "
+              f"jm_begin + jm_seg : {ARGS}.jm_count;")
+    code.line("\n".join(_row_offsets(spec, "jm_row")))
+    code.line(f"jm_state_t* const jm_parts = (jm_state_t*){ARGS}.jm_partials;")
+    code.line(f"jm_state_t jm_s = {identity(spec)};")
+    with code.block(f"if ({ARGS}.jm_stage == 0)"):
+        with code.block("for (jm_index_t jm_j = jm_begin; jm_j < jm_end; ++jm_j)"):
+            code.line(f"jm_s = {step(spec, 'jm_s', element_call(spec, 'jm_j'))};")
+        code.line(f"jm_parts[jm_block_y() * {ARGS}.jm_rows + jm_row] = jm_s;")
+        code.line("return;")
+    code.line(f"for (jm_index_t jm_q = 0; jm_q < jm_block_y(); ++jm_q) "
+              f"jm_s = {step(spec, 'jm_s', f'jm_parts[jm_q * {ARGS}.jm_rows + jm_row]')};")
+    with code.block(f"for (jm_index_t jm_j0 = jm_begin; jm_j0 < jm_end; jm_j0 += {ITEMS})"):
+        code.line(f"jm_state_t jm_e[{ITEMS}];")
+        with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+            code.line(f"if (jm_j0 + jm_i < jm_end) jm_e[jm_i] = {element_call(spec, 'jm_j0 + jm_i')};")
+        with code.block(f"for (int jm_i = 0; jm_i < {ITEMS} && jm_j0 + jm_i < jm_end; ++jm_i)"):
+            code.line("const jm_index_t jm_j = jm_j0 + jm_i;")
+            if spec.exclusive:
+                code.line(store_call(spec, "jm_j", "jm_s", "jm_j"))
+                code.line(f"jm_s = {step(spec, 'jm_s', 'jm_e[jm_i]')};")
+            else:
+                code.line(f"jm_s = {step(spec, 'jm_s', 'jm_e[jm_i]')};")
+                code.line(store_call(spec, "jm_j", "jm_s", "jm_j + 1"))
+    return code
+
+
+def _at(index: str) -> str:
+    """A staging buffer's slot of tile position `index`: one padding slot every 32, so that a
+    thread's ITEMS consecutive states and a warp's dense run spread over the banks."""
+    return f"({index}) + (({index}) >> 5)"
+
+
+def _row_offsets(spec: ScanSpec, row: str) -> list[str]:
+    return offsets(spec, row, range(operand_count(spec)))
+
+
+def _body(spec: ScanSpec) -> CodeBlock:
+    tile = 32 * ITEMS if spec.path == WARP_SCAN else BLOCK * ITEMS
+    code = CodeBlock()
+    if spec.path == COLUMN_SCAN:
+        code.extend(_columns(spec))
+        return code
+    if spec.path == WARP_SCAN:
+        code.line(f"const jm_index_t jm_row = (jm_index_t)jm_block_x() * {WARPS} + (jm_thread_x() >> 5);")
+        code.line(f"if (jm_row >= {ARGS}.jm_rows) return;  // the whole warp: a warp scans one row")
+        code.line("\n".join(_row_offsets(spec, "jm_row")))
+        code.line(f"jm_state_t jm_carry = {identity(spec)};")
+        if spec.staged:  # a warp's own part of the block's buffer
+            code.line(f"__shared__ jm_state_t jm_stage[{STAGED}];")
+            code.line(f"jm_state_t* const jm_buf = jm_stage + (jm_thread_x() >> 5) * {STAGED // WARPS};")
+        with code.block(f"for (jm_index_t jm_j0 = 0; jm_j0 < {ARGS}.jm_count; jm_j0 += {tile})"):
+            code.extend(_tile(spec, 32, "jm_thread_x() & 31"))
+        return code
+    code.line(f"__shared__ jm_state_t jm_totals[{WARPS}];")
+    if spec.staged:
+        code.line(f"__shared__ jm_state_t jm_buf[{STAGED}];")
+    if spec.path == BLOCK_SCAN:
+        code.line("\n".join(_row_offsets(spec, "(jm_index_t)jm_block_x()")))
+        code.line(f"jm_state_t jm_carry = {identity(spec)};")
+        with code.block(f"for (jm_index_t jm_j0 = 0; jm_j0 < {ARGS}.jm_count; jm_j0 += {tile})"):
+            code.extend(_tile(spec, BLOCK, "jm_thread_x()"))
+        return code
+    # The grid path: block x's share of row y, a whole number of tiles long.
+    code.line("const jm_index_t jm_b = jm_block_x(), jm_row = jm_block_y();")
+    code.line(f"const jm_index_t jm_share = ({ARGS}.jm_count + {ARGS}.jm_blocks * {tile} - 1) / "
+              f"({ARGS}.jm_blocks * {tile}) * {tile};")
+    code.line(f"const jm_index_t jm_begin = jm_b * jm_share, jm_end = jm_begin + jm_share < {ARGS}.jm_count ? "
+              f"jm_begin + jm_share : {ARGS}.jm_count;")
+    code.line("\n".join(_row_offsets(spec, "jm_row")))
+    code.line(f"jm_state_t* const jm_parts = (jm_state_t*){ARGS}.jm_partials + jm_row * {ARGS}.jm_blocks;")
+    code.line(f"jm_state_t jm_carry = {identity(spec)};")
+    code.line(f"if ({ARGS}.jm_stage == 1) for (jm_index_t jm_q = 0; jm_q < jm_b; ++jm_q) "
+              f"jm_carry = {step(spec, 'jm_carry', 'jm_parts[jm_q]')};")
+    with code.block(f"for (jm_index_t jm_j0 = jm_begin; jm_j0 < jm_end; jm_j0 += {tile})"):
+        code.extend(_tile(spec, BLOCK, "jm_thread_x()", f"{ARGS}.jm_stage == 1"))
+    code.line(f"if ({ARGS}.jm_stage == 0 && jm_thread_x() == 0) jm_parts[jm_b] = jm_carry;")
+    return code
+
+
+def render_cuda(binding: ScanBinding, spec: ScanSpec) -> str:
+    code = CodeBlock(_shuffles(spec))
+    with code.block(f'extern "C" __global__ void __launch_bounds__({BLOCK}) jm_kernel(const jm_Args {ARGS})'):
+        code.extend(_body(spec))
+    return render_scan(binding, spec, "cuda", code.text() + "\n")

@@ -1,0 +1,126 @@
+"""Scans on a CUDA GPU against torch's: every kernel path (a warp a row, a block a row, a thread a
+column, a few long rows over many blocks), dtypes, layouts, reverse, exclusive, out=, cummax with
+indices, a linear recurrence against a float64 loop, CuPy arrays, and the same result every run.
+
+Marked `gpu`; skipped without one.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scans"))
+from scan_functions import cummax, cummin, cumprod, cumsum, linear, logcumsumexp  # noqa: E402
+
+from jiter_magic import ValuesIndices  # noqa: E402
+from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, GRID_SCAN, WARP_SCAN  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.float32: 1e-4, torch.float64: 1e-10}
+# (shape, dim) of each path: short rows, long rows, a leading dim, a few very long rows.
+PATHS = {WARP_SCAN: ((300, 700), -1), BLOCK_SCAN: ((600, 20000), 1), COLUMN_SCAN: ((900, 300), 0),
+         GRID_SCAN: ((3, 1 << 20), -1)}
+
+
+def sample(shape, dtype, seed=0):
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    if dtype is torch.bool:
+        return torch.rand(shape, device="cuda", generator=generator) > 0.5
+    if not dtype.is_floating_point:
+        return torch.randint(-3, 4, shape, device="cuda", generator=generator).to(dtype)
+    return torch.randn(shape, device="cuda", generator=generator, dtype=torch.float64).to(dtype)
+
+
+def check(result, expected, scale=1.0):
+    assert result.dtype == expected.dtype and result.shape == expected.shape and result.is_cuda
+    if expected.dtype.is_floating_point:
+        tol = TOLERANCE[expected.dtype] * scale
+        torch.testing.assert_close(result.double(), expected.double(), rtol=tol, atol=tol, equal_nan=True)
+    else:
+        assert torch.equal(result, expected)
+
+
+def last_path(fn):
+    return fn.specializations[-1].spec.path
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int32, torch.uint8])
+def test_cumsum_on_each_path(path, dtype):
+    shape, dim = PATHS[path]
+    x = sample(shape, dtype)
+    reference = torch.cumsum(x.double() if dtype.is_floating_point else x, dim)
+    scale = 30.0 if path == GRID_SCAN else 3.0  # long float sums: differently grouped roundings
+    check(cumsum(x, dim=dim), reference.to(torch.cumsum(x[:1], dim).dtype), scale)
+    assert last_path(cumsum) == path
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_reverse_exclusive_and_determinism(path):
+    shape, dim = PATHS[path]
+    x = sample(shape, torch.int64)
+    flipped = torch.flip(torch.cumsum(torch.flip(x, [dim]), dim), [dim])
+    check(cumsum(x, dim=dim, reverse=True), flipped)
+    check(cumsum(x, dim=dim, exclusive=True), torch.cumsum(x, dim) - x)
+    check(cumsum(x, dim=dim, exclusive=True, reverse=True), flipped - x)
+    y = sample(shape, torch.float32)
+    first = cumsum(y, dim=dim)
+    for _ in range(3):
+        assert torch.equal(first, cumsum(y, dim=dim))
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_cummax_cummin_cumprod_logcumsumexp(path):
+    shape, dim = PATHS[path]
+    x = torch.randint(0, 50, shape, device="cuda").float()
+    x.view(-1)[7] = float("nan")
+    for fn, reference in ((cummax, torch.cummax), (cummin, torch.cummin)):
+        got, want = fn(x, dim=dim), reference(x, dim)
+        assert isinstance(got, ValuesIndices)
+        check(got.values, want.values)
+        check(got.indices, want.indices)
+    y = sample(shape, torch.float32)
+    check(logcumsumexp(y, dim=dim), torch.logcumsumexp(y.double(), dim).float(), 10.0)
+    z = 1 + sample(shape, torch.float64) * 1e-3
+    check(cumprod(z, dim=dim), torch.cumprod(z, dim), 1e3)
+
+
+def sequential(a, b, dim):
+    a, b = a.double().movedim(dim, -1).cpu(), b.double().movedim(dim, -1).cpu()
+    h, out = torch.zeros(a.shape[:-1], dtype=torch.float64), torch.empty(a.shape, dtype=torch.float64)
+    for t in range(a.shape[-1]):
+        h = a[..., t] * h + b[..., t]
+        out[..., t] = h
+    return out.movedim(-1, dim)
+
+
+@pytest.mark.parametrize(("shape", "dim"), [((64, 3000), -1), ((2, 200000), -1), ((5000, 40), 0), ((16, 500), -1)])
+def test_linear_recurrence_matches_a_float64_loop(shape, dim):
+    a = torch.rand(shape, device="cuda") * 0.1 + 0.9
+    b = torch.randn(shape, device="cuda")
+    _, h = linear(a, b, dim=dim)
+    torch.testing.assert_close(h.double().cpu(), sequential(a, b, dim), rtol=1e-3, atol=1e-3)
+
+
+def test_layouts_out_and_empty():
+    x = sample((40, 30, 50), torch.float32)
+    for view, dim in ((x.transpose(0, 2), 1), (x[:, ::2], -1), (x.permute(1, 2, 0), 0), (x, 1)):
+        check(cumsum(view, dim=dim), torch.cumsum(view, dim))
+    out = torch.empty(40, 30, 50, device="cuda")
+    assert cumsum(x, dim=2, out=out) is out
+    check(out, torch.cumsum(x, 2))
+    empty = torch.empty(0, 5, device="cuda")
+    check(cumsum(empty, dim=1), torch.cumsum(empty, 1))
+
+
+def test_cupy_arrays():
+    cupy = pytest.importorskip("cupy")
+    x = cupy.random.standard_normal((100, 1000)).astype(cupy.float32)
+    got = cumsum(x, dim=1)
+    assert isinstance(got, cupy.ndarray)
+    cupy.testing.assert_allclose(got, cupy.cumsum(x, axis=1), rtol=1e-4, atol=1e-3)

@@ -1,0 +1,98 @@
+"""Every generated CUDA scan kernel compiles with NVRTC for sm_80 and sm_90, with no GPU: each path,
+plain, exclusive, with indices, with a state of two values (and a map writing it), a finalize,
+extras and the dtypes whose accumulators differ. The sources' `static_assert` on `sizeof(jm_Args)`
+checks the struct against the packer in each compile."""
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+from scan_functions import ADD, cummax, cumsum, ema, linear, logcumsumexp
+
+from jiter_magic import create_scan_fn
+from jiter_magic.compilers.nvrtc import NvrtcCompiler
+from jiter_magic.errors import InvalidArgumentError
+from jiter_magic.kernels import scan_cuda
+from jiter_magic.planning.scan_plan import CUDA_SCAN_PATHS
+
+try:
+    from cupy.cuda import nvrtc as _cupy_nvrtc  # noqa: F401 - NVRTC through CuPy; works with no GPU
+except ImportError:  # pragma: no cover - depends on the installation
+    pytest.skip("CuPy's NVRTC binding is not installed", allow_module_level=True)
+
+ARCHES = ("sm_80", "sm_90")
+MEAN = create_scan_fn(ADD + "template <typename T> T mean(T total, int64_t n) { return total / T(n); }\n"
+                      "template <typename T> T scaled(T x, T alpha) { return alpha * x; }\n", 0, map="scaled",
+                      combine="add", finalize="mean", alpha=1.0)
+FUNCTIONS = {"cumsum": cumsum, "logcumsumexp": logcumsumexp, "cummax": cummax, "linear": linear, "ema": ema,
+             "mean": MEAN}
+_COMPILERS: dict[str, NvrtcCompiler] = {}
+
+
+def compile_cuda(fn, *dtypes, arch, **spec):
+    if arch not in _COMPILERS:
+        _COMPILERS[arch] = NvrtcCompiler(arch)
+    source = fn.source(*dtypes, **spec)
+    result = _COMPILERS[arch].compile(source, fn.name)
+    assert result.binary[:4] == b"\x7fELF"
+    return source
+
+
+@pytest.mark.parametrize(("name", "path", "exclusive"), list(itertools.product(FUNCTIONS, CUDA_SCAN_PATHS,
+                                                                               (False, True))))
+def test_every_path_and_kind_of_state_compiles(name, path, exclusive):
+    fn = FUNCTIONS[name]
+    for staged in (False, True) if path != "column_scan" else (False,):
+        source = compile_cuda(fn, path=path, exclusive=exclusive, staged=staged, arch="sm_90")
+        assert "atomic" not in source  # deterministic: fixed orders, no atomics
+        assert ("jm_buf[" in source) == staged
+
+
+@pytest.mark.parametrize(("dtype", "arch"), list(itertools.product(
+    ("float16", "bfloat16", "float64", "int32", "int8", "bool", "uint8", "int64"), ARCHES)))
+def test_dtypes_compile_on_each_path(dtype, arch):
+    for path in CUDA_SCAN_PATHS:
+        compile_cuda(cumsum, dtype, path=path, arch=arch)
+    compile_cuda(cummax, dtype, path="block_scan", arch=arch)
+
+
+def test_staging_is_chosen_where_a_tile_of_states_fits_shared_memory():
+    assert scan_cuda.staged("block_scan", "float32", 1, False) and scan_cuda.staged("warp_scan", "float64", 2, False)
+    assert scan_cuda.staged("grid_scan", "float32", 1, True)  # a value and its index: 16 bytes
+    assert not scan_cuda.staged("block_scan", "float64", 3, False) and not scan_cuda.staged("column_scan", "int64",
+                                                                                             1, False)
+    for path in CUDA_SCAN_PATHS[:2] + CUDA_SCAN_PATHS[3:]:
+        compile_cuda(cumsum, "float16", path=path, staged=True, arch="sm_80")
+        compile_cuda(cummax, "int8", path=path, staged=True, exclusive=True, arch="sm_80")
+
+
+def test_kept_loop_dims_compile():
+    for path in CUDA_SCAN_PATHS:
+        compile_cuda(linear, "float32", "float64", path=path, kept_ndim=3, arch="sm_80")
+
+
+@pytest.mark.parametrize("path", CUDA_SCAN_PATHS)
+def test_ptx_keeps_the_state_in_registers(path):
+    """No local memory: each thread's ITEMS states and the kernel's arguments stay in registers and
+    the parameter bank (a loop that could not be unrolled, or a helper taking the arguments' address
+    that was not inlined, would spill them)."""
+    for staged in (False, True) if path != "column_scan" else (False,):
+        ptx = linear.inspect(path=path, kind="ptx", staged=staged)
+        assert ".entry jm_kernel" in ptx and ".local" not in ptx
+
+
+def test_host_assembly_and_the_kinds_that_fit_a_path():
+    assert "jm_kernel" in cumsum.inspect(kind="asm")
+    with pytest.raises(InvalidArgumentError, match="does not fit"):
+        cumsum.inspect(path="block_scan", kind="asm")
+
+
+@pytest.mark.parametrize("path", CUDA_SCAN_PATHS)
+def test_every_offset_multiplies_a_whole_position_by_the_step(path):
+    """An element's offset is its row's plus its position times the operand's step: a position that
+    is a sum must be multiplied whole (a staged tile's `jm_j0 + jm_x`, a column's `jm_j0 + jm_i`)."""
+    for staged in (False, True) if path != "column_scan" else (False,):
+        source = FUNCTIONS["linear"].source(path=path, staged=staged)
+        positions = re.findall(r"jm_k\d+ \+ (.*?) \* jm_a\.jm_step\[", source)
+        assert positions and all(p.startswith("(") and p.endswith(")") for p in positions), positions
