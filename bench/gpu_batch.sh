@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device call of a session's GPU work, in steps that each fit a time cap, results under $OUT:
+#   bash bench/gpu_batch.sh verify   GPU tests of every file (scans and OpInfo included), bench_scan.py,
+#                                    then bench_reduce.py before/after (compare_gpu.sh, COMPARE_REDUCE)
+#   bash bench/gpu_batch.sh speed    bench_gpu.py before/after, two interleaved rounds, with the cold rows
+#   bash bench/gpu_batch.sh cpu      bench_cpu.py and bench_scan.py --device cpu at 2 threads and all cores
+# The baseline is bench/.baseline-jiter_magic.tar (compare_gpu.sh says how to make it).
+set -u -o pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 JITER_MAGIC_NOTICE_AFTER=off
+python3 hatch_build.py > "$OUT/build.txt" 2>&1; tail -n 3 "$OUT/build.txt"
+step() {  # NAME SECONDS COMMAND...: one step under a cap, its log in $OUT/NAME.log
+  local name=$1 cap=$2 t0=$SECONDS; shift 2
+  (JITER_MAGIC_CACHE_DIR=$(mktemp -d) PYTHONPATH=$PWD timeout -k 10 "$cap" "$@") > "$OUT/$name.log" 2>&1
+  echo "$name rc=$? $((SECONDS - t0))s" | tee -a "$OUT/steps.txt"; tail -n 4 "$OUT/$name.log"
+}
+case ${1:-verify} in
+  verify)
+    step gpu-tests 330 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_gpu_reductions.py \
+      tests/gpu/test_gpu_scans.py tests/gpu/test_gpu.py tests/gpu/test_gpu_fast_call.py tests/gpu/test_gpu_trust.py \
+      "tests/scans/test_scans_opinfo.py::test_opinfo_samples_on_a_gpu" --junitxml="$OUT/gpu-junit.xml"
+    step bench-scan 110 python3 bench/bench_scan.py --device cuda --out "$OUT/scan"
+    OUT=$OUT/reduce COMPARE_ELEMENTWISE=0 COMPARE_REDUCE=1 COMPARE_ROUNDS=1 COMPARE_TESTS=0 COMPARE_BUDGET_S=130 \
+      bash bench/compare_gpu.sh > "$OUT/reduce-compare.log" 2>&1; tail -n 12 "$OUT/reduce-compare.log";;
+  speed)
+    OUT=$OUT/speed COMPARE_COLD=1 COMPARE_BENCH_S=200 COMPARE_TESTS=0 COMPARE_BUDGET_S=560 bash bench/compare_gpu.sh;;
+  cpu)
+    step cpu-2 200 taskset -c 0,1 python3 bench/bench_cpu.py --threads 2 --rounds 3 --out "$OUT/cpu-2-cores"
+    step cpu-all 150 python3 bench/bench_cpu.py --threads all --rounds 3 --out "$OUT/cpu-all-cores"
+    step scan-cpu-2 90 env OMP_NUM_THREADS=2 taskset -c 0,1 python3 bench/bench_scan.py --device cpu --out "$OUT/scan-cpu-2"
+    step scan-cpu-all 90 python3 bench/bench_scan.py --device cpu --out "$OUT/scan-cpu-all";;
+esac
