@@ -25,6 +25,12 @@ class LazySignature:
             return None
         found = signature_of(owner.binding, owner.kwargs)
         owner.__dict__["__signature__"] = found  # later reads find it there, before this descriptor
+        # IPython's Shift+Tab shows this signature and, for a callable object, a second "Call
+        # signature" read off its class's `__call__` (the generic `(*args, out=None, **kwargs)`).
+        # A `__call__` of each object's own would carry the right one, but Dynamo cannot trace it;
+        # an empty signature on the class's makes `inspect.signature(fn.__call__)` refuse (a
+        # method without `self`), and IPython then shows the one signature above.
+        vars(type(owner))["__call__"].__signature__ = type(found)()
         return found
 
 

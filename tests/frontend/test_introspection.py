@@ -124,3 +124,22 @@ def test_a_clean_functor_has_no_warnings():
         fn(np.ones(3, dtype))
     assert fn.warnings == []
     assert all(s.log == "" for s in fn.specializations)
+
+
+def test_shift_tab_shows_one_signature_and_the_function_still_compiles_whole():
+    """IPython's inspector (what Shift+Tab and `fn?` show) gives the function's own signature and no
+    second, generic "Call signature" from the class's `__call__`; after that, torch.compile still
+    traces a call as one operator without a graph break."""
+    from IPython.core.oinspect import Inspector
+
+    torch = pytest.importorskip("torch")
+    fn = create_jit_fn("template <typename T> T shift_tab(T x, T y, T alpha) { return -x + alpha * y; }", alpha=1.0)
+    info = Inspector(theme_name="nocolor").info(fn, "my_kernel")
+    assert info["definition"] == "my_kernel(x, y, /, *, alpha=1.0, out=None)"
+    assert info["call_def"] is None
+    assert "alpha" in info["docstring"]
+    with pytest.raises(ValueError, match="invalid method signature"):
+        inspect.signature(fn.__call__)
+    x, y = torch.randn(3), torch.randn(3)
+    compiled = torch.compile(lambda a, b: fn(a, b, alpha=2.0), backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x, y), -x + 2.0 * y)
