@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pickle
 import weakref
-from collections.abc import Container
 from typing import Any
 
 import jiter_magic.settings as settings
@@ -104,12 +103,6 @@ class JitFunction(KernelFunction):
 
     def __repr__(self) -> str:
         return f"<jiter_magic.JitFunction {self.functor.signature}>"
-
-    def _repr_mimebundle_(self, include: Container[str] | None = None,
-                          exclude: Container[str] | None = None) -> dict[str, Any]:
-        from jiter_magic.notebook.widgets import mimebundle
-
-        return mimebundle(self, include, exclude)
 
     def source(self, *dtypes_or_arrays: object, backend: str = "cuda", path: str = CONTIGUOUS, ndim: int = 1,
                **kwargs: object) -> str:

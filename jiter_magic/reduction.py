@@ -7,7 +7,6 @@ runtime/reduce_calls.py's state). What every kind of function shares is `KernelF
 from __future__ import annotations
 
 import pickle
-from collections.abc import Container
 from typing import Any
 
 import jiter_magic.settings as settings
@@ -197,12 +196,6 @@ class ReductionFunction(KernelFunction):
         text = self.source(*dtypes, path=path, output=output, kept_ndim=kept_ndim, reduced_ndim=reduced_ndim,
                            vec=vec, **kwargs)
         return self._compiled_text(kind, text, backend)
-
-    def _repr_mimebundle_(self, include: Container[str] | None = None,
-                          exclude: Container[str] | None = None) -> dict[str, Any]:
-        from jiter_magic.notebook.reduce_panel import mimebundle  # a display in a notebook is its panel
-
-        return mimebundle(self, include, exclude)
 
 
 def _backend_of(path: str) -> str:

@@ -1,7 +1,7 @@
 """The Kernel tab's compiled listings: assembly, PTX and SASS of a specialization, as HTML.
 
 PTX and SASS need no GPU: NVRTC compiles for any architecture it lists, so a CPU specialization
-shows those of its CUDA counterpart (the same functor, dtypes and scalar kinds) for the chosen
+shows those of its CUDA counterpart (the same functions, dtypes and scalar kinds) for the chosen
 architecture. A listing marks the instructions the compiler's line tables tie to the functor (those
 after a `// line N: ...` comment, up to the next `// generated code`; never a comment or directive)
 and opens scrolled to the first of them; its box scrolls sideways rather than wrapping lines.
@@ -14,7 +14,8 @@ import re
 
 from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.notebook.code_html import BOX_STYLE, PRE_STYLE
-from jiter_magic.notebook.panel_html import counted
+from jiter_magic.notebook.panel_kinds import counted, kind_of
+from jiter_magic.runtime.build import Specialization
 from jiter_magic.runtime.compiled_code import GENERATED
 
 # The comments runtime/compiled_code.py puts before the instructions of a functor's line
@@ -81,13 +82,11 @@ def preferred_arch() -> str:
     return device_arch(current_device())
 
 
-def compiled_listing(fn: KernelFunction, specialization, kind: str, arch: str) -> str:
-    """The chosen listing of a specialization as HTML. PTX and SASS of a CPU specialization are its
-    CUDA counterpart's (the same functor, dtypes and scalar kinds), compiled by NVRTC for `arch`."""
-    from jiter_magic.kernels import identity
-    from jiter_magic.kernels.render import render
+def compiled_listing(fn: KernelFunction, specialization: Specialization, kind: str, arch: str) -> str:
+    """The chosen listing of a specialization as HTML. PTX and SASS of a CPU kernel are its CUDA
+    counterpart's (the same functions and dtypes, chosen by the function's kind: panel_kinds.py),
+    compiled by NVRTC for `arch`."""
     from jiter_magic.runtime.compiled_code import compiled_text
-    from jiter_magic.runtime.inspection import cuda_counterpart
 
     if kind == "asm":
         text = compiled_text(kind, specialization.source, specialization.backend, specialization.target, fn.code)
@@ -95,8 +94,8 @@ def compiled_listing(fn: KernelFunction, specialization, kind: str, arch: str) -
     if specialization.backend == "cuda":
         source, what = specialization.source, f"{kind.upper()} for {arch}"
     else:
-        spec = cuda_counterpart(specialization.spec)
-        source = render(fn.binding, spec, "cuda")
-        what = (f"{kind.upper()} for {arch} of this CPU specialization's CUDA counterpart, {identity(spec)}, "
+        panel_kind = kind_of(fn)
+        source, counterpart = panel_kind.counterpart(fn, specialization.spec)
+        what = (f"{kind.upper()} for {arch} of this CPU {panel_kind.noun}'s CUDA counterpart, {counterpart}, "
                 "compiled by NVRTC (no GPU needed)")
     return listing_html(compiled_text(kind, source, "cuda", arch, fn.code), what)

@@ -1,9 +1,10 @@
 """The panel's text: highlighted code, the static forms (HTML and text), the log and cache tabs.
 
-Pure functions of a jitted function and its specializations, shared by the live panel
-(widgets.py) and the static stand-in every display carries. The static forms hold only
-deterministic facts (code, signature, specializations: no timings, paths or keys), so stored
-notebook outputs compare equal from run to run.
+Pure functions of a jitted function of any kind and its specializations (what differs between
+kinds comes from its hook, panel_kinds.py), shared by the live panel (widgets.py) and the static
+stand-in every display carries. The static forms hold only deterministic facts (code, signature
+or roles, specializations: no timings, paths or keys), so stored notebook outputs compare equal
+from run to run.
 """
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import os
 import re
 
 from jiter_magic.kernel_function import KernelFunction
-from jiter_magic.kernels import describe, dtypes_text
-from jiter_magic.kernels.novelty import novelty
 from jiter_magic.notebook.code_html import highlight, plain
+from jiter_magic.notebook.panel_kinds import counted, kind_of
+from jiter_magic.runtime.build import Specialization
 
 
 def kernel_html(source: str, backend: str, coloured: bool = True) -> str:
@@ -31,40 +32,33 @@ def kernel_html(source: str, backend: str, coloured: bool = True) -> str:
             f"{prelude}</details>{body}")
 
 
-def _kwargs_text(fn: KernelFunction) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in fn.kwargs.items()) or "none"
-
-
-def _label(index: int, specialization) -> str:
-    return f"#{index} {specialization.backend}: {describe(specialization.spec)}"
+def label(index: int, specialization: Specialization) -> str:
+    """'#0 cpu: (float32) -> (float32) compute float32, ...': a built kernel as every tab names it."""
+    return f"#{index} {specialization.backend}: {specialization.describe()}"
 
 
 def static_text(fn: KernelFunction, name: str | None = None) -> str:
     """Plain text of a function: stable across runs and machines of one kind (no timings or paths);
     titled by `name`, the notebook name it is bound to (by default the C++ function's)."""
-    lines = [
-        f"JitFunction {name or fn.name}: {fn.binding.functor.signature}",
-        f"  kwargs: {_kwargs_text(fn)}",
-        f"  outputs: {fn.binding.num_outputs}, backend: {fn.backend}",
-        f"  specializations: {len(fn.specializations)}",
-    ]
-    lines += [f"    {_label(i, s)}" for i, s in enumerate(fn.specializations)]
+    kind = kind_of(fn)
+    lines = [f"{kind.title} {name or fn.name}: {kind.summary(fn)}", *(f"  {line}" for line in kind.text_lines(fn)),
+             f"  {kind.noun}s: {len(fn.specializations)}"]
+    lines += [f"    {label(i, s)}" for i, s in enumerate(fn.specializations)]
     return "\n".join(lines)
 
 
 def static_html(fn: KernelFunction, name: str | None = None) -> str:
     """HTML of a function without widgets: the same facts as `static_text`, plus the code."""
+    kind = kind_of(fn)
     rows = "".join(
-        f"<tr><td>#{i}</td><td>{s.backend}</td><td><code>{html.escape(describe(s.spec))}</code></td></tr>"
+        f"<tr><td>#{i}</td><td>{s.backend}</td><td><code>{html.escape(s.describe())}</code></td></tr>"
         for i, s in enumerate(fn.specializations)
     )
-    table = (f"<table><tr><th></th><th>backend</th><th>specialization</th></tr>{rows}</table>"
-             if rows else "<p><i>no specialization compiled yet</i></p>")
+    table = (f"<table><tr><th></th><th>backend</th><th>{kind.noun}</th></tr>{rows}</table>"
+             if rows else f"<p><i>no {kind.noun} {kind.built} yet</i></p>")
     return (
-        f'<div class="jiter-magic">'
-        f"<p><b>{html.escape(name or fn.name)}</b> <code>{html.escape(fn.binding.functor.signature)}</code><br>"
-        f"kwargs: <code>{html.escape(_kwargs_text(fn))}</code>; outputs: {fn.binding.num_outputs}; "
-        f"backend: {fn.backend}</p>"
+        f'<div class="jiter-magic"><p><b>{html.escape(name or fn.name)}</b> {kind.summary_html(fn)}<br>'
+        f"{kind.facts_html(fn)}</p>"
         f"{highlight(fn.code)}{table}{_generated_html(fn.specializations)}</div>"  # C++, as the live panel shows it
     )
 
@@ -76,11 +70,11 @@ def _generated_html(specializations: list) -> str:
     if not specializations:
         return ""
     newest = specializations[-1]
-    logs = "".join(f"<p>{html.escape(_label(i, s))}: "
+    logs = "".join(f"<p>{html.escape(label(i, s))}: "
                    + (f"</p><pre>{html.escape(s.log.strip())}</pre>" if s.log.strip() else "no warnings</p>")
                    for i, s in enumerate(specializations))
     return (f'<details class="jiter-magic-generated"><summary>generated kernel of '
-            f"{html.escape(_label(len(specializations) - 1, newest))}, and the compile logs</summary>"
+            f"{html.escape(label(len(specializations) - 1, newest))}, and the compile logs</summary>"
             f"{kernel_html(newest.source, newest.backend, coloured=False)}{logs}</details>")
 
 
@@ -97,7 +91,9 @@ def failed_html(name: str, code: str, log: str, backend: str = "cpu") -> str:
             f"{highlight(code, backend, marked=marked)}</div>")
 
 
-def _log_html(specializations: list) -> str:
+def log_html(fn: KernelFunction) -> str:
+    """The Compile log tab: each kernel's target, how it was built, its options and its log."""
+    specializations, note = fn.specializations, kind_of(fn).log_note
     if not specializations:
         return "<p><i>nothing compiled yet</i></p>"
     parts = []
@@ -105,9 +101,9 @@ def _log_html(specializations: list) -> str:
         how = (f"compiled in {s.compile_seconds:.3f} s" if s.cache_event == "compiled"
                else "loaded from the disk cache")
         log = html.escape(s.log.strip()) or "<i>(empty: no warnings)</i>"
-        new = novelty(s.spec, [earlier.spec for earlier in specializations[:i]])
+        new = note(s.spec, [earlier.spec for earlier in specializations[:i]])
         parts.append(
-            f"<h4>{html.escape(_label(i, s))}</h4>" + (f"<p><i>{html.escape(new)}</i></p>" if new else "") +
+            f"<h4>{html.escape(label(i, s))}</h4>" + (f"<p><i>{html.escape(new)}</i></p>" if new else "") +
             f"<p>target <code>{html.escape(s.target)}</code>, {how}<br>"
             f"options {options_html(s.options)}</p><pre>{log}</pre>"
         )
@@ -132,11 +128,6 @@ def human_size(n: int) -> str:
     return f"{size:.1f} GiB"
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """'1 entry', '3 entries'."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
-
-
 def _short_path(path: str | None, root: str) -> str:
     """An entry's path below the cache root ('cpu/ab/abcdef….bin'), the full path as its tooltip."""
     if not path:
@@ -148,24 +139,19 @@ def _short_path(path: str | None, root: str) -> str:
     return f'<code title="{html.escape(path)}">{html.escape(os.path.join(folder, name))}</code>'
 
 
-def _cache_html(specializations: list, stats: dict) -> str:
-    """One short row a specialization (the long facts as tooltips), at most ~16 rows tall."""
-    rows = [(describe(s.spec), dtypes_text(s.spec).replace(" -> ", " → "), f"{s.backend} {s.spec.path}",
-             s.cache_event, s.cache_file, s.binary_size, s.compile_seconds) for s in specializations]
-    return cache_tab_html("path", rows, stats)
-
-
-def cache_tab_html(kind: str, rows: list[tuple[str, str, str, str, str | None, int, float]], stats: dict) -> str:
-    """The Cache tab of a panel: one short row a kernel, (its description as a tooltip, dtypes,
-    backend and `kind` of kernel, cache event, file, size, compile seconds), then the cache's totals."""
-    head = "".join(f"<th>{h}</th>" for h in ("", "dtypes", kind, "event", "file", "size", "compile"))
+def cache_html(fn: KernelFunction, stats: dict) -> str:
+    """The Cache tab of a panel: one short row a kernel (its description as a tooltip, dtypes,
+    backend and kernel shape, cache event, file, size, compile seconds), at most ~16 rows tall,
+    then the cache's totals."""
+    kind = kind_of(fn)
+    head = "".join(f"<th>{h}</th>" for h in ("", "dtypes", kind.column, "event", "file", "size", "compile"))
     root = str(stats["root"])
     cells = "".join(
-        f"<tr><td>#{i}</td><td title='{html.escape(title)}'>{html.escape(dtypes)}</td>"
-        f"<td>{where}</td><td>{event}</td><td>{_short_path(file, root)}</td>"
-        f"<td>{human_size(size)}</td>"
-        f"<td>{f'{seconds:.2f} s' if event == 'compiled' else ''}</td></tr>"
-        for i, (title, dtypes, where, event, file, size, seconds) in enumerate(rows)
+        f"<tr><td>#{i}</td><td title='{html.escape(s.describe())}'>{html.escape(kind.dtypes(s.spec))}</td>"
+        f"<td>{s.backend} {s.spec.path}</td><td>{s.cache_event}</td><td>{_short_path(s.cache_file, root)}</td>"
+        f"<td>{human_size(s.binary_size)}</td>"
+        f"<td>{f'{s.compile_seconds:.2f} s' if s.cache_event == 'compiled' else ''}</td></tr>"
+        for i, s in enumerate(fn.specializations)
     )
     totals = (f"<p>cache root <code>{html.escape(root)}</code>: {counted(stats['entries'], 'entry', 'entries')}, "
               f"{human_size(stats['bytes'])}; this process: {counted(stats['memory_hits'], 'memory hit')}, "

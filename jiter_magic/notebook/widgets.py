@@ -1,7 +1,8 @@
-"""The inspection panel of a jitted function, and its static stand-in.
+"""The inspection panel of a jitted function of any kind, and its static stand-in.
 
 A live frontend (JupyterLab, Notebook 7, VS Code) gets an ipywidgets panel with four tabs:
-the functor, the generated kernel of each specialization, the compile log and the cache.
+the functor, the generated kernel of each specialization, the compile log and the cache; what
+differs between elementwise functions, reductions and scans is their hook (panel_kinds.py).
 It listens to the function, so it grows as later cells compile new specializations.
 Beside the widget view, every bundle carries HTML and text built only from deterministic facts
 (code, signature, specializations: no timings, paths or keys). Frontends without widgets
@@ -24,16 +25,15 @@ from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.notebook.listings import compiled_listing, cuda_archs, preferred_arch
 from jiter_magic.notebook.names import bound_name
 from jiter_magic.notebook.panel_html import (
-    _cache_html,
-    _kwargs_text,
-    _label,
-    _log_html,
-    counted,
+    cache_html,
     highlight,
     kernel_html,
+    label,
+    log_html,
     static_html,
     static_text,
 )
+from jiter_magic.notebook.panel_kinds import kind_of
 from jiter_magic.state import RUNTIME
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -75,7 +75,7 @@ KERNEL_TAB = 1  # the Kernel tab's index in Panel.TITLES
 
 
 class Panel:
-    """The ipywidgets tree for one function; it refreshes itself when the function compiles."""
+    """The ipywidgets tree for one function of any kind; it refreshes itself when the function compiles."""
 
     TITLES = ("Functor", "Kernel", "Compile log", "Cache")
 
@@ -128,12 +128,13 @@ class Panel:
             self.header.value = f"{self._header(fn)}<div><i>{busy} &hellip;</i></div>"
 
     def _header(self, fn: Any) -> str:
+        """The first line: the title and the kind's facts (panel_kinds.py), where calls run."""
+        kind = kind_of(fn)
         notice = ("" if self.rebound_as is None else
                   f"<div><b>{html.escape(self.rebound_as)}</b> now names another function (its cell ran again); "
                   "this panel shows the earlier one.</div>")
-        return (f"{notice}<b>{html.escape(self.name)}</b> <code>{html.escape(fn.functor.signature)}</code> "
-                f"&middot; kwargs <code>{html.escape(_kwargs_text(fn))}</code> &middot; "
-                f"{counted(fn.num_outputs, 'output')} &middot; runs on {html.escape(runs_on(fn))}")
+        facts = " &middot; ".join([*kind.header_facts(fn), f"runs on {html.escape(kind.runs_on(fn))}"])
+        return f"{notice}<b>{html.escape(self.name)}</b> {kind.summary_html(fn)} &middot; {facts}"
 
     def refresh(self) -> None:
         """Rebuild every tab from the function's specializations; select the newest one."""
@@ -144,33 +145,15 @@ class Panel:
         self.header.value = self._header(fn)
         self._refreshing = True  # one highlight per refresh, not one per dropdown event
         try:
-            self.choice.options = [(self.label(i, s), i) for i, s in enumerate(specs)]
+            self.choice.options = [(label(i, s), i) for i, s in enumerate(specs)]
             self.choice.value = len(specs) - 1 if specs else None
             self.choice.disabled = not specs
         finally:
             self._refreshing = False
         self._show_source()
-        self.log.value = self.log_html(specs)
-        self.cache.value = self.cache_html(specs, cache_stats())
-        self.static.value = self.static_html(fn)
-
-    # What differs between the panels of elementwise functions and reductions (reduce_panel.py):
-    # the labels of specializations, the log, cache and static HTML, and the compiled listings.
-
-    def label(self, index: int, specialization: Any) -> str:
-        return _label(index, specialization)
-
-    def log_html(self, specializations: list) -> str:
-        return _log_html(specializations)
-
-    def cache_html(self, specializations: list, stats: dict) -> str:
-        return _cache_html(specializations, stats)
-
-    def static_html(self, fn: Any) -> str:
-        return static_html(fn, self.name)
-
-    def listing(self, fn: Any, specialization: Any, kind: str, arch: str) -> str:
-        return compiled_listing(fn, specialization, kind, arch)
+        self.log.value = log_html(fn)
+        self.cache.value = cache_html(fn, cache_stats())
+        self.static.value = static_html(fn, self.name)
 
     def _show_source(self, _change: Any = None) -> None:
         if self._refreshing:
@@ -191,7 +174,7 @@ class Panel:
             self.source.value = kernel_html(specialization.source, specialization.backend)
             return
         try:  # compiled on demand, only when this view is chosen
-            self.source.value = self.listing(fn, specialization, kind, self.arch.value)
+            self.source.value = compiled_listing(fn, specialization, kind, self.arch.value)
         except (JiterError, OSError) as exc:
             self.source.value = f"<p><i>{html.escape(str(exc))}</i></p>"
 
@@ -247,18 +230,6 @@ def rebound(previous: KernelFunction, name: str) -> None:
         shown.rebound(name)
 
 
-def runs_on(fn: KernelFunction) -> str:
-    """Where a call runs, for the header: 'the CPU', 'cuda:0, NVIDIA H200', 'the CPU (no GPU found)'."""
-    from jiter_magic.runtime.inspection import cuda_available, cuda_device_name
-
-    if fn.backend == "cpu":
-        return "the CPU"
-    if not cuda_available():
-        return "the CPU (no GPU found)" if fn.backend == "auto" else "CUDA, but no GPU was found"
-    device = cuda_device_name()
-    return device if fn.backend == "cuda" else f"the inputs' device ({device}, or the CPU)"
-
-
 def live_frontend() -> bool:
     """Whether to offer the widget: inside a Jupyter kernel, unless JITER_MAGIC_PANEL says otherwise."""
     mode = settings.PANEL.get()
@@ -273,7 +244,8 @@ def live_frontend() -> bool:
 
 def mimebundle(fn: KernelFunction, include: Container[str] | None = None,
                exclude: Container[str] | None = None, name: str | None = None) -> dict[str, Any]:
-    """`JitFunction._repr_mimebundle_`: the live panel where a kernel can host it, static HTML and text always.
+    """`KernelFunction._repr_mimebundle_`, for every kind: the live panel where a kernel can host
+    it, static HTML and text always.
 
     A frontend that renders widgets picks the widget view; nbconvert (without widget state),
     nbval's comparison and plain frontends use the static forms, which stay byte-identical

@@ -186,11 +186,11 @@ def test_the_panel_is_printed_unless_no_panel(shell, capsys):
 
 def test_running_the_cell_again_rebinds_and_marks_the_earlier_panels(shell):
     pytest.importorskip("ipywidgets")
-    from jiter_magic.notebook import reduce_panel
+    from jiter_magic.notebook import widgets
 
     shell.run_cell_magic("jiterator", "s --reduce identity=0 --no-panel --quiet", SQ + ADD)
     first = shell.user_ns["s"]
-    shown = reduce_panel.panel(first)
+    shown = widgets.panel(first)
     shell.run_cell_magic("jiterator", "s --reduce identity=0 dim=0 --no-panel --quiet", SQ + ADD)
     assert shell.user_ns["s"] is not first
     assert shown.header.value.startswith("<div><b>s</b> now names another function (its cell ran again)")

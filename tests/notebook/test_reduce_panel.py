@@ -1,4 +1,4 @@
-"""A reduction's panel on real ipywidgets models, its static forms, and `ReductionFunction.inspect`
+"""A reduction's panel (every kind's: widgets.py) on real ipywidgets models, its static forms, and `ReductionFunction.inspect`
 (host assembly with g++, PTX and SASS through NVRTC: no GPU needed)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 widgets_lib = pytest.importorskip("ipywidgets")
 
 import jiter_magic  # noqa: E402
-from jiter_magic.notebook import reduce_html, reduce_panel, widgets  # noqa: E402
+from jiter_magic.notebook import panel_html, widgets  # noqa: E402
 from jiter_magic.notebook.listings import is_instruction, listing_html  # noqa: E402
 from jiter_magic.runtime.compiled_code import find_nvdisasm  # noqa: E402
 
@@ -43,7 +43,7 @@ def norm(fresh_cache):
 
 
 def test_the_panel_has_the_four_tabs_filled_from_the_reductions_kernels(norm):
-    p = reduce_panel.panel(norm)
+    p = widgets.panel(norm)
     p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert p.tabs.titles == ("Functor", "Kernel", "Compile log", "Cache")
     assert p in widgets.panels(norm)
@@ -58,11 +58,11 @@ def test_the_panel_has_the_four_tabs_filled_from_the_reductions_kernels(norm):
     assert f"<h4>{html.escape(label)}</h4><p>target <code>host</code>, compiled in " in p.log.value
     assert "-fopenmp" in p.log.value
     assert "<td>cpu host</td><td>compiled</td>" in p.cache.value and "cache root <code>" in p.cache.value
-    assert p.static.value == reduce_html.static_html(norm)
+    assert p.static.value == panel_html.static_html(norm)
 
 
 def test_the_panel_follows_new_kernels(norm):
-    p = reduce_panel.panel(norm)
+    p = widgets.panel(norm)
     p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     norm(np.ones((4, 1024)), dim=0)  # float64, the leading dim: a second kernel, the host's column walk
     assert len(norm.specializations) == 2 and norm.specializations[1].spec.path == "host_columns"
@@ -75,7 +75,7 @@ def test_the_panel_follows_new_kernels(norm):
 
 
 def test_the_kernel_tab_shows_assembly_and_the_ptx_of_a_host_kernels_cuda_counterpart(norm):
-    p = reduce_panel.panel(norm)
+    p = widgets.panel(norm)
     p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     p.view.value = "assembly (CPU)"
     assert p.source.value.startswith("<p>cpu assembly: ") and "jiter-magic-listing" in p.source.value
@@ -88,14 +88,14 @@ def test_the_kernel_tab_shows_assembly_and_the_ptx_of_a_host_kernels_cuda_counte
 
 
 def test_the_static_forms_are_deterministic_facts(norm):
-    text = reduce_html.static_text(norm)
+    text = panel_html.static_text(norm)
     assert text.splitlines() == [
         "ReductionFunction sq: combine add, map sq, finalize root",
         "  inputs: x; identity: 0; kwargs: none; default dim: every dim",
         "  kernels: 1",
         "    #0 cpu: reduce (float32) -> float32 accumulating float32, host 1-d kept x 1-d reduced",
     ]
-    markup = reduce_html.static_html(norm)
+    markup = panel_html.static_html(norm)
     assert markup.startswith('<div class="jiter-magic"><p><b>sq</b> reduction: combine add, map sq, finalize root<br>')
     assert '<div class="jiter-magic-code"' in markup  # the code highlighted as C++, as in the live panel
     assert re.search(r'<details class="jiter-magic-generated"><summary>generated kernel of #0 cpu: ', markup)
@@ -130,14 +130,14 @@ def test_a_reduction_with_indices_says_so():
     argmax = jiter_magic.create_multi_output_reduction_fn(keep, combine="keep_max")
     argmax(np.arange(10.0).reshape(2, 5), dim=1)
     # no identity shown: none was given, and values with their indices compare no element with one
-    assert reduce_html.static_text(argmax).splitlines() == [
+    assert panel_html.static_text(argmax).splitlines() == [
         "ReductionFunction keep_max: combine keep_max (values with their indices), no map (the elements themselves)",
         "  inputs: x; kwargs: none; default dim: every dim",
         "  kernels: 1",
         "    #0 cpu: reduce (float64) -> (float64, int64 index) accumulating float64, host 1-d kept x 1-d reduced",
     ]
-    assert "identity" not in reduce_html.static_html(argmax) and "identity" not in reduce_html.header(argmax, "here")
-    assert reduce_html.static_text(argmax, "argmax").startswith("ReductionFunction argmax: combine keep_max")
+    assert "identity" not in panel_html.static_html(argmax) and "identity" not in widgets.panel(argmax).header.value
+    assert panel_html.static_text(argmax, "argmax").startswith("ReductionFunction argmax: combine keep_max")
 
 
 def test_a_panel_is_titled_by_the_name_the_notebook_bound(norm):
@@ -146,13 +146,13 @@ def test_a_panel_is_titled_by_the_name_the_notebook_bound(norm):
     from jiter_magic.notebook.names import bound_name
 
     assert bound_name(norm, namespace) == "sum_sq" and bound_name(norm, {"_": norm}) is None
-    p = reduce_panel.panel(norm, "sum_sq")
+    p = widgets.panel(norm, "sum_sq")
     p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     assert p.header.value.startswith("<b>sum_sq</b> reduction: combine add, map sq, finalize root &middot; identity ")
     assert "<b>sum_sq</b> reduction" in p.static.value
-    bundle = reduce_panel.mimebundle(norm, name="sum_sq")
+    bundle = widgets.mimebundle(norm, name="sum_sq")
     assert bundle["text/plain"].startswith("ReductionFunction sum_sq: combine add")
-    assert reduce_panel.mimebundle(norm)["text/plain"].startswith("ReductionFunction sq: ")  # no notebook name
+    assert widgets.mimebundle(norm)["text/plain"].startswith("ReductionFunction sq: ")  # no notebook name
 
 
 def test_a_reductions_listings_mark_the_instructions_of_every_function():

@@ -136,8 +136,8 @@ def test_human_sizes(n, text):
 
 
 def test_counted_nouns():
-    assert [widgets.counted(n, "entry", "entries") for n in (0, 1, 2)] == ["0 entries", "1 entry", "2 entries"]
-    assert widgets.counted(1, "compile") == "1 compile"
+    assert [panel_html.counted(n, "entry", "entries") for n in (0, 1, 2)] == ["0 entries", "1 entry", "2 entries"]
+    assert panel_html.counted(1, "compile") == "1 compile"
 
 
 @pytest.mark.slow
@@ -352,11 +352,9 @@ def test_three_panels_save_in_at_most_200_kb(fn):
     fn.compile("float64", "float64", backend="cpu")
     code = ("template <typename T> T sq(T x) { return x * x; }\n"
             "template <typename T> T add(T a, T b) { return a + b; }\n")
-    from jiter_magic.notebook import reduce_panel
-
     sum_sq = jiter_magic.create_reduction_fn(code, 0, "sq", combine="add")
     sum_sq(np.ones((2, 3), np.float32), dim=1)
-    shown = [widgets.panel(fn, "blend"), widgets.panel(fn, "blend"), reduce_panel.panel(sum_sq, "sum_sq")]
+    shown = [widgets.panel(fn, "blend"), widgets.panel(fn, "blend"), widgets.panel(sum_sq, "sum_sq")]
     try:
         assert "jm_Args" not in shown[0].source.value  # not built before the tab opens
         total = sum(_saved_bytes(p.widget) for p in shown)
