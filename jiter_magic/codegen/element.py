@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.bind import EXTRA, INPUT, Binding
-from jiter_magic.planning.dtypes import DTYPES
+from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.spec import KernelSpec
 
 ARGS = "jm_a"  # the kernel's by-value Args struct
@@ -67,3 +67,16 @@ def element_body(binding: Binding, spec: KernelSpec, loaded: dict[int, str], sto
         code.line(f"{stores[j]} = {convert(outs[j], spec.compute, dtype)};")
     return code
 
+
+
+def vector_elements(binding: Binding, spec: KernelSpec, loaded: dict[int, str], width: int) -> CodeBlock:
+    """Statements for `width` elements a thread holds as vectors: `loaded[i]` is array input i's
+    storage expression of lane `jm_k`; output j's lanes land in `jm_y{j}` (declared here), which
+    the path stores where its output lives."""
+    code = CodeBlock()
+    for j, dtype in enumerate(spec.outputs):
+        code.line(f"jm_vec<{ctype(dtype)}, {width}> jm_y{j};")
+    code.line("#pragma unroll")
+    with code.block(f"for (int jm_k = 0; jm_k < {width}; ++jm_k)"):
+        code.extend(element_body(binding, spec, loaded, [f"jm_y{j}.jm_v[jm_k]" for j in range(len(spec.outputs))]))
+    return code

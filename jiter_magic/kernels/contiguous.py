@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jiter_magic.codegen.block import CodeBlock
-from jiter_magic.codegen.element import ARGS, element_body
+from jiter_magic.codegen.element import ARGS, element_body, vector_elements
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.base import (
     BLOCK,
@@ -84,12 +84,7 @@ class Contiguous(CudaPath):
                     code.line(f"jm_x{i}[jm_u] = *reinterpret_cast<const {vec_in[i]}*>({ARGS}.jm_in{i} + jm_i);")
             code.line("#pragma unroll")
             with code.block(f"for (int jm_u = 0; jm_u < {unroll}; ++jm_u)"):
-                for j, d in enumerate(spec.outputs):
-                    code.line(f"jm_vec<{ctype(d)}, {v}> jm_y{j};")
-                code.line("#pragma unroll")
-                with code.block(f"for (int jm_k = 0; jm_k < {v}; ++jm_k)"):
-                    code.extend(element_body(binding, spec, {i: f"jm_x{i}[jm_u].jm_v[jm_k]" for i in ins},
-                                             [f"jm_y{j}.jm_v[jm_k]" for j in range(nout)]))
+                code.extend(vector_elements(binding, spec, {i: f"jm_x{i}[jm_u].jm_v[jm_k]" for i in ins}, v))
                 code.line(index)
                 for j, d in enumerate(spec.outputs):
                     code.line(f"*reinterpret_cast<jm_vec<{ctype(d)}, {v}>*>({ARGS}.jm_out{j} + jm_i) = jm_y{j};")

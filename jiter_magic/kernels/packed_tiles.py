@@ -10,7 +10,7 @@ of int8). `packing` decides at plan time; `packed_body` renders the kernel.
 from __future__ import annotations
 
 from jiter_magic.codegen.block import CodeBlock
-from jiter_magic.codegen.element import ARGS, element_body
+from jiter_magic.codegen.element import ARGS, element_body, vector_elements
 from jiter_magic.codegen.offsets import MODULO, operand_offsets
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.base import CallShape, params_of
@@ -253,11 +253,7 @@ def _vector_tile(binding: Binding, spec: KernelSpec, params: TiledParams) -> Cod
             code.line(f"{each_k} jm_t{i}[jm_k] = *reinterpret_cast<const {vec_t}*>(jm_tile{i} + {slot});")
         code.line("#pragma unroll")
         with code.block(f"for (int jm_q = 0; jm_q < {pack}; ++jm_q)"):
-            for j, d in enumerate(spec.outputs):
-                code.line(f"jm_vec<{ctype(d)}, {pack}> jm_y{j};")
-            code.line("#pragma unroll")
-            with code.block(each_k):
-                code.extend(element_body(binding, spec, loaded, [f"jm_y{j}.jm_v[jm_k]" for j in range(nout)]))
+            code.extend(vector_elements(binding, spec, loaded, pack))
             for j, d in enumerate(spec.outputs):
                 code.line(f"*reinterpret_cast<jm_vec<{ctype(d)}, {pack}>*>(jm_to{j} + {column(j)}) = jm_y{j};")
     code.line("__syncthreads();")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jiter_magic.codegen.block import CodeBlock
-from jiter_magic.codegen.element import ARGS, element_body
+from jiter_magic.codegen.element import ARGS, element_body, vector_elements
 from jiter_magic.codegen.offsets import MODULO, operand_offsets
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.args import FieldSpec
@@ -125,11 +125,7 @@ class Rows(CudaPath):
         with code.block(f"for (int jm_u = 0; jm_u < {unroll}; ++jm_u)"):
             code.line(index)
             with code.block(f"if ({full})", close="} else {"):
-                for j, d in enumerate(spec.outputs):
-                    code.line(f"jm_vec<{ctype(d)}, {v}> jm_y{j};")
-                code.line("#pragma unroll")
-                with code.block(f"for (int jm_k = 0; jm_k < {v}; ++jm_k)"):
-                    code.extend(element_body(binding, spec, loaded, [f"jm_y{j}.jm_v[jm_k]" for j in range(nout)]))
+                code.extend(vector_elements(binding, spec, loaded, v))
                 for j, d in enumerate(spec.outputs):
                     code.line(f"*reinterpret_cast<jm_vec<{ctype(d)}, {v}>*>({ARGS}.jm_out{j} + jm_o{j} + jm_i0) "
                               f"= jm_y{j};")

@@ -15,7 +15,7 @@ spilled (48 registers and 16 bytes of spills against 40 and none, `ptxas -v`).
 from __future__ import annotations
 
 from jiter_magic.codegen.block import CodeBlock
-from jiter_magic.codegen.element import ARGS, element_body
+from jiter_magic.codegen.element import ARGS, element_body, vector_elements
 from jiter_magic.codegen.offsets import MODULO, operand_offsets
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.base import CallShape, params_of
@@ -121,13 +121,9 @@ def _vector_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
     code.line("__syncthreads();")
     code.line("#pragma unroll")
     with code.block(f"for (int jm_p = 0; jm_p < {passes}; ++jm_p)"):
-        for j, d in enumerate(spec.outputs):
-            code.line(f"jm_vec<{ctype(d)}, {VEC}> jm_y{j};")
         loaded = {i: (f"jm_tile{i}[({Q} * {VEC} + jm_k) * {ROW} + {J}]" if i in tiled
                       else f"jm_d{i}[jm_p].jm_v[jm_k]") for i in ins}
-        code.line("#pragma unroll")
-        with code.block(f"for (int jm_k = 0; jm_k < {VEC}; ++jm_k)"):
-            code.extend(element_body(binding, spec, loaded, [f"jm_y{j}.jm_v[jm_k]" for j in range(nout)]))
+        code.extend(vector_elements(binding, spec, loaded, VEC))
         for j, d in enumerate(spec.outputs):
             code.line(f"*reinterpret_cast<jm_vec<{ctype(d)}, {VEC}>*>({ARGS}.jm_out{j} + "
                       f"{operand_offset(j, f'(jm_i0_base + {Q} * {VEC})', f'(jm_i1_base + {J})')}) "
