@@ -89,10 +89,11 @@ def keep_hot(calls: ReductionCalls, args: tuple, options: dict[str, Any], plan: 
     layout, spec = plan.layout, plan.spec
     if layout.rows == 0:
         return
-    dtypes = (spec.output, "int64") if spec.indexed else (spec.output,)
-    allocators = tuple(adapter.allocator(layout.out_shape, plan.out_strides, d, args[0]) for d in dtypes)
 
     def make(core: Any, launcher: Any) -> Callable[[list], Any]:
+        # The outputs' allocators are built here, once `keep` has decided to keep the plan.
+        dtypes = (spec.output, "int64") if spec.indexed else (spec.output,)
+        allocators = tuple(adapter.allocator(layout.out_shape, plan.out_strides, d, args[0]) for d in dtypes)
         if device >= 0 and plan.blocks > 1:
             return _grid_call(launcher.native, packed, spec, layout.rows, plan.blocks, allocators, adapter, device,
                               args, wrap)
@@ -118,8 +119,9 @@ def keep(calls: ReductionCalls, args: tuple, options: tuple | None, spec: Any, a
     launcher = calls.launcher(spec, device)
     if launcher.native is None:
         return
+    run = make(core, launcher)
     try:
-        calls.hot.put((fast[0], options), make(core, launcher), spec)
+        calls.hot.put((fast[0], options), run, spec)
     except TypeError:  # an unhashable dtype=
         return
 

@@ -46,10 +46,12 @@ def keep_hot(calls: ReductionCalls, args: tuple, options: dict[str, Any], plan: 
     if len(launches) != 1 or layout.rows == 0 or layout.count == 0:
         return
     (grid, stage), = launches
-    dtypes = [spec.output, "int64"] if spec.indexed else [spec.output] * spec.state
-    strides = dense_strides(shape)
-    allocators = tuple(adapter.allocator(shape, strides, d, args[0]) for d in dtypes)
-    reduce_hot.keep(calls, args, options_key(options), spec, adapter, device,
-                    lambda core, launcher: reduce_hot.single_launch(core, launcher, packed(stage), grid, args,
-                                                                    allocators, adapter, device, wrap))
+
+    def make(core: Any, launcher: Any) -> Callable[[list], Any]:
+        # The outputs' allocators are built here, once `keep` has decided to keep the plan.
+        dtypes = [spec.output, "int64"] if spec.indexed else [spec.output] * spec.state
+        allocators = tuple(adapter.allocator(shape, dense_strides(shape), d, args[0]) for d in dtypes)
+        return reduce_hot.single_launch(core, launcher, packed(stage), grid, args, allocators, adapter, device, wrap)
+
+    reduce_hot.keep(calls, args, options_key(options), spec, adapter, device, make)
 
