@@ -24,6 +24,10 @@ class Fact(NamedTuple):
     code: bool = True
     in_header: bool = True
 
+    @property
+    def html(self) -> str:
+        return f"<code>{html.escape(self.value)}</code>" if self.code else html.escape(self.value)
+
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """'1 entry', '3 entries'."""
@@ -31,7 +35,8 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
 
 
 class PanelKind:
-    """The facts of a reduction, the default; the other kinds change what differs from it."""
+    """The hook of one kind of operation. As written here, a reduction's: a scan's differs in its
+    facts and CUDA counterparts, an elementwise function's in nearly every part."""
 
     title = "ReductionFunction"  # the static text's first word
     word = "reduction"  # what the header calls a function of the kind
@@ -65,13 +70,11 @@ class PanelKind:
         return ["; ".join(f"{fact.name}: {fact.value}" for fact in self.facts(fn))]
 
     def facts_html(self, fn: Any) -> str:
-        return "; ".join(f"{f.name}: " + (f"<code>{html.escape(f.value)}</code>" if f.code else html.escape(f.value))
-                         for f in self.facts(fn))
+        return "; ".join(f"{fact.name}: {fact.html}" for fact in self.facts(fn))
 
     def header_facts(self, fn: Any) -> list[str]:
         """The live header's facts as HTML, after the summary and before where calls run."""
-        shown = [f"{f.name} " + (f"<code>{html.escape(f.value)}</code>" if f.code else html.escape(f.value))
-                 for f in self.facts(fn) if f.in_header]
+        shown = [f"{fact.name} {fact.html}" for fact in self.facts(fn) if fact.in_header]
         return [*shown, counted(len(fn.specializations), self.noun)]
 
     def runs_on(self, fn: Any) -> str:
@@ -190,8 +193,3 @@ def kind_of(fn: KernelFunction) -> PanelKind:
 
 def kwargs_text(fn: KernelFunction) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in fn.kwargs.items()) or "none"
-
-
-def runs_on(fn: KernelFunction) -> str:
-    """Where `fn`'s calls run, for the header."""
-    return kind_of(fn).runs_on(fn)

@@ -644,7 +644,7 @@ def test_the_device_is_named_where_a_notebook_user_reads_it():
     name = cuda_device_name()
     assert name.startswith(f"cuda:{torch.cuda.current_device()}, ") and torch.cuda.get_device_name() in name
     pytest.importorskip("pygments")  # the panel's and the magic's text need the notebook extra
-    from jiter_magic.notebook.panel_kinds import runs_on
+    from jiter_magic.notebook.panel_kinds import kind_of
     from jiter_magic.notebook.report import summary
 
     fn = create_jit_fn("template <typename T> T gpu_named(T x) { return x + T(1); }")
@@ -652,9 +652,9 @@ def test_the_device_is_named_where_a_notebook_user_reads_it():
     line = summary(fn, "gpu_named")
     assert line.startswith("gpu_named: ") and f"for CUDA sm_{torch.cuda.get_device_capability()[0]}" in line
     assert f"({name}), (float32) -> (float32)" in line
-    assert runs_on(fn) == f"the inputs' device ({name}, or the CPU)"
+    assert kind_of(fn).runs_on(fn) == f"the inputs' device ({name}, or the CPU)"
     fn.backend = "cuda"
-    assert runs_on(fn) == name
+    assert kind_of(fn).runs_on(fn) == name
 
 
 _bench_axpy = create_jit_fn("template <typename T> T gpu_bench_axpy(T x, T y, T alpha) { return x + alpha * y; }",

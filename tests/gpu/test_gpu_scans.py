@@ -124,3 +124,26 @@ def test_cupy_arrays():
     got = cumsum(x, dim=1)
     assert isinstance(got, cupy.ndarray)
     cupy.testing.assert_allclose(got, cupy.cumsum(x, axis=1), rtol=1e-4, atol=1e-3)
+
+
+def test_a_scans_panel_shows_its_cuda_kernel_and_the_gpu():
+    """The one panel of every kind, for a scan run on the GPU: where calls run, the CUDA kernel built,
+    its own PTX (no host kernel's counterpart)."""
+    pytest.importorskip("ipywidgets")
+    from jiter_magic.notebook import widgets
+    from jiter_magic.runtime.inspection import cuda_device_name
+
+    shape, dim = PATHS[WARP_SCAN]
+    linear(sample(shape, torch.float32), sample(shape, torch.float32, seed=1), dim=dim)
+    shown = widgets.panel(linear, "linear")
+    try:
+        assert shown.header.value.startswith("<b>linear</b> scan: combine affine")
+        assert f"runs on the inputs&#x27; device ({cuda_device_name()}, or the CPU)" in shown.header.value
+        assert any(label.startswith(f"#{index} cuda: scan (float32, float32) -> 2 x float32") and WARP_SCAN in label
+                   for label, index in shown.choice.options)
+        shown.choice.value = next(index for label, index in shown.choice.options if " cuda: " in label)
+        shown.tabs.selected_index = widgets.KERNEL_TAB
+        shown.view.value = "PTX (CUDA)"
+        assert shown.source.value.startswith(f"<p>PTX for {shown.arch.value}: ") and ".entry" in shown.source.value
+    finally:
+        shown.close()
