@@ -1,6 +1,6 @@
 """Helpers shared by the tests of several folders (tests/ is on sys.path: pyproject's pytest
 `pythonpath`): the kernel cache's fake compiler, counters and specs (tests/cache/), and
-`forget_loaded_kernels` (tests/cache/, tests/notebook/)."""
+`forget_loaded_kernels` (tests/cache/, tests/notebook/), `nvrtc_or_skip` (tests/notebook/)."""
 from __future__ import annotations
 
 import gc
@@ -8,6 +8,7 @@ import hashlib
 import os
 
 import numpy as np
+import pytest
 
 import jiter_magic
 from jiter_magic import CacheWarning, create_jit_fn
@@ -98,3 +99,14 @@ def load_cpu_backend_once() -> None:
         else:
             os.environ["JITER_MAGIC_DISK_CACHE"] = saved
     _BACKEND_LOADED.append(True)
+
+
+def nvrtc_or_skip() -> None:
+    """Skip the calling test where no NVRTC can compile PTX here."""
+    try:
+        from jiter_magic.compilers.nvrtc import supported_archs
+
+        if not supported_archs():
+            pytest.skip("NVRTC is not installed")
+    except jiter_magic.ToolchainError as exc:
+        pytest.skip(f"no NVRTC: {exc}")

@@ -15,21 +15,11 @@ from jiter_magic.notebook import panel_html, widgets  # noqa: E402
 from jiter_magic.notebook.listings import is_instruction, listing_html  # noqa: E402
 from jiter_magic.runtime.compiled_code import find_nvdisasm  # noqa: E402
 
-from helpers import forget_loaded_kernels  # noqa: E402
+from helpers import forget_loaded_kernels, nvrtc_or_skip  # noqa: E402
 
 CODE = ("template <typename T> T sq(T x) { return x * x; }\n"
         "template <typename T> T add(T a, T b) { return a + b; }\n"
         "template <typename T> T root(T total, int64_t n) { return sqrt(total); }\n")
-
-
-def _nvrtc_or_skip() -> None:
-    try:
-        from jiter_magic.compilers.nvrtc import supported_archs
-
-        if not supported_archs():
-            pytest.skip("NVRTC is not installed")
-    except jiter_magic.ToolchainError as exc:
-        pytest.skip(f"no NVRTC: {exc}")
 
 
 @pytest.fixture
@@ -79,7 +69,7 @@ def test_the_kernel_tab_shows_assembly_and_the_ptx_of_a_host_kernels_cuda_counte
     p.tabs.selected_index = widgets.KERNEL_TAB  # its source is built on opening
     p.view.value = "assembly (CPU)"
     assert p.source.value.startswith("<p>cpu assembly: ") and "jiter-magic-listing" in p.source.value
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     p.view.value = "PTX (CUDA)"
     assert not p.arch.disabled
     assert p.source.value.startswith(f"<p>PTX for {p.arch.value} of this CPU kernel&#x27;s CUDA counterpart, the grid "
@@ -114,7 +104,7 @@ def test_inspect_gives_host_assembly_ptx_and_sass_without_a_gpu(norm):
         norm.inspect(kind="asm", path="grid")
     with pytest.raises(jiter_magic.InvalidArgumentError, match=r"^kind must be one of 'asm', 'ptx', 'sass'"):
         norm.inspect(kind="cubin")
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     ptx = norm.inspect("float16", kind="ptx", path="block_rows", vec=8)
     assert ".visible .entry" in ptx and re.search(r"^\s*// line \d+: template <typename T>", ptx, re.M)
     assert norm.inspect(kind="ptx") == norm.inspect(kind="ptx", path="grid")  # the grid kernel by default
@@ -158,7 +148,7 @@ def test_a_panel_is_titled_by_the_name_the_notebook_bound(norm):
 def test_a_reductions_listings_mark_the_instructions_of_every_function():
     """Issue 45: PTX and SASS of a reduction mark the instructions compiled from the map, the combine and
     the finalize (the map's sine is no multiply the combine's add could fuse), never a comment or path."""
-    _nvrtc_or_skip()
+    nvrtc_or_skip()
     code = ("template <typename T> T sine(T x) { return sin(x); }\n"
             "template <typename T> T add(T a, T b) { return a + b; }\n"
             "template <typename T> T halve(T total, int64_t n) { return total / 2; }\n")

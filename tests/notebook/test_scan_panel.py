@@ -12,7 +12,7 @@ widgets_lib = pytest.importorskip("ipywidgets")
 import jiter_magic  # noqa: E402
 from jiter_magic.notebook import panel_html, widgets  # noqa: E402
 
-from helpers import forget_loaded_kernels  # noqa: E402
+from helpers import forget_loaded_kernels, nvrtc_or_skip  # noqa: E402
 
 AFFINE = ("template <typename T> void affine(T a1, T b1, T a2, T b2, T& a, T& b) {\n"
           "  a = a1 * a2; b = a2 * b1 + b2;\n}\n")
@@ -69,13 +69,7 @@ def test_the_panel_follows_new_kernels(linear):
 
 
 def test_the_ptx_of_a_host_scan_is_its_cuda_counterparts(linear):
-    try:
-        from jiter_magic.compilers.nvrtc import supported_archs
-
-        if not supported_archs():
-            pytest.skip("NVRTC is not installed")
-    except jiter_magic.ToolchainError as exc:
-        pytest.skip(f"no NVRTC: {exc}")
+    nvrtc_or_skip()
     p = widgets.panel(linear)
     p.tabs.selected_index = widgets.KERNEL_TAB
     p.view.value = "PTX (CUDA)"
