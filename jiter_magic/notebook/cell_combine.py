@@ -80,27 +80,24 @@ class CellDefaults(KernelFunction):
 
     @classmethod
     def rebuilt(cls, state: tuple) -> CellDefaults:
-        raise NotImplementedError
+        """The cell's function made again from its kind's pickled state, by its kind's `rebuild`."""
+        fn = cls.rebuild(*state, kind=cls)
+        assert isinstance(fn, cls)
+        return fn
+
+    rebuild: Any  # the kind's rebuild(*state, kind=...)
 
 
 class CellReduction(CellDefaults, ReductionFunction):
     """A reduction made by a `%%jiterator --reduce` cell."""
 
-    @classmethod
-    def rebuilt(cls, state: tuple) -> CellDefaults:
-        fn = rebuild_reduction(*state, kind=cls)
-        assert isinstance(fn, cls)
-        return fn
+    rebuild = staticmethod(rebuild_reduction)
 
 
 class CellScan(CellDefaults, ScanFunction):
     """A scan made by a `%%jiterator --scan` cell."""
 
-    @classmethod
-    def rebuilt(cls, state: tuple) -> CellDefaults:
-        fn = rebuild_scan(*state, kind=cls)
-        assert isinstance(fn, cls)
-        return fn
+    rebuild = staticmethod(rebuild_scan)
 
 
 CellFunction = CellReduction | CellScan  # what a `--reduce` or `--scan` cell binds
