@@ -6,7 +6,9 @@ reads a and b and writes h). Every contender's result is checked against a float
 before anything is timed. Contenders take turns in each of --rounds rounds; a figure is the median
 of all its calls (CUDA events on a GPU, perf_counter on the host). On the CPU (`--device cpu`) the
 rows are the issue's CPU rows; the thread count is the process's (OMP_NUM_THREADS, taskset).
-Writes bench_scan_<device>.json and .md into --out, with the date, device and commit.
+Writes bench_scan_<device>.json and .md into --out, with the date, device and commit (--commit names
+the tree where its git metadata is not its own). The linear recurrences' other contender is torch's
+prototype associative_scan, compiled (it runs only under torch.compile).
 """
 from __future__ import annotations
 
@@ -40,7 +42,11 @@ CPU_ROWS = [("cumsum", (1 << 24,), -1), ("cumsum", (8192, 1024), -1), ("cumsum",
             ("logcumsumexp", (8192, 1024), -1)]
 
 
-def _combine(a1, b1, a2, b2):
+def _combine(earlier: tuple, later: tuple) -> tuple:
+    """torch's associative_scan calls combine_fn(x, y) on two pytrees shaped as its xs, here (a, b)
+    pairs, the earlier elements' state first."""
+    a1, b1 = earlier
+    a2, b2 = later
     return a1 * a2, a2 * b1 + b2
 
 
@@ -54,7 +60,9 @@ def contenders(op: str, inputs: list, dim: int, device: str) -> dict:
             from torch._higher_order_ops.associative_scan import associative_scan
 
             torch._dynamo.reset()
-            scan = torch.compile(lambda p, q: associative_scan(_combine, (p, q), dim, combine_mode="generic")[1])
+            # It runs only under torch.compile; 'pointwise' (the faster mode) takes only GPU tensors.
+            mode = "pointwise" if device == "cuda" else "generic"
+            scan = torch.compile(lambda p, q: associative_scan(_combine, (p, q), dim=dim, combine_mode=mode)[1])
             found["associative_scan (compiled)"] = lambda: scan(a, b)
         except Exception as exc:  # noqa: BLE001 - a prototype API: report, go on
             print(f"associative_scan unavailable: {exc!r}", file=sys.stderr)
@@ -154,11 +162,21 @@ def run_row(op: str, shape: tuple, dim: int, device: str, rounds: int, repeat: i
 
 
 def commit() -> str:
+    """`git rev-parse --short HEAD` of the tree benchmarked (the one holding this script), with the
+    count of paths changed since where it has any (its HEAD alone would name another tree), or
+    'unknown' outside git."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__)), check=False).stdout.strip()
-    except OSError:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=root,
+                              check=False)
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                 text=True, cwd=root, check=False)
+    except OSError:  # no git here
         return "unknown"
+    if head.returncode != 0 or not head.stdout.strip():  # not a git checkout
+        return "unknown"
+    dirty = len(changed.stdout.splitlines()) if changed.returncode == 0 else 0
+    return head.stdout.strip() + (f" + {dirty} changed paths" if dirty else "")
 
 
 def markdown(rows: list[dict], header: str) -> str:
@@ -177,6 +195,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     parser.add_argument("--only", default=None, help="run the rows whose op contains this text")
+    parser.add_argument("--commit", default=None,
+                        help="the label of the tree benchmarked, where its git metadata is not its own (a copy)")
     args = parser.parse_args()
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     rows = []
@@ -186,11 +206,12 @@ def main() -> None:
         rows.append(run_row(op, shape, dim, args.device, args.rounds, args.repeat))
         print(markdown(rows[-1:], ""), flush=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    header = f"# Scans, {device_name}, {stamp}, commit {commit()}"
+    label = args.commit or commit()
+    header = f"# Scans, {device_name}, {stamp}, commit {label}"
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, f"bench_scan_{args.device}")
     with open(base + ".json", "w") as handle:
-        json.dump({"device": device_name, "date": stamp, "commit": commit(), "rows": rows}, handle, indent=1)
+        json.dump({"device": device_name, "date": stamp, "commit": label, "rows": rows}, handle, indent=1)
     with open(base + ".md", "w") as handle:
         handle.write(markdown(rows, header))
     print(markdown(rows, header))

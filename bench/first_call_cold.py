@@ -14,6 +14,7 @@ on a machine without CUDA both kinds run on the CPU backend. Standalone:
 """
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import statistics
@@ -134,6 +135,10 @@ def cold_row(kind: str, device: str, label: str, dtype: str, dim: int | None, bi
 def cold_rows(kind: str, device: str, big: tuple[int, ...]) -> list[dict]:
     """Every representative row of `kind` ('elementwise' or 'reduce') on `device`; `big` is the
     bandwidth row's shape (elements for elementwise, (rows, cols) for a reduction)."""
+    # The package's bytecode first, as `pip install` compiles it: a tree copied to a machine whose
+    # environment sets PYTHONDONTWRITEBYTECODE (the GPU machine's does) would otherwise compile
+    # every module from source in each new process, and `import` would time the compiler.
+    compileall.compile_dir(os.path.join(ROOT, "jiter_magic"), quiet=1)
     found = []
     for label, dtype, dim in ROWS[kind]:
         result = cold_row(kind, device, label, dtype, dim, big)

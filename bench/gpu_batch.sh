@@ -4,6 +4,9 @@
 #                                    then bench_reduce.py before/after (compare_gpu.sh, COMPARE_REDUCE)
 #   bash bench/gpu_batch.sh speed    bench_gpu.py before/after, two interleaved rounds, with the cold rows
 #   bash bench/gpu_batch.sh cpu      bench_cpu.py and bench_scan.py --device cpu at 2 threads and all cores
+#   bash bench/gpu_batch.sh cpu-compare  bench_cpu.py at 2 threads, the baseline and this tree in turns
+#                                    (base, new, base, new), then each row's jiter_magic time side by side;
+#                                    its baseline is bench/.baseline-cpu-jiter_magic.tar (git archive REV jiter_magic)
 # The baseline is bench/.baseline-jiter_magic.tar (compare_gpu.sh says how to make it).
 set -u -o pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -31,4 +34,37 @@ case ${1:-verify} in
     step cpu-all 140 python3 bench/bench_cpu.py --threads all --rounds 3 --out "$OUT/cpu-all-cores"
     step scan-cpu-2 75 env OMP_NUM_THREADS=2 taskset -c 0,1 python3 bench/bench_scan.py --device cpu --out "$OUT/scan-cpu-2"
     step scan-cpu-all 65 python3 bench/bench_scan.py --device cpu --out "$OUT/scan-cpu-all";;
+  cpu-compare)
+    python3 -c "import numexpr" 2>/dev/null || python3 -m pip install -q --no-index --find-links .whl numexpr 2>&1 | tail -n 2
+    base=$(mktemp -d)
+    tar -xf bench/.baseline-cpu-jiter_magic.tar -C "$base" && mkdir -p "$base/bench" \
+      && cp bench/bench_cpu.py bench/cpu_rows.py hatch_build.py "$base/bench/" && mv "$base/bench/hatch_build.py" "$base/" \
+      && (cd "$base" && python3 hatch_build.py > "$OUT/base-build.txt" 2>&1); tail -n 2 "$OUT/base-build.txt"
+    for round in $(seq "${CPU_COMPARE_ROUNDS:-1}"); do
+      for side in base new; do
+        root=$PWD; [ $side = base ] && root=$base
+        (cd "$root" && step cpu-$side-$round 125 taskset -c 0,1 python3 bench/bench_cpu.py --threads 2 --rounds 2 \
+          --out "$OUT/cpu-$side-$round")
+      done
+    done
+    python3 - "$OUT" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+table = {}
+for run in sorted(os.listdir(out)):
+    path = os.path.join(out, run, "bench_cpu.json")
+    if not os.path.exists(path):
+        continue
+    for row in json.load(open(path))["runs"][0]["rows"]:
+        res = row["results"]
+        ours = res.get("jiter_magic (NumPy arrays)") or res.get("jiter_magic (torch CPU tensors)")
+        ind = res.get("Inductor")
+        if ours:
+            table.setdefault(row["row"], {})[run] = (ours["median"] * 1e3, ind["median"] / ours["median"] if ind else None)
+for row, runs in table.items():
+    print(row)
+    for run, (ms, vs) in sorted(runs.items()):
+        print(f"   {run:12s} {ms:8.2f} ms  vs Inductor {vs:.2f}x" if vs else f"   {run:12s} {ms:8.2f} ms")
+PY
+    ;;
 esac

@@ -153,9 +153,10 @@ def _backend_of(path: str) -> str:
 
 
 def rebuild(code_string: str, identity: object, map_name: str | None, combine: object, finalize: object,
-            kwargs: dict[str, object], multi: bool, backend: str = "auto") -> ScanFunction:
-    """The same scan, made again from its pickled state."""
-    fn = ScanFunction(code_string, identity, map_name, combine, finalize, kwargs, multi)
+            kwargs: dict[str, object], multi: bool, backend: str = "auto", *,
+            kind: type[ScanFunction] | None = None) -> ScanFunction:
+    """The same scan, made again from its pickled state; `kind`: a subclass to make (a notebook cell's scan)."""
+    fn = (kind or ScanFunction)(code_string, identity, map_name, combine, finalize, kwargs, multi)
     fn.backend = backend
     return fn
 

@@ -19,8 +19,8 @@ from IPython.display import display
 from jiter_magic.compilers.nvrtc_archs import default_arch
 from jiter_magic.errors import BindError, CompileError, DTypeError, ParseError, ScalarOverflowError, ToolchainError
 from jiter_magic.function import JitFunction
-from jiter_magic.notebook import cell_reduce
-from jiter_magic.notebook.cell_reduce import CellReduction, ReduceOptions
+from jiter_magic.notebook import cell_combine
+from jiter_magic.notebook.cell_combine import CellFunction, CombineOptions
 from jiter_magic.runtime import notice as compile_notice
 from jiter_magic.runtime.inspection import cuda_available
 
@@ -36,7 +36,7 @@ class CellOptions:
     dtypes: tuple[str, ...]  # one name (used for every input) or one per input; () means float32
     panel: bool
     quiet: bool = False  # no summary line after the cell
-    reduce: ReduceOptions | None = None  # a `--reduce` cell: a reduction, not an elementwise function
+    combining: CombineOptions | None = None  # a `--reduce` or `--scan` cell, not an elementwise function
 
 
 class _ShortTraceback:
@@ -75,11 +75,11 @@ def _in_the_cell(message: str) -> str:
     return message.replace("of the code string", "of the cell")
 
 
-def _create(cell: str, options: CellOptions) -> JitFunction | CellReduction:
-    fn: JitFunction | CellReduction
+def _create(cell: str, options: CellOptions) -> JitFunction | CellFunction:
+    fn: JitFunction | CellFunction
     try:
-        if options.reduce is not None:
-            fn = cell_reduce.create(cell, options.reduce, options.kwargs)
+        if options.combining is not None:
+            fn = cell_combine.create(cell, options.combining, options.kwargs)
         else:  # what create_jit_fn (outputs None) or create_multi_output_jit_fn makes
             fn = JitFunction(cell, options.outputs, dict(options.kwargs))
     except ParseError as exc:
@@ -90,8 +90,8 @@ def _create(cell: str, options: CellOptions) -> JitFunction | CellReduction:
     return fn
 
 
-def _compile(fn: JitFunction | CellReduction, options: CellOptions) -> None:
-    """Build the default specialization now (a reduction's default kernel), so that a broken functor
+def _compile(fn: JitFunction | CellFunction, options: CellOptions) -> None:
+    """Build the default specialization now (a reduction's or scan's default kernel), so that a broken functor
     fails the cell with the mapped compiler log, and a --dtype the function refuses is a UsageError."""
     dtypes = options.dtypes
     if len(dtypes) == 1:
@@ -106,7 +106,7 @@ def _compile(fn: JitFunction | CellReduction, options: CellOptions) -> None:
 
 
 @contextmanager
-def _build_failures_fail_the_cell(fn: JitFunction | CellReduction, options: CellOptions, backend: str | None,
+def _build_failures_fail_the_cell(fn: JitFunction | CellFunction, options: CellOptions, backend: str | None,
                                   refused: tuple[type[Exception], ...]) -> Iterator[None]:
     """A build at cell time, its notice silenced (the summary line after the cell says what was
     built), its failures as the cell's: what a --dtype made `refused` a UsageError naming it, a
@@ -126,7 +126,7 @@ def _build_failures_fail_the_cell(fn: JitFunction | CellReduction, options: Cell
         raise CellCompileError(str(exc), exc.log, exc.source) from None
 
 
-def _show_failed(fn: JitFunction | CellReduction, name: str, log: str, backend: str) -> None:
+def _show_failed(fn: JitFunction | CellFunction, name: str, log: str, backend: str) -> None:
     from jiter_magic.notebook.panel_html import failed_html  # pygments: imported when a panel is shown, not at load
 
     display({"text/html": failed_html(name, fn.code, log, backend),

@@ -1,5 +1,5 @@
 """The `%%jiterator` line read into `CellOptions`: its usage, its key=value literals, its dtypes, and
-the options of an elementwise or a `--reduce` cell, each refused with what was wrong and expected.
+the options of an elementwise, a `--reduce` or a `--scan` cell, each refused with what was wrong and expected.
 (argparse itself, the flags and their help, stays with the magic in magic.py.)"""
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from collections.abc import Container
 from IPython.core.error import UsageError
 
 from jiter_magic.notebook.cell_build import CellOptions
-from jiter_magic.notebook.cell_reduce import ROLE_KEYS, split_reduce_params
+from jiter_magic.notebook.cell_combine import ROLE_KEYS, split_params
 from jiter_magic.notebook.names import refusal
 
-CELL_USAGE = ("NAME [key=value ...] [--outputs N] [--backend auto|cuda|cpu] [--dtype DTYPE] [--reduce] [--no-panel] "
-              "[--quiet]")
+CELL_USAGE = ("NAME [key=value ...] [--outputs N] [--backend auto|cuda|cpu] [--dtype DTYPE] [--reduce | --scan] "
+              "[--no-panel] [--quiet]")
 NEEDS_A_NAME = ("%%jiterator needs the name of the function to make, then optional key=value defaults of "
                 f"its extra arguments and flags: %%jiterator {CELL_USAGE}; for example: "
-                "%%jiterator my_kernel alpha=1.0; a reduction: %%jiterator NAME --reduce identity=0 "
-                "(see %%jiterator? for more)")
+                "%%jiterator my_kernel alpha=1.0; a reduction: %%jiterator NAME --reduce identity=0; a scan: "
+                "%%jiterator NAME --scan identity=0 dim=-1 (see %%jiterator? for more)")
 
 # Names a value may use besides Python literals: floats that have no literal spelling.
 _SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "+inf": math.inf, "nan": math.nan}
@@ -64,8 +64,11 @@ def cell_options(args: argparse.Namespace, ipython_names: Container[str] = froze
     if args.outputs is not None and not 1 <= args.outputs <= 8:
         raise UsageError(f"--outputs {args.outputs}: a functor has 1 to 8 outputs")
     dtypes = dtype_list(args.dtype)
-    if args.reduce:
-        return _reduce_options(args, dtypes)
+    if args.reduce and args.scan:
+        raise UsageError("--reduce --scan: a cell makes one function, a reduction (--reduce, as torch.sum) or a "
+                         "scan (--scan, as torch.cumsum); give one of them")
+    if args.reduce or args.scan:
+        return _combining_options(args, dtypes)
     kwargs: dict[str, object] = {}
     for token in args.params:
         key, value = _elementwise_literal(token, args)
@@ -76,24 +79,32 @@ def cell_options(args: argparse.Namespace, ipython_names: Container[str] = froze
 
 
 def _elementwise_literal(token: str, args: argparse.Namespace) -> tuple[str, bool | int | float | complex]:
-    """An extra's default; `combine=add` without --reduce says that --reduce is missing."""
+    """An extra's default; `combine=add` without --reduce or --scan says that one is missing."""
     key, _sep, text = token.partition("=")
     if key in ROLE_KEYS and text.isidentifier():
         line = " ".join([args.name, "--reduce", *(["identity=VALUE"] if not any(
             p.startswith("identity=") for p in args.params) else []), *args.params])
         raise UsageError(f"{token!r}: {key}= names the {key} function of a reduction, and without --reduce "
-                         f"the line makes an elementwise function; for a reduction write %%jiterator {line}")
+                         f"the line makes an elementwise function; for a reduction write %%jiterator {line} "
+                         "(for a scan, --scan in place of --reduce)")
     return parse_literal(token)
 
 
-def _reduce_options(args: argparse.Namespace, dtypes: tuple[str, ...]) -> CellOptions:
-    """A `--reduce` line: the reduction's keys apart from the map's extras; options that do not
-    apply to reductions refused, saying why."""
-    if args.outputs not in (None, 1, 2):
-        raise UsageError(f"--reduce --outputs {args.outputs}: a reduction has one result, or with --outputs 2 "
-                         "its values and their indices (as torch.max(x, dim) gives)")
+def _combining_options(args: argparse.Namespace, dtypes: tuple[str, ...]) -> CellOptions:
+    """A `--reduce` or `--scan` line: the function's keys apart from the map's extras; options that
+    do not apply to these kinds refused, saying why."""
+    kind = "reduce" if args.reduce else "scan"
+    most = 2 if args.reduce else 4
+    if args.outputs is not None and not 1 <= args.outputs <= most:
+        if args.reduce:
+            raise UsageError(f"--reduce --outputs {args.outputs}: a reduction has one result, or with --outputs 2 "
+                             "its values and their indices (as torch.max(x, dim) gives)")
+        raise UsageError(f"--scan --outputs {args.outputs}: a scan has one result, or with --outputs 2 its values "
+                         "and their indices (as torch.cummax gives), or with --outputs 2 to 4 each value of a "
+                         "state of that many values (a linear recurrence's two)")
     if args.backend is not None:
-        raise UsageError(f"--reduce --backend {args.backend}: a reduction runs where its inputs live (NumPy and "
+        what = "a reduction" if args.reduce else "a scan"
+        raise UsageError(f"--{kind} --backend {args.backend}: {what} runs where its inputs live (NumPy and "
                          "CPU tensors on the CPU, CUDA tensors and CuPy arrays on the GPU); drop --backend")
-    reduce, extras = split_reduce_params(args.params, parse_literal, indexed=args.outputs == 2)
-    return CellOptions(args.name, extras, None, "auto", dtypes, args.panel, args.quiet, reduce)
+    combining, extras = split_params(kind, args.params, parse_literal, args.outputs or 1)
+    return CellOptions(args.name, extras, None, "auto", dtypes, args.panel, args.quiet, combining)

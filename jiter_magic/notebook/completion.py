@@ -19,8 +19,8 @@ MAGIC = "%%jiterator"
 BENCH_OPTIONS = ("--against", "-n", "-w")
 BENCH_VALUED = ("--against", "-n", "-w")  # options followed by a value
 BENCH_LINE = re.compile(r"\s*(?:[A-Za-z_]\w*\s*=\s*)?%jiterator_bench\s")  # also `r = %jiterator_bench ...`
-OPTIONS = ("--outputs", "--backend", "--dtype", "--reduce", "--no-panel", "--quiet", "--help")
-REDUCE_KEYS = ("identity=", "combine=", "map=", "finalize=", "dim=")  # a --reduce line's own keys
+OPTIONS = ("--outputs", "--backend", "--dtype", "--reduce", "--scan", "--no-panel", "--quiet", "--help")
+REDUCE_KEYS = ("identity=", "combine=", "map=", "finalize=", "dim=")  # a --reduce or --scan line's own keys
 NAMES_A_FUNCTION = ("combine", "map", "finalize")  # keys whose values are the cell's function names
 VALUES = {
     "--backend": ("auto", "cuda", "cpu"),
@@ -59,13 +59,13 @@ def _complete(context: CompletionContext, namespace: Callable[[], dict[str, Any]
     naming = len(words) == (1 if token else 0)  # the NAME position, right after the magic
     if naming:
         return _jitted_names(namespace, token)
-    if "--reduce" in words:
+    if "--reduce" in words or "--scan" in words:
         return _complete_reduce(before, token, context.full_text)
     return []
 
 
 def _complete_reduce(before: str, token: str, cell: str) -> list[SimpleCompletion]:
-    """On a `--reduce` line: its keys (`identity=`, `combine=`, ...) not given yet, and after
+    """On a `--reduce` or `--scan` line: its keys (`identity=`, `combine=`, ...) not given yet, and after
     `combine=`, `map=` or `finalize=` the names of the functions the cell defines."""
     word = before.split()[-1] if before and not before[-1].isspace() else ""
     key, sep, _value = word.partition("=")

@@ -40,8 +40,7 @@ from jiter_magic.notebook.cell_build import (
 from jiter_magic.notebook.cell_line import CELL_USAGE, NEEDS_A_NAME, cell_options
 from jiter_magic.notebook.completion import jiterator_matcher
 from jiter_magic.notebook.panel_html import human_size
-from jiter_magic.notebook.report import format_cache_stats, reduction_summary, summary
-from jiter_magic.reduction import ReductionFunction
+from jiter_magic.notebook.report import combining_summary, format_cache_stats, summary
 from jiter_magic.tools.results import BenchmarkResult
 
 BACKWARD_NEEDS_A_NAME = ("%%jiterator_backward needs the name of a function jitted earlier (by %%jiterator or "
@@ -67,6 +66,9 @@ class JiteratorMagics(Magics):
     @argument("--reduce", action="store_true",
               help="make a reduction (create_reduction_fn): identity=VALUE is required; combine=, map=, "
                    "finalize= name the cell's functions, dim= the calls' default dim")
+    @argument("--scan", action="store_true",
+              help="make a scan (create_scan_fn; with --outputs N create_multi_output_scan_fn): the keys of "
+                   "--reduce, identity=(1,0) for a state of several values, dim= one int")
     @argument("--dtype", default=None, metavar="DTYPE",
               help="input dtype(s) to compile for when the cell runs: one name for every input, "
                    "or a comma-separated list, one per input (default float32)")
@@ -92,7 +94,14 @@ class JiteratorMagics(Magics):
         With --reduce --outputs 2 it gives values with their indices (argmax, as torch.max(x, dim);
         create_multi_output_reduction_fn): the combine takes two values with their indices and
         writes the kept pair through two references, and identity= is optional.
-        Reductions run where their inputs live, so --backend does not apply.
+        With --scan the cell is a scan (create_scan_fn, called as torch.cumsum:
+        NAME(x, dim=1, reverse=False, exclusive=False, dtype=None, out=None)), its keys those of
+        --reduce; dim= is one int, the calls' default dim (a scan needs one: without it each call
+        gives dim=). With --scan --outputs N (create_multi_output_scan_fn) the combine writes a
+        state of N = 2 to 4 values through references, identity=(1,0) gives one number a value
+        (a linear recurrence), or with --outputs 2 it keeps values with their indices as
+        torch.cummax does. Reductions and scans run where their inputs live, so --backend does
+        not apply.
 
         Example:
 
@@ -101,6 +110,9 @@ class JiteratorMagics(Magics):
 
             %%jiterator sum_sq --reduce identity=0 dim=-1
             template <typename T> T sq(T x) { return x * x; }
+            template <typename T> T add(T a, T b) { return a + b; }
+
+            %%jiterator cumsum --scan identity=0 dim=-1
             template <typename T> T add(T a, T b) { return a + b; }
         """
         assert self.shell is not None, "a magic runs inside an IPython shell"
@@ -114,7 +126,7 @@ class JiteratorMagics(Magics):
             widgets.rebound(previous, options.name)  # its panels say the name now points elsewhere
         self.shell.push({options.name: fn})
         if not options.quiet:
-            print(summary(fn, options.name) if isinstance(fn, JitFunction) else reduction_summary(fn, options.name))
+            print(summary(fn, options.name) if isinstance(fn, JitFunction) else combining_summary(fn, options.name))
         if options.panel:  # titled by the cell's NAME, not the C++ function's (`sum_sq`, not `sq`)
             display(_panel_bundle(fn, options.name), raw=True)
 
@@ -205,8 +217,8 @@ class JiteratorMagics(Magics):
         return result
 
 
-def _panel_bundle(fn: JitFunction | ReductionFunction, name: str) -> dict:
-    """What `display(fn)` shows, titled `name`."""
+def _panel_bundle(fn: KernelFunction, name: str) -> dict:
+    """What `display(fn)` shows, titled `name` (a reduction's and a scan's panel: reduce_panel's)."""
     if isinstance(fn, JitFunction):
         from jiter_magic.notebook import widgets
 

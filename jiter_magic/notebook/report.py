@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from jiter_magic.function import JitFunction
+from jiter_magic.kernel_function import KernelFunction
 from jiter_magic.notebook.panel_html import human_size
-from jiter_magic.reduction import ReductionFunction
 from jiter_magic.runtime.inspection import cuda_available, cuda_device_name
 
 _HOW = {"disk": "loaded from the disk cache", "memory": "reused from memory (an equal function had it)"}
@@ -27,9 +27,9 @@ def summary(fn: JitFunction, bound_to: str) -> str:
     return f"{name}: {how} for {where}, {dtypes}{words}"
 
 
-def reduction_summary(fn: ReductionFunction, bound_to: str) -> str:
-    """The line after a `%%jiterator --reduce` cell, as `summary` says it of an elementwise one:
-    '(float32) -> float32, accumulating float32' names the dtypes (the kernel's shape is the panel's)."""
+def combining_summary(fn: KernelFunction, bound_to: str) -> str:
+    """The line after a `%%jiterator --reduce` or `--scan` cell, as `summary` says it of an elementwise
+    one: '(float32) -> float32, accumulating float32' names the dtypes (the kernel's shape is the panel's)."""
     built = fn.specializations[-1]
     if built.backend == "cpu":
         where = "the CPU"
@@ -40,8 +40,11 @@ def reduction_summary(fn: ReductionFunction, bound_to: str) -> str:
     words = f"; {len(fn.warnings)} compiler warning(s): see {bound_to}.warnings" if fn.warnings else ""
     spec = built.spec
     name = bound_to if bound_to == fn.name else f"{bound_to} ({fn.name})"
-    output = f"({spec.output}, int64 index)" if spec.indexed else spec.output
-    return (f"{name}: {how} for {where}, reduce ({', '.join(spec.inputs)}) -> {output}, "
+    state = getattr(spec, "state", 1)  # a scan's state of several values, a result each
+    output = f"({spec.output}, int64 index)" if spec.indexed else spec.output if state == 1 else \
+        f"{state} x {spec.output}"
+    verb = "scan" if fn.operation == "scan" else "reduce"
+    return (f"{name}: {how} for {where}, {verb} ({', '.join(spec.inputs)}) -> {output}, "
             f"accumulating {spec.accumulate}{words}")
 
 

@@ -310,8 +310,8 @@ def test_a_bare_backward_line_says_what_the_magic_needs_with_an_example(shell, l
 
 
 def test_the_help_opens_with_the_usage_line(shell, capsys):
-    usage = ("%%jiterator NAME [key=value ...] [--outputs N] [--backend auto|cuda|cpu] [--dtype DTYPE] [--reduce] "
-             "[--no-panel] [--quiet]")
+    usage = ("%%jiterator NAME [key=value ...] [--outputs N] [--backend auto|cuda|cpu] [--dtype DTYPE] "
+             "[--reduce | --scan] [--no-panel] [--quiet]")
     assert shell.find_cell_magic("jiterator").__doc__.splitlines()[:3] == [
         usage, "", "Jit the cell's C++ functor and bind it to NAME in the notebook."]
     for kind, name, first in [("cell", "jiterator_backward", "%%jiterator_backward name"),

@@ -15,7 +15,7 @@ from IPython.core.completer import provisionalcompleter  # noqa: E402
 from IPython.core.error import UsageError  # noqa: E402
 
 import jiter_magic  # noqa: E402
-from jiter_magic.notebook.cell_reduce import CellReduction  # noqa: E402
+from jiter_magic.notebook.cell_combine import CellReduction  # noqa: E402
 from jiter_magic.notebook.magic import JiteratorMagics  # noqa: E402
 
 SQ = "template <typename T> T sq(T x) { return x * x; }\n"
