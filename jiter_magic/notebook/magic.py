@@ -218,14 +218,10 @@ class JiteratorMagics(Magics):
 
 
 def _panel_bundle(fn: KernelFunction, name: str) -> dict:
-    """What `display(fn)` shows, titled `name` (a reduction's and a scan's panel: reduce_panel's)."""
-    if isinstance(fn, JitFunction):
-        from jiter_magic.notebook import widgets
+    """What `display(fn)` shows, titled `name`: the one panel of every kind (widgets.py)."""
+    from jiter_magic.notebook import widgets
 
-        return widgets.mimebundle(fn, name=name)
-    from jiter_magic.notebook import reduce_panel
-
-    return reduce_panel.mimebundle(fn, name=name)
+    return widgets.mimebundle(fn, name=name)
 
 
 def _plain_help(function) -> None:
