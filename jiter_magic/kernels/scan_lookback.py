@@ -28,6 +28,7 @@ from jiter_magic.planning.scan_plan import ScanSpec
 # bug waits that long, and a trap that fails the launch is better than a GPU hung for good.
 SPINS = 1 << 26
 MAX_TILES = (1 << 31) - 1  # tiles of a call at most: one block each, and a grid's x is below 2^31
+HEAD = 16  # int64 words before the flags: the tile counter alone in its 128-byte line, apart from polled flags
 
 
 def tree_size(tiles: int) -> int:
@@ -47,7 +48,7 @@ def state_words(spec: ScanSpec) -> int:
 
 def _flag_words(rows: int, tiles: int) -> int:
     """The tile counter and the rows' int32 flags, in int64 words: what stage 0 zeroes."""
-    return 1 + (rows * tree_size(tiles) + 1) // 2
+    return HEAD + (rows * tree_size(tiles) + 1) // 2
 
 
 def workspace_words(spec: ScanSpec, rows: int, count: int, tile: int) -> int:
@@ -72,6 +73,9 @@ __device__ __forceinline__ jm_index_t jm_tree_size(jm_index_t jm_tiles) {{ retur
 __device__ __forceinline__ jm_index_t jm_entry(jm_index_t jm_tiles, int jm_k, jm_index_t jm_m) {{
   return jm_tree_size(jm_tiles) - jm_tree_size(jm_tiles >> jm_k) + jm_m;
 }}
+__device__ __forceinline__ jm_index_t jm_flag_words(jm_index_t jm_rows, jm_index_t jm_tiles) {{
+  return {HEAD} + (jm_rows * jm_tree_size(jm_tiles) + 1) / 2;  // the counter, then int32 flags
+}}
 __device__ __forceinline__ void jm_put(long long* jm_slot, jm_state_t jm_s) {{
   long long jm_w[{words}] = {{}};
   memcpy(jm_w, &jm_s, sizeof(jm_state_t));
@@ -92,8 +96,8 @@ __device__ __forceinline__ jm_state_t jm_get(const int* jm_flag, const long long
 // aggregate and the entries it ends, and gives every lane the fold of the tiles before it.
 __device__ __forceinline__ jm_state_t jm_look_back(const jm_Args& {ARGS}, jm_index_t jm_base, jm_index_t jm_tile,
                                                    jm_index_t jm_tiles, jm_state_t jm_agg) {{
-  int* const jm_flags = (int*)({ARGS}.jm_partials + 1);
-  long long* const jm_states = (long long*){ARGS}.jm_partials + 1 + ({ARGS}.jm_rows * jm_tree_size(jm_tiles) + 1) / 2;
+  int* const jm_flags = (int*)({ARGS}.jm_partials + {HEAD});
+  long long* const jm_states = (long long*){ARGS}.jm_partials + jm_flag_words({ARGS}.jm_rows, jm_tiles);
   const int jm_lane = jm_thread_x() & 31;
   if (jm_lane == 0) {{  // level 0 first: later tiles wait on it, and it waits on nothing
     jm_put(jm_states + (jm_base + jm_tile) * {words}, jm_agg);
@@ -133,7 +137,7 @@ def tile_head(spec: ScanSpec, tile: int, block: int) -> CodeBlock:
     counter; `jm_row`, `jm_tile` (the tile of the row), `jm_tiles` (a row's) and `jm_j0` its first."""
     code = CodeBlock(f"const jm_index_t jm_tiles = ({ARGS}.jm_count + {tile - 1}) / {tile};")
     with code.block(f"if ({ARGS}.jm_stage == 0)"):
-        code.line(f"const jm_index_t jm_zeroed = 1 + ({ARGS}.jm_rows * jm_tree_size(jm_tiles) + 1) / 2;")
+        code.line(f"const jm_index_t jm_zeroed = jm_flag_words({ARGS}.jm_rows, jm_tiles);")
         with code.block(f"for (int jm_i = 0; jm_i < {tile // block}; ++jm_i)"):
             code.line(f"const jm_index_t jm_w = (jm_index_t)jm_block_x() * {tile} + jm_i * {block} + jm_thread_x();")
             code.line(f"if (jm_w < jm_zeroed) {ARGS}.jm_partials[jm_w] = 0;")

@@ -128,10 +128,10 @@ def test_workspace_and_launches():
     spec = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=LOOKBACK_SCAN, kept_ndim=1)
     tiles = (1 << 28) // scan_cuda.TILE
     assert tree_size(tiles) == 2 * tiles - 1
-    flags = 1 + tiles  # the counter and 2 * tiles - 1 int32 flags
+    flags = 16 + tiles  # the counter's 128-byte line and 2 * tiles - 1 int32 flags
     assert scan_lookback.workspace_words(spec, 1, 1 << 28, scan_cuda.TILE) == flags + 2 * tiles - 1
     assert scan_lookback.launches(1, 1 << 28, scan_cuda.TILE) == [((-(-flags // scan_cuda.TILE), 1, 1), 0),
                                                                    ((tiles, 1, 1), 1)]
     pairs = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=LOOKBACK_SCAN, kept_ndim=1, indexed=True)
     assert scan_lookback.workspace_words(pairs, 3, 5 * scan_cuda.TILE + 1, scan_cuda.TILE) == \
-        1 + (3 * 10 + 1) // 2 + 3 * 10 * 2  # 6 tiles a row: 6 + 3 + 1 entries
+        16 + (3 * 10 + 1) // 2 + 3 * 10 * 2  # 6 tiles a row: 6 + 3 + 1 entries
