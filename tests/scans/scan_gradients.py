@@ -3,12 +3,13 @@ backward, module-level functions so that pickling and torch.compile store them b
 from __future__ import annotations
 
 import torch
-from scan_functions import ADD, AFFINE, EMA
+from scan_functions import ADD, AFFINE, EMA, KEEP_MAX
 
 from jiter_magic import create_multi_output_scan_fn, create_scan_fn
 
 cumsum = create_scan_fn(ADD, 0, combine="add")
 linear = create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine")
+cummax = create_multi_output_scan_fn(KEEP_MAX, float("-inf"), combine="keep_max")
 ema = create_multi_output_scan_fn(EMA, (1, 0), map="ema", combine="affine", decay=0.9)  # no backward
 
 
@@ -41,5 +42,11 @@ def linear_backward(a, b, products, h, grad_products, grad_h, *, dim, reverse, e
     return g * h_before + q * products_before, g
 
 
+def cummax_backward(x, values, indices, grad_values, grad_indices, *, dim, reverse, exclusive):
+    """Each result's gradient goes to the element it was taken from (its index), as torch.cummax's."""
+    return torch.zeros_like(grad_values).scatter_add(dim, indices, grad_values)
+
+
 cumsum.def_backward(cumsum_backward)
 linear.def_backward(linear_backward)
+cummax.def_backward(cummax_backward)

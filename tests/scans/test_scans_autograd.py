@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from scan_gradients import cumsum, cumsum_backward, ema, linear, linear_backward
+from scan_gradients import cummax, cumsum, cumsum_backward, ema, linear, linear_backward
 
 from jiter_magic import create_scan_fn
 from jiter_magic.errors import ArgumentTypeError, BindError, GradientError
@@ -29,6 +29,15 @@ def test_cumsum_gradcheck(dim, reverse, exclusive):
 def test_linear_recurrence_gradcheck_of_both_results(reverse, exclusive):
     a, b = _float64(3, 6, low=0.5), _float64(3, 6)
     assert torch.autograd.gradcheck(lambda a, b: linear(a, b, dim=1, reverse=reverse, exclusive=exclusive), (a, b))
+
+
+def test_values_with_indices_send_each_gradient_to_its_index_as_torch_cummax():
+    x = _float64(3, 7)
+    assert torch.autograd.gradcheck(lambda t: cummax(t, dim=1, reverse=True).values, (x,))
+    cummax(x, dim=0).values.sum().backward()
+    expected = x.detach().clone().requires_grad_()
+    torch.cummax(expected, 0).values.sum().backward()
+    torch.testing.assert_close(x.grad, expected.grad)
 
 
 def test_an_output_without_gradient_gets_zeros_and_values_match_torch():

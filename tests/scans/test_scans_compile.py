@@ -4,8 +4,8 @@ dynamic, out= is written, and gradients run the scan's backward callable."""
 from __future__ import annotations
 
 import pytest
-from scan_functions import cummax, logcumsumexp
-from scan_gradients import cumsum, ema, linear
+from scan_functions import logcumsumexp
+from scan_gradients import cummax, cumsum, ema, linear
 
 import jiter_magic
 
@@ -90,7 +90,7 @@ def test_out_is_written_under_compile():
 def test_gradients_under_compile_equal_the_eager_backward(backend):
     def loss(x, a, b):
         products, h = linear(a, b, dim=1, reverse=True)
-        return cumsum(x, dim=1, exclusive=True).sin().sum() + (h * products).sum()
+        return cumsum(x, dim=1, exclusive=True).sin().sum() + (h * products).sum() + cummax(x, dim=0).values.sum()
 
     x, a, b = torch.rand(3, 6, dtype=torch.float64), torch.rand(1, 6, dtype=torch.float64) + 0.5, \
         torch.rand(3, 6, dtype=torch.float64)
