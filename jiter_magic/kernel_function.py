@@ -38,6 +38,15 @@ def checked_kwargs(kwargs: object, what: str) -> dict[str, object]:
     return dict(kwargs)
 
 
+def autograd_tracks(inputs: tuple) -> bool:
+    """Whether autograd tracks an input (only torch tensors have the flag; torch is then imported)."""
+    if not any(getattr(x, "requires_grad", False) for x in inputs):
+        return False
+    from jiter_magic.arrays.reduce_autograd import requires_grad
+
+    return requires_grad(inputs)
+
+
 class KernelFunction:
     """The common face of jitted functions; subclasses set `name`, `code`, `kwargs`, `binding`
     and `_calls`, and say what their backward takes (`_backward_takes`)."""
@@ -100,7 +109,7 @@ class KernelFunction:
     def _now(self) -> bytes:
         """What this function is now, as bytes: its pickled state, and what a change after it was
         made could alter beyond that state (the kwargs its calls use, its backward's own state)."""
-        backward = None if self.backward is None else self.backward._now()
+        backward = None if self._calls.backward is None else self._calls.backward._now()
         return pickle.dumps((self._pickled_state(), self.kwargs, backward))
 
     # Where it runs, what it built, how its calls went.
@@ -113,8 +122,8 @@ class KernelFunction:
     @backend.setter
     def backend(self, value: str) -> None:
         self._calls.set_backend(value)
-        if self.backward is not None:
-            self.backward.backend = value
+        if self._calls.backward is not None:  # a jitted backward (a scan's is a Python callable)
+            self._calls.backward.backend = value
 
     @property
     def specializations(self) -> list[Specialization]:

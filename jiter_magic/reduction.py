@@ -15,7 +15,7 @@ from jiter_magic.arrays.base import Delegated, run_delegated
 from jiter_magic.errors import BindError, InvalidArgumentError, JiterError
 from jiter_magic.frontend.reduction import bind_reduction
 from jiter_magic.function import JitFunction
-from jiter_magic.kernel_function import KernelFunction, checked_kwargs
+from jiter_magic.kernel_function import KernelFunction, autograd_tracks, checked_kwargs
 from jiter_magic.kernels.reduce_family import REDUCTION
 from jiter_magic.planning.reduce_spec import CUDA_PATHS, GRID, HOST, HOST_PATHS, ReductionSpec, check_identity
 from jiter_magic.planning.values import scalar_value
@@ -84,7 +84,7 @@ class ReductionFunction(KernelFunction):
         """A call without the facade's tracing and traceback handling: `options` holds dim,
         keepdim, dtype and out."""
         try:
-            if self.backward is not None and _tracked(inputs):
+            if self.backward is not None and autograd_tracks(inputs):
                 return self._tracked_call(inputs, options, kwargs)
             return reduce_call.run(self._calls, self.identity, self.kwargs, inputs, options, kwargs)
         except Delegated as delegated:  # Dask arrays, DTensors, traced tensors: their integration runs the call
@@ -201,15 +201,6 @@ class ReductionFunction(KernelFunction):
 def _backend_of(path: str) -> str:
     """The backend a reduction kernel shape runs on."""
     return "cpu" if path in HOST_PATHS else "cuda"
-
-
-def _tracked(inputs: tuple) -> bool:
-    """Whether autograd tracks an input (only torch tensors have the flag; torch is then imported)."""
-    if not any(getattr(x, "requires_grad", False) for x in inputs):
-        return False
-    from jiter_magic.arrays.reduce_autograd import requires_grad
-
-    return requires_grad(inputs)
 
 
 def rebuild(code_string: str, identity: object, map_name: str | None, combine: object, finalize: object,

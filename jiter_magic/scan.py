@@ -8,12 +8,14 @@ listeners, counts, backend, compiled code, benchmarking) is `KernelFunction`'s.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from typing import Any
 
+from jiter_magic.arrays import tracing
 from jiter_magic.arrays.base import Delegated, run_delegated
 from jiter_magic.errors import ArgumentTypeError, BindError, InvalidArgumentError, JiterError
 from jiter_magic.frontend.scan import ScanBinding, bind_scan
-from jiter_magic.kernel_function import KernelFunction, checked_kwargs, for_caller
+from jiter_magic.kernel_function import KernelFunction, autograd_tracks, checked_kwargs, for_caller
 from jiter_magic.kernels.scan_family import SCAN
 from jiter_magic.planning.reduce_spec import accumulate_dtype, check_identity, result_dtype
 from jiter_magic.planning.scan_plan import CUDA_SCAN_PATHS, HOST_SCAN_PATHS, SCAN_ROWS, WARP_SCAN, ScanSpec
@@ -62,10 +64,17 @@ class ScanFunction(KernelFunction):
         self.kwargs = {name: scalar_value(value, name) for name, value in kwargs.items()}
         self.name = self.__name__ = self.__qualname__ = self.binding.name
         self._calls = ReductionCalls(self.binding, SCAN)
+        self.recipe = pickle.dumps((rebuild, (*self._made_from[:5], self.kwargs, multi)))  # as JitFunction.recipe
+        self._backward: Callable[..., Any] | None = None
+        # The backward as torch.compile names its operator by it: pickled by reference, so None
+        # where it cannot be (a lambda, a nested function); see def_backward.
+        self.backward_recipe: bytes | None = None
 
     def __call__(self, *inputs: object, dim: object = None, reverse: bool = False, exclusive: bool = False,
                  dtype: object = None, out: object = None, **kwargs: object) -> Any:
         options = {"dim": dim, "reverse": reverse, "exclusive": exclusive, "dtype": dtype, "out": out}
+        if tracing.compiling():  # torch.compile / torch.export: the call becomes one torch operator
+            return tracing.traced_scan(self, inputs, options, kwargs)
         if out is None and not kwargs:  # a call keyed like one before runs in C (runtime/scan_hot.py)
             found = scan_hot.hot_call(self._calls, inputs, options)
             if found is not None:
@@ -75,31 +84,86 @@ class ScanFunction(KernelFunction):
         except JiterError as error:
             raise for_caller(error) from error.__cause__
 
+    def eager(self, inputs: tuple, options: dict[str, Any], kwargs: dict[str, object]) -> Any:
+        """A call on real arrays, its C hot path first, without the facade's tracing check and
+        traceback handling: what a torch operator's kernel runs (as ReductionFunction.eager)."""
+        if options["out"] is None and not kwargs:
+            found = scan_hot.hot_call(self._calls, inputs, options)
+            if found is not None:
+                return found
+        return self.run(inputs, options, kwargs)
+
     def run(self, inputs: tuple, options: dict[str, Any], kwargs: dict[str, object]) -> Any:
-        """A call without the facade's traceback handling: `options` holds dim, reverse, exclusive,
-        dtype and out."""
+        """A call without the facade's tracing and traceback handling: `options` holds dim, reverse,
+        exclusive, dtype and out."""
         try:
+            if autograd_tracks(inputs):
+                return self._tracked_call(inputs, options, kwargs)
             return scan_call.run(self._calls, self.identity, self.kwargs, inputs, options, kwargs)
-        except Delegated as delegated:  # Dask arrays, DTensors, traced tensors: refused until they have a scan strategy
+        except Delegated as delegated:  # Dask arrays, DTensors, traced tensors: their integration runs the call
             return run_delegated(delegated.adapter, self, inputs, options, kwargs)
+
+    def _tracked_call(self, inputs: tuple, options: dict[str, Any], kwargs: dict[str, object]) -> Any:
+        """A call whose results autograd tracks through the backward (arrays/scan_autograd.py)."""
+        from jiter_magic.arrays import scan_autograd
+
+        if self._backward is None:
+            raise scan_autograd.no_backward(self.name)
+
+        def compute(detached: tuple) -> Any:
+            return scan_call.run(self._calls, self.identity, self.kwargs, detached, options, kwargs)
+
+        return scan_autograd.tracked_call(self, compute, inputs, options, {**self.kwargs, **kwargs})
+
+    @property
+    def backward(self) -> Callable[..., Any] | None:
+        """The gradient given by `def_backward` (a Python callable), or None."""
+        return self._backward
+
+    def def_backward(self, backward: Callable[..., Any] | None) -> ScanFunction:
+        """Give the scan its gradient for torch autograd; returns `self`.
+
+        A scan's gradient is itself a scan, so `backward` is a Python callable (typically written
+        with jitted scans and torch ops), called as
+        `backward(*inputs, *results, *grads, dim=, reverse=, exclusive=, **extras)`: one result and
+        one gradient an output of the scan (a gradient of an output that got none is zeros), `dim`
+        normalized to the inputs' broadcast shape, the extras by name. It returns one gradient an
+        input (a tensor or None; for one input, a single tensor), which is summed over the dims the
+        call broadcast that input along and cast to its dtype. `None` removes the backward.
+        Pickling the scan, or taking a gradient under torch.compile, stores the callable by
+        reference: a function defined at a module's top level."""
+        if backward is not None and not callable(backward):
+            if isinstance(backward, str):
+                raise BindError(f"the backward of {self.name} is a Python callable, not a code string: a scan's "
+                                "gradient is itself a scan (a cumsum's is the reversed cumsum of the gradient), "
+                                "so write it with jitted scans and torch ops, as docs/scans.md shows")
+            raise ArgumentTypeError(f"{self.name}.def_backward takes a Python callable (or None to remove it), got "
+                                    f"{type(backward).__name__}: {backward!r}")
+        self._backward = backward
+        self.backward_recipe = None
+        if backward is not None:
+            try:  # a recipe as torch_op_parts.made_of reads it: no maker, then what it is made of
+                self.backward_recipe = pickle.dumps((None, (backward,)))
+            except (pickle.PicklingError, AttributeError, TypeError):
+                pass
+        return self
 
     @property
     def num_outputs(self) -> int:
         """Arrays a call gives: 1, 2 for values with indices, or the state's size."""
         return self.binding.outputs
 
-    def _new_backward(self, code_string: str) -> KernelFunction:
-        raise BindError(f"{self.name}: scans take no def_backward yet")
-
-    def _backward_takes(self) -> tuple[int, str]:
-        return 2, "the result, then its gradient"
-
     def __reduce__(self) -> tuple:
-        """Pickle by what made it and its backend, never by loaded kernels, as the other kinds do."""
+        """Pickle by what made it, its backend and its backward, never by loaded kernels, as the
+        other kinds do."""
+        if self._backward is not None and self.backward_recipe is None:
+            raise ArgumentTypeError(f"{self.name} cannot be pickled: its backward {self._backward!r} cannot be "
+                                    "pickled by reference; define it with def at a module's top level, or remove it "
+                                    f"with {self.name}.def_backward(None) before pickling")
         return _unpickle, self._pickled_state()
 
     def _pickled_state(self) -> tuple:
-        return (*self._made_from, self.backend)
+        return (*self._made_from, self.backend, self._backward)
 
     def spec(self, *dtypes: str, path: str = SCAN_ROWS, output: str | None = None, kept_ndim: int = 1,
              exclusive: bool = False, vec: int = 1, staged: bool = False, **kwargs: object) -> ScanSpec:
@@ -153,12 +217,13 @@ def _backend_of(path: str) -> str:
 
 
 def rebuild(code_string: str, identity: object, map_name: str | None, combine: object, finalize: object,
-            kwargs: dict[str, object], multi: bool, backend: str = "auto", *,
-            kind: type[ScanFunction] | None = None) -> ScanFunction:
-    """The same scan, made again from its pickled state; `kind`: a subclass to make (a notebook cell's scan)."""
+            kwargs: dict[str, object], multi: bool, backend: str = "auto",
+            backward: Callable[..., Any] | None = None, *, kind: type[ScanFunction] | None = None) -> ScanFunction:
+    """The same scan, made again from its pickled state, or for torch.compile from its `recipe`;
+    `kind`: a subclass to make (a notebook cell's scan)."""
     fn = (kind or ScanFunction)(code_string, identity, map_name, combine, finalize, kwargs, multi)
     fn.backend = backend
-    return fn
+    return fn.def_backward(backward)
 
 
 def _unpickle(*state: Any) -> ScanFunction:

@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 
-from jiter_magic.arrays.torch_autograd import out_with_grad, with_gradient
-from jiter_magic.errors import GradientError
+from jiter_magic.arrays.torch_autograd import tracked_results, with_gradient
 from jiter_magic.planning.layout import broadcast_shape
 from jiter_magic.planning.reduce_layout import normalize_dims, reduced_shape
 
@@ -82,15 +81,7 @@ def tracked_call(name: str, compute: Callable[[tuple], Any], args: tuple, option
     """`compute(args)` on the inputs detached, its result tracked by autograd through `backward`.
     `options` are the call's dim, keepdim, dtype and out; `kwargs` the map's extras by name (the
     defaults and the call's overrides), which the backward takes by name too."""
-    needing = [x for x in args if isinstance(x, torch.Tensor) and x.requires_grad]
-    if options["out"] is not None:
-        raise out_with_grad()
-    result = compute(tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in args))
-    results = list(result) if isinstance(result, tuple) else [result]  # with indices: (values, indices)
-    if not (results[0].is_floating_point() or results[0].is_complex()):
-        raise GradientError(f"{name}: its result is {str(results[0].dtype).removeprefix('torch.')}, which cannot "
-                            "carry a gradient (autograd supports floating-point results); pass a floating dtype= or "
-                            "call it under torch.no_grad()")
+    result, results, needing = tracked_results(name, compute, args, options["out"])
     shape = broadcast_shape([tuple(x.shape) for x in args])
     dims = normalize_dims(options["dim"], len(shape))
     if len(results) == 2:

@@ -13,6 +13,7 @@ A call whose tensors require grad computes its results as usual, then hands them
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -81,12 +82,15 @@ class _WithBackward(torch.autograd.Function):
         if not isinstance(computed, tuple):
             computed = (computed,)
         with torch.no_grad():
-            reduced = [input_gradient(args[position], computed[position]) for position in ctx.positions]
+            reduced = [None if computed[position] is None else input_gradient(args[position], computed[position])
+                       for position in ctx.positions]  # a scan's backward may give None for an input
         if torch.is_grad_enabled():  # create_graph=True: these gradients may be differentiated again
             tracked = [t for t in (*saved, *grads) if isinstance(t, torch.Tensor) and t.requires_grad]
-            if tracked and reduced:
-                refused = _Refusing.apply(no_second_order(ctx.name), len(reduced), *tracked, *reduced)
-                reduced = [refused] if len(reduced) == 1 else list(refused)
+            given = [r for r in reduced if r is not None]
+            if tracked and given:
+                refused = _Refusing.apply(no_second_order(ctx.name), len(given), *tracked, *given)
+                each = iter([refused] if len(given) == 1 else refused)
+                reduced = [None if r is None else next(each) for r in reduced]
         return (None, None, None, None, None, None, *reduced, *([None] * ctx.count))
 
 
@@ -108,3 +112,19 @@ def with_gradient(name: str, needing: list, results: list, backward: Any, args: 
         wrapped = _WithBackward.apply(name, backward, args, kwargs, positions, len(results),
                                       *(args[i] for i in positions), *results)
     return [wrapped] if len(results) == 1 else list(wrapped)
+
+
+def tracked_results(name: str, compute: Callable[[tuple], Any], args: tuple, out: Any) -> tuple[Any, list, list]:
+    """A reduction's or scan's call whose inputs autograd tracks: `compute(args)` run on the inputs
+    detached, refused where no gradient can flow (`out=`, a result that is not floating). Gives the
+    result as `compute` gave it, its arrays, and the inputs that need a gradient."""
+    needing = [x for x in args if isinstance(x, torch.Tensor) and x.requires_grad]
+    if out is not None:
+        raise out_with_grad()
+    result = compute(tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in args))
+    results = list(result) if isinstance(result, tuple) else [result]  # (values, indices), a state's values
+    if not (results[0].is_floating_point() or results[0].is_complex()):
+        raise GradientError(f"{name}: its result is {str(results[0].dtype).removeprefix('torch.')}, which cannot "
+                            "carry a gradient (autograd supports floating-point results); pass a floating dtype= or "
+                            "call it under torch.no_grad()")
+    return result, results, needing

@@ -51,3 +51,11 @@ def traced_reduction(function: Any, inputs: tuple, options: dict, kwargs: dict) 
     from jiter_magic.integrations.reduce_ops import reduction_call
 
     return reduction_call(function, inputs, options, kwargs)
+
+
+def traced_scan(function: Any, inputs: tuple, options: dict, kwargs: dict) -> Any:
+    """A scan's call as its torch operator (integrations/scan_ops.py), imported by name for the
+    same reason."""
+    from jiter_magic.integrations.scan_ops import scan_call
+
+    return scan_call(function, inputs, options, kwargs)

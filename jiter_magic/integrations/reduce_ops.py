@@ -26,8 +26,8 @@ from torch._dynamo import assume_constant_result
 
 from jiter_magic.arrays.reduce_autograd import KeptDimsBackward
 from jiter_magic.arrays.torch import DTYPE_OF
-from jiter_magic.arrays.torch_autograd import input_gradient, out_with_grad
-from jiter_magic.errors import ArgumentTypeError, DeviceError, DTypeError, GradientError, ShapeError
+from jiter_magic.arrays.torch_autograd import input_gradient
+from jiter_magic.errors import GradientError
 from jiter_magic.integrations import torch_op_parts as parts
 from jiter_magic.integrations.torch_extras import extra_as_graph_input
 from jiter_magic.integrations.torch_ops import NAMESPACE, define_operator, operator_call, operator_name, registered_once
@@ -48,16 +48,9 @@ def reduction_call(function: Any, inputs: tuple, options: dict[str, Any], kwargs
     name = function.name
     indexed = function.binding.indexed
     check_input_count(function.binding, inputs)
-    for x in inputs:
-        if not isinstance(x, torch.Tensor):
-            raise ArgumentTypeError(f"{name}: traced by torch, the inputs of a reduction are torch tensors, got "
-                                    f"{type(x).__name__}")
     check_kwarg_names(kwargs, function.kwargs)
-    out = options["out"]
-    outs = _out_tensors(name, out, indexed)
-    tracked = torch.is_grad_enabled() and any(x.requires_grad for x in inputs)
-    if outs and (tracked or (torch.is_grad_enabled() and any(o.requires_grad for o in outs))):
-        raise out_with_grad()
+    outs = parts.out_tensors(function, options["out"])
+    tracked = parts.traced_tracked(function, inputs, outs)
     if tracked and function.backward is None:
         raise no_backward(name, indexed)
     if tracked and indexed:
@@ -71,31 +64,8 @@ def reduction_call(function: Any, inputs: tuple, options: dict[str, Any], kwargs
     backward = None if function.backward is None else function.backward.recipe
     operator = getattr(getattr(torch.ops, NAMESPACE), reduction_operator_name(function.recipe, backward))
     result = operator(*inputs, *extras, list(dims), bool(options["keepdim"]), requested)
-    results = tuple(result) if indexed else (result,)
-    for given, made in zip(outs, results):
-        if given.shape != made.shape:
-            raise ShapeError(f"out= has shape {tuple(given.shape)}, but the result has shape {tuple(made.shape)}")
-        if given.dtype != made.dtype:
-            names = [str(t.dtype).removeprefix("torch.") for t in (given, made)]
-            raise DTypeError(f"out= has dtype {names[0]}, but the result is {names[1]}; pass dtype={names[0]} to "
-                             f"reduce into it, or an out= of dtype {names[1]}")
-        given.copy_(made)
-    written = tuple(outs) if outs else results
+    written = parts.write_out(outs, tuple(result) if indexed else (result,))
     return ValuesIndices(*written) if indexed else written[0]
-
-
-def _out_tensors(name: str, out: Any, indexed: bool) -> list:
-    """`out=` as a list of tensors: none, the one result's, or the (values, indices) pair's."""
-    if out is None:
-        return []
-    given = list(out) if indexed and isinstance(out, (tuple, list)) and len(out) == 2 else [out]
-    if indexed and len(given) != 2:
-        raise ArgumentTypeError(f"{name} gives values and their indices: out= takes a (values, indices) pair of "
-                                f"tensors, got {type(out).__name__}")
-    for tensor in given:
-        if not isinstance(tensor, torch.Tensor):
-            raise ArgumentTypeError(f"out= must be a torch tensor like the inputs, got {type(tensor).__name__}")
-    return given
 
 
 @assume_constant_result
@@ -121,9 +91,8 @@ def register_reduction_operators(function: Any) -> list[str]:
 def schema(name: str, num_inputs: int, num_extras: int, indexed: bool = False) -> str:
     """The inputs, the extras as 0-d tensors, the normalized reduced dims, keepdim and dtype= by name;
     one result, or values and indices."""
-    params = [f"Tensor x{i}" for i in range(num_inputs)] + [f"Tensor k{i}" for i in range(num_extras)]
-    results = "(Tensor, Tensor)" if indexed else "Tensor"
-    return f"{name}({', '.join(params)}, int[] dims, bool keepdim, str? dtype) -> {results}"
+    return parts.operator_schema(name, num_inputs, num_extras, ["int[] dims", "bool keepdim", "str? dtype"],
+                                 2 if indexed else 1)
 
 
 def _register(name: str, function: Any) -> None:
@@ -136,9 +105,8 @@ def _register(name: str, function: Any) -> None:
 
 def _split(function: Any, args: tuple) -> tuple[tuple, tuple, list[int], bool, str | None]:
     """The operator's arguments: inputs, extras, dims, keepdim, dtype."""
-    count, extras = function.num_inputs, len(function.binding.extra_names)
-    dims, keepdim, dtype = args[count + extras:]
-    return args[:count], args[count:count + extras], dims, keepdim, dtype
+    inputs, extras, (dims, keepdim, dtype) = parts.split(function, args)
+    return inputs, extras, dims, keepdim, dtype
 
 
 def _kernel(function: Any) -> Callable[..., Any]:
@@ -156,10 +124,7 @@ def _fake(function: Any) -> Callable[..., Any]:
     """The result as the eager call allocates it: dense, of the planned shape and dtype."""
     def result(*args: Any) -> Any:
         inputs, _, dims, keepdim, dtype = _split(function, args)
-        device = inputs[0].device
-        if any(x.device != device for x in inputs):
-            raise DeviceError(f"inputs live on different devices ({', '.join(str(x.device) for x in inputs)}); "
-                              "move them to one device")
+        parts.one_device(inputs)
         planned = reduction_result([parts.described(x).dtype for x in inputs], [tuple(x.shape) for x in inputs],
                                    "torch", list(dims), keepdim, dtype, function.identity, function.binding.indexed)
         values = inputs[0].new_empty(planned.out_shape, dtype=DTYPE_OF[planned.dtype])

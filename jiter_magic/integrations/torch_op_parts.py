@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from jiter_magic.arrays.torch import DTYPE_OF, NAME_OF
-from jiter_magic.errors import DeviceError, DTypeError
+from jiter_magic.arrays.torch_autograd import out_with_grad
+from jiter_magic.errors import ArgumentTypeError, DeviceError, DTypeError, ShapeError
 from jiter_magic.integrations.torch_extras import STAND_INS, GraphNumber, as_python_number
 from jiter_magic.planning import dtypes as dt
 from jiter_magic.planning.layout import ArrayDesc, plan_layout
@@ -33,6 +34,64 @@ def rebuilt(recipe: bytes, backward: bytes | None, backend: str) -> Any:
     stands for. The maker comes by name with the bytes, so no integration imports a kind's module."""
     maker, made = pickle.loads(recipe)  # noqa: S301 - our own bytes, made in this process
     return maker(*made, backend=backend, backward=None if backward is None else made_of(backward)[0])
+
+
+def operator_schema(name: str, num_inputs: int, num_extras: int, options: list[str], num_results: int) -> str:
+    """An operator's schema: the inputs in the function's order, then its extras, all tensors
+    (numbers as 0-d ones, torch_extras.py says why; positional, as torch.library's autograd wants
+    tensors), then the kind's `options` as schema parameters; `num_results` tensors (none: `()`)."""
+    params = [f"Tensor x{i}" for i in range(num_inputs)] + [f"Tensor k{i}" for i in range(num_extras)]
+    returns = "Tensor" if num_results == 1 else f"({', '.join(['Tensor'] * num_results)})"
+    return f"{name}({', '.join([*params, *options])}) -> {returns}"
+
+
+def split(function: Any, args: tuple) -> tuple[tuple, tuple, tuple]:
+    """A reduction's or scan's operator arguments: its inputs, its extras and the kind's options."""
+    count, extras = function.num_inputs, len(function.binding.extra_names)
+    return args[:count], args[count:count + extras], args[count + extras:]
+
+
+def traced_tracked(function: Any, inputs: tuple, outs: list) -> bool:
+    """Whether autograd tracks a traced call of a reduction or scan, its arguments checked as the
+    eager call checks them: tensor inputs, no `out=` under autograd."""
+    for x in inputs:
+        if not isinstance(x, torch.Tensor):
+            raise ArgumentTypeError(f"{function.name}: traced by torch, the inputs of a {function.operation} are "
+                                    f"torch tensors, got {type(x).__name__}")
+    tracked = torch.is_grad_enabled() and any(x.requires_grad for x in inputs)
+    if outs and (tracked or (torch.is_grad_enabled() and any(o.requires_grad for o in outs))):
+        raise out_with_grad()
+    return tracked
+
+
+def out_tensors(function: Any, out: Any) -> list:
+    """`out=` of a traced reduction or scan as a list of tensors: none, or one a result."""
+    if out is None:
+        return []
+    count = function.num_outputs
+    given = list(out) if count > 1 and isinstance(out, (tuple, list)) and len(out) == count else [out]
+    if count > 1 and len(given) != count:
+        what = "a (values, indices) pair" if function.binding.indexed else f"a tuple of {count}"
+        raise ArgumentTypeError(f"{function.name} gives {count} results: out= takes {what} of tensors, got "
+                                f"{type(out).__name__}")
+    for tensor in given:
+        if not isinstance(tensor, torch.Tensor):
+            raise ArgumentTypeError(f"out= must be a torch tensor like the inputs, got {type(tensor).__name__}")
+    return given
+
+
+def write_out(outs: list, results: tuple) -> tuple:
+    """The operator's results copied into `out=` (checked as the eager call checks it); the tensors
+    the call returns."""
+    for given, made in zip(outs, results):
+        if given.shape != made.shape:
+            raise ShapeError(f"out= has shape {tuple(given.shape)}, but the result has shape {tuple(made.shape)}")
+        if given.dtype != made.dtype:
+            names = [str(t.dtype).removeprefix("torch.") for t in (given, made)]
+            raise DTypeError(f"out= has dtype {names[0]}, but the result is {names[1]}; pass dtype={names[0]} to "
+                             f"compute into it, or an out= of dtype {names[1]}")
+        given.copy_(made)
+    return tuple(outs) if outs else results
 
 
 def extras_of(function: Any, extras: tuple) -> dict:
@@ -64,11 +123,7 @@ def fake(function: Any, with_out: bool) -> Callable[..., Any]:
 
     def outputs(*args: Any, **keywords: Any) -> Any:
         kinds = args[-1]
-        tensors = [a for a, kind in zip(args, kinds) if kind == "t"]
-        device = tensors[0].device
-        if any(t.device != device for t in tensors):
-            raise DeviceError(f"inputs live on different devices ({', '.join(str(t.device) for t in tensors)}); "
-                              "move them to one device")
+        device = one_device([a for a, kind in zip(args, kinds) if kind == "t"])
         if function.backend not in ("auto", device.type):
             raise DeviceError(f"{function.name} is set to backend={function.backend!r} but its inputs live on "
                               f"{device}; move them, or set backend='auto'")
@@ -93,6 +148,15 @@ def fake(function: Any, with_out: bool) -> Callable[..., Any]:
         return results[0] if count == 1 else tuple(results)
 
     return outputs
+
+
+def one_device(tensors: list | tuple) -> torch.device:
+    """The device the inputs of a traced call share (an operator's fake checks it as the call would)."""
+    device = tensors[0].device
+    if any(t.device != device for t in tensors):
+        raise DeviceError(f"inputs live on different devices ({', '.join(str(t.device) for t in tensors)}); "
+                          "move them to one device")
+    return device
 
 
 def described(x: torch.Tensor) -> ArrayDesc:

@@ -138,16 +138,8 @@ def schema(name: str, num_inputs: int, num_extras: int, num_outputs: int, with_o
     tensors), the kinds of the inputs (torch_op_parts.py), and `out=` tensors it writes as
     keyword-only mutable ones. One schema serves every call of a function, whatever its inputs'
     kinds, so registering a function's operators needs nothing but the function."""
-    params = [f"Tensor x{i}" for i in range(num_inputs)]
-    params += [f"Tensor k{i}" for i in range(num_extras)]
-    params.append("str kinds")
-    if with_out:
-        params += ["*", *(f"Tensor(o{i}!) o{i}" for i in range(num_outputs))]
-    if with_out:
-        returns = "()"
-    else:
-        returns = "Tensor" if num_outputs == 1 else f"({', '.join(['Tensor'] * num_outputs)})"
-    return f"{name}({', '.join(params)}) -> {returns}"
+    options = ["str kinds", *(["*", *(f"Tensor(o{i}!) o{i}" for i in range(num_outputs))] if with_out else [])]
+    return parts.operator_schema(name, num_inputs, num_extras, options, 0 if with_out else num_outputs)
 
 
 def define_operator(name: str, signature: str, kernel: Callable[..., Any], fake: Callable[..., Any],

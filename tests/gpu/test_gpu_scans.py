@@ -238,3 +238,36 @@ def test_cupy_arrays_on_the_look_back_path():
     got = cumsum(x, dim=1)
     assert isinstance(got, cupy.ndarray) and last_path(cumsum) == LOOKBACK_SCAN
     cupy.testing.assert_allclose(got, cupy.cumsum(x.astype(cupy.float64), axis=1), rtol=1e-4, atol=1e-3)
+
+
+# Gradients and torch.compile on CUDA: the CPU tests' twins (tests/scans/test_scans_autograd.py,
+# test_scans_compile.py), with the backwards of tests/scans/scan_gradients.py.
+
+@pytest.mark.parametrize(("reverse", "exclusive"), [(False, False), (True, True)])
+def test_gradcheck_of_cumsum_and_linear_recurrence_on_cuda(reverse, exclusive):
+    import scan_gradients as grads
+
+    x = torch.rand(4, 9, device="cuda", dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: grads.cumsum(t, dim=1, reverse=reverse, exclusive=exclusive), (x,))
+    a = (torch.rand(1, 9, device="cuda", dtype=torch.float64) * 0.5 + 0.5).requires_grad_()
+    b = torch.randn(3, 9, device="cuda", dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda a, b: grads.linear(a, b, dim=-1, reverse=reverse, exclusive=exclusive), (a, b))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_scans_and_gradients_on_cuda(backend):
+    import scan_gradients as grads
+    from torch_compile_helpers import assert_compiled_gradients_are_eager, same
+
+    def model(x, a, b):
+        products, h = grads.linear(a, b, dim=1, reverse=True)
+        return grads.cumsum(x, dim=1, exclusive=True).sin().sum() + (h * products).sum()
+
+    x, b = (torch.rand(64, 700, device="cuda", dtype=torch.float64) for _ in range(2))
+    a = torch.rand(1, 700, device="cuda", dtype=torch.float64) * 0.5 + 0.5
+    assert_compiled_gradients_are_eager(model, (x, a, b), backend)
+    y = torch.randn(600, 20000, device="cuda")
+    compiled = torch.compile(lambda t, decay: grads.ema(t, dim=-1, decay=decay)[1], backend=backend, fullgraph=True)
+    for decay in (0.9, 0.5):
+        same(compiled(y, decay), grads.ema(y, dim=-1, decay=decay)[1], 1e-5)
