@@ -66,7 +66,7 @@ def test_ipython_completes_the_keyword_extras_of_a_call():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("text,expected", [
-    ("%%jiterator my_kernel --", ["--backend", "--dtype", "--help", "--no-panel", "--outputs", "--quiet", "--reduce"]),
+    ("%%jiterator my_kernel --", ["--backend", "--dtype", "--help", "--no-panel", "--outputs", "--quiet", "--reduce", "--scan"]),
     ("%%jiterator my_kernel alpha=1.0 --b", ["--backend"]),
     ("%%jiterator my_kernel --backend ", ["auto", "cpu", "cuda"]),
     ("%%jiterator my_kernel --dtype bf", ["bfloat16"]),
