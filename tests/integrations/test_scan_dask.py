@@ -157,3 +157,34 @@ def test_nothing_runs_or_compiles_before_compute_and_names_are_deterministic():
     assert fresh.specializations == []
     assert lazy.name == fresh(x, dim=1).name and lazy.name != fresh(x, dim=1, reverse=True).name
     assert_like(lazy.compute(scheduler="sync"), fresh(values, dim=1))
+
+
+def check_chunk_library(xp) -> None:
+    """Dask arrays of `xp` chunks (NumPy or CuPy): results keep `xp` as their meta and match the
+    eager `xp` call (the carries run on the chunks' device), on the threaded scheduler."""
+    to_host = getattr(xp, "asnumpy", numpy.asarray)
+    values = xp.asarray(grid(dtype="float32"))
+    a = xp.asarray(numpy.abs(grid()) * 0.2 + 0.8)
+    x, y = da.from_array(values, chunks=(3, 4)), da.from_array(a, chunks=(2, 5))
+    calls = [(cumsum, (values,), {"dim": 1, "reverse": True}), (running_mean, (values,), {"dim": 0}),
+             (cummax, (values,), {"dim": 1, "exclusive": True}), (linear, (a, a), {"dim": 1})]
+    lazies, expected = [], []
+    for fn, inputs, kw in calls:
+        lazy = fn(*(x if i is values else y for i in inputs), **kw)
+        lazies += list(lazy) if isinstance(lazy, tuple) else [lazy]
+        want = fn(*inputs, **kw)
+        expected += list(want) if isinstance(want, tuple) else [want]
+    for lazy in lazies:
+        assert type(lazy._meta) is type(values)
+    for value, want in zip(dask.compute(*lazies, scheduler="threads"), expected):
+        assert type(value) is type(want) and value.dtype == want.dtype
+        numpy.testing.assert_allclose(to_host(value), to_host(want), rtol=1e-5, atol=1e-5)
+
+
+def test_numpy_chunks():
+    check_chunk_library(numpy)
+
+
+@pytest.mark.gpu
+def test_cupy_chunks():
+    check_chunk_library(pytest.importorskip("cupy"))

@@ -91,7 +91,7 @@ def case_dtypes_and_several_inputs(mesh, device):
     assert_scanned(cumsum(h, dim=0), cumsum(halves, dim=0), (Shard(0),))  # float16, summed in float32
     assert_scanned(cumsum(h, dim=0, dtype=torch.float64), torch.cumsum(halves.double(), 0), (Shard(0),))
     ints = distribute_tensor(torch.arange(7, device=device), mesh, [Shard(0)])
-    assert_scanned(cumsum(ints, dim=0, exclusive=True), cumsum(torch.arange(7), dim=0, exclusive=True),
+    assert_scanned(cumsum(ints, dim=0, exclusive=True), cumsum(torch.arange(7, device=device), dim=0, exclusive=True),
                    (Shard(0),), exact=True)
     a, b = floats(7, 3, device=device), floats(7, 3, device=device) + 2
     x, y = distribute_tensor(a, mesh, [Shard(0)]), distribute_tensor(b, mesh, [Shard(1)])  # y lined up as x
@@ -173,3 +173,12 @@ def test_two_cpu_ranks(two_ranks, name):
 @pytest.mark.parametrize("name", list(CASES))
 def test_three_cpu_ranks(three_ranks, name):
     check_case(three_ranks, name)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_two_gpus_with_nccl(tmp_path, monkeypatch):
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")  # NVLink multicast off; the ranks set it again before init
+    failures = run_in_ranks(str(tmp_path), "nccl", list(CASES), 2, __name__)
+    found = [f"{name}: {message}" for name, messages in failures.items() for message in messages]
+    assert not found, "\n".join(found)
