@@ -17,7 +17,7 @@ if not dist.is_available():
     pytest.skip("torch was built without torch.distributed", allow_module_level=True)
 
 from scans.scan_functions import ADD, cummax, cumsum, ema, linear, logcumsumexp  # noqa: E402
-from test_dtensor import check_case, floats, run_in_ranks  # noqa: E402
+from test_dtensor import check_on_two_gpus, cpu_worlds, floats  # noqa: E402
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor  # noqa: E402
 
@@ -153,32 +153,10 @@ CASES: dict[str, Callable] = {name[len("case_"):]: f for name, f in globals().it
 
 
 # ----------------------------------------------------------------------------- worlds of 2 and 3 ranks
-@pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory):
-    return run_in_ranks(str(tmp_path_factory.mktemp("scan2")), "gloo", list(CASES), 2, __name__)
-
-
-@pytest.fixture(scope="module")
-def three_ranks(tmp_path_factory):
-    return run_in_ranks(str(tmp_path_factory.mktemp("scan3")), "gloo", list(CASES), 3, __name__)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(CASES))
-def test_two_cpu_ranks(two_ranks, name):
-    check_case(two_ranks, name)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(CASES))
-def test_three_cpu_ranks(three_ranks, name):
-    check_case(three_ranks, name)
+two_ranks, three_ranks, test_two_cpu_ranks, test_three_cpu_ranks = cpu_worlds(__name__, list(CASES))
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
 def test_two_gpus_with_nccl(tmp_path, monkeypatch):
-    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")  # NVLink multicast off; the ranks set it again before init
-    failures = run_in_ranks(str(tmp_path), "nccl", list(CASES), 2, __name__)
-    found = [f"{name}: {message}" for name, messages in failures.items() for message in messages]
-    assert not found, "\n".join(found)
+    check_on_two_gpus(tmp_path, monkeypatch, __name__, list(CASES))
