@@ -95,8 +95,8 @@ def checked_inputs(function: Any, args: tuple, options: dict[str, Any],
     if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
         if function.backward is None:
             raise no_backward(name, function.binding.indexed)
-        raise GradientError(f"{name}: reductions of DTensors have no autograd yet, and an input requires grad; "
-                            "call it under torch.no_grad() (or on x.detach()), or on x.full_tensor()")
+        raise GradientError(f"{name}: {function.operation}s of DTensors have no autograd yet, and an input requires "
+                            "grad; call it under torch.no_grad() (or on x.detach()), or on x.full_tensor()")
     return mesh, inputs
 
 

@@ -28,6 +28,8 @@ MEAN = "template <typename T> T mean(T total, int64_t n) { return total / T(n); 
 SCALED = "template <typename T> T scaled(T x, T y, T a) { return a * x * y; }\n"
 RUNNING_MEAN = jiter_magic.create_scan_fn(ADD + MEAN, 0, combine="add", finalize="mean")
 DOT = jiter_magic.create_scan_fn(SCALED + ADD, 0, map="scaled", combine="add", a=1.0)
+WITH_BACKWARD = jiter_magic.create_scan_fn(ADD, 0, combine="add").def_backward(
+    lambda x, result, grad, *, dim, reverse, exclusive: torch.flip(torch.cumsum(torch.flip(grad, (dim,)), dim), (dim,)))
 FLAGS = [{"reverse": r, "exclusive": e} for r in (False, True) for e in (False, True)]
 
 
@@ -145,6 +147,10 @@ def case_refusals_on_every_rank(mesh, device):
     tracked = distribute_tensor(floats(7, 3, device=device), mesh, [Shard(0)]).requires_grad_()
     with pytest.raises(jiter_magic.GradientError, match="has no backward"):
         cumsum(tracked, dim=0)
+    with pytest.raises(jiter_magic.GradientError, match="scans of DTensors have no autograd yet"):
+        WITH_BACKWARD(tracked, dim=0)
+    with torch.no_grad():
+        assert_scanned(WITH_BACKWARD(tracked, dim=0), torch.cumsum(tracked.full_tensor(), 0), (Shard(0),))
     # no rank was left waiting: a collective still works on every rank
     assert_scanned(cumsum(x, dim=0), cumsum(x.full_tensor(), dim=0), (Shard(0),))
 
