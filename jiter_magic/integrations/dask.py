@@ -26,6 +26,7 @@ from jiter_magic.integrations.dask_inputs import (
     zero_size,
 )
 from jiter_magic.integrations.reduce_dask import reduce_dask
+from jiter_magic.integrations.scan_dask import scan_dask
 from jiter_magic.planning.layout import broadcast_shape
 
 
@@ -58,7 +59,8 @@ class DaskAdapter:
 
     library = "dask"
     delegates = True
-    strategies = {"elementwise": map_blocks, "reduction": reduce_dask}  # reduce_dask.py: dask.array.reduction
+    # reduce_dask.py: dask.array.reduction; scan_dask.py: carries along the scanned dim
+    strategies = {"elementwise": map_blocks, "reduction": reduce_dask, "scan": scan_dask}
 
 
 ADAPTER = DaskAdapter()

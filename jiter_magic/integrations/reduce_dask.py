@@ -78,7 +78,7 @@ def reduce_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dic
     else:  # several inputs: each block's partial by blockwise, which the tree's chunk step passes on
         ndim = len(planned.shape)
         source = da.blockwise(partial(partials, axis=planned.dims, keepdims=True), tuple(range(ndim)),
-                              *_right_aligned(inputs, ndim),
+                              *right_aligned(inputs, ndim),
                               adjust_chunks=dict.fromkeys(planned.dims, 1), token=f"{name}-partial",
                               dtype=planned.accumulate,
                               meta=meta_from_array(inputs[0]._meta, ndim=ndim, dtype=planned.accumulate))
@@ -90,7 +90,7 @@ def reduce_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dic
                         name=name)  # Dask appends a token of its own
 
 
-def _right_aligned(inputs: list, ndim: int) -> list[Any]:
+def right_aligned(inputs: list, ndim: int) -> list[Any]:
     """Each input and its dims' indices, broadcast right-aligned, as dask.py lays out an elementwise call."""
     indexed: list[Any] = []
     for x in inputs:
@@ -132,7 +132,7 @@ def _aggregate(function: Any, accumulate: str, result: str, count: int, partials
 def _ended(parts: TreeParts, total: Any, count: int, result: str) -> Any:
     """Folded accumulator values finalized with the whole count, then cast to the result's dtype."""
     assert parts.finalize is not None
-    total = parts.finalize(total, count=count)
+    total = parts.finalize(total, count)
     return total if total.dtype == result else total.astype(result)
 
 
@@ -152,7 +152,7 @@ def _with_indices(function: Any, inputs: list, planned: ReductionResult, options
     _check_known_reduced(inputs, planned, "a reduction with indices needs them to count each index over the "
                                           "whole reduced extent")
     count = planned.count if function.binding.finalize is not None else 0
-    chunkss, aligned = unify_chunks(*_right_aligned(inputs, ndim))  # the chunks map_blocks aligns them to
+    chunkss, aligned = unify_chunks(*right_aligned(inputs, ndim))  # the chunks map_blocks aligns them to
     partials = da.map_blocks(
         partial(_indexed_partial, function, kwargs, planned, tuple(x.ndim for x in inputs)), *aligned,
         chunks=tuple((1,) * len(chunkss[axis]) if axis in dims else chunkss[axis] for axis in range(ndim)),

@@ -57,12 +57,12 @@ from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, ex
 
 def reduce_dtensor(function: Any, args: tuple, options: dict[str, Any], kwargs: dict) -> DTensor | ValuesIndices:
     """`function(*args, dim=, keepdim=, dtype=, **kwargs)` on DTensors (see the module docstring)."""
-    mesh, inputs = _checked_inputs(function, args, options, kwargs)
+    mesh, inputs = checked_inputs(function, args, options, kwargs)
     requested = None if options["dtype"] is None else dtype_name(options["dtype"])
     planned = reduction_result([dtype_name(x.dtype) for x in inputs], [tuple(x.shape) for x in inputs], "torch",
                                options["dim"], bool(options["keepdim"]), requested, function.identity,
                                function.binding.indexed)
-    targets = _single_shards(output_placements(inputs, planned.shape, mesh.ndim))
+    targets = single_shards(output_placements(inputs, planned.shape, mesh.ndim))
     locals_ = [local_input(x, planned.shape, targets) for x in args]
     gathered = [(m, p.dim) for m, p in enumerate(targets) if isinstance(p, Shard) and p.dim in planned.dims]
     if gathered:
@@ -71,13 +71,13 @@ def reduce_dtensor(function: Any, args: tuple, options: dict[str, Any], kwargs: 
         found = function(*locals_, dim=planned.dims, keepdim=bool(options["keepdim"]), dtype=requested, **kwargs)
     placements = _result_placements(targets, planned, bool(options["keepdim"]))
     stride = contiguous_strides(planned.out_shape, list(reversed(range(len(planned.out_shape)))))
-    wrap = _wrapper(mesh, placements, planned.out_shape, stride)
+    wrap = wrapper(mesh, placements, planned.out_shape, stride)
     if function.binding.indexed:
         return ValuesIndices(wrap(found.values), wrap(found.indices))
     return wrap(found)
 
 
-def _checked_inputs(function: Any, args: tuple, options: dict[str, Any],
+def checked_inputs(function: Any, args: tuple, options: dict[str, Any],
                     kwargs: dict) -> tuple[DeviceMesh, list[DTensor]]:
     """The mesh and the DTensor inputs, after every refusal that global metadata decides (the
     eager call's errors, raised on every rank alike before anything moves)."""
@@ -95,12 +95,12 @@ def _checked_inputs(function: Any, args: tuple, options: dict[str, Any],
     if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
         if function.backward is None:
             raise no_backward(name, function.binding.indexed)
-        raise GradientError(f"{name}: reductions of DTensors have no autograd yet, and an input requires grad; "
-                            "call it under torch.no_grad() (or on x.detach()), or on x.full_tensor()")
+        raise GradientError(f"{name}: {function.operation}s of DTensors have no autograd yet, and an input requires "
+                            "grad; call it under torch.no_grad() (or on x.detach()), or on x.full_tensor()")
     return mesh, inputs
 
 
-def _single_shards(targets: Placements) -> Placements:
+def single_shards(targets: Placements) -> Placements:
     """The placements with each tensor dim sharded by one mesh dim at most (the first): a dim
     split by several mesh dims is gathered along the later ones, which keeps a shard's offset
     a single mesh coordinate's (rare layouts, so the simple way)."""
@@ -126,7 +126,7 @@ def _result_placements(targets: Placements, planned: ReductionResult, keepdim: b
     return tuple(placements)
 
 
-def _wrapper(mesh: DeviceMesh, placements: Placements, shape: tuple[int, ...], stride: tuple[int, ...]) -> Any:
+def wrapper(mesh: DeviceMesh, placements: Placements, shape: tuple[int, ...], stride: tuple[int, ...]) -> Any:
     """Wraps a rank's local result as a DTensor of the global shape and stride (uneven shards
     need them given: DTensor would guess them from this rank's piece)."""
     def wrap(local: torch.Tensor) -> DTensor:
@@ -138,7 +138,7 @@ def _wrapper(mesh: DeviceMesh, placements: Placements, shape: tuple[int, ...], s
 # ----------------------------------------------------------------------------- a sharded reduced dim
 
 
-def _shard_extent(size: int, parts: int, coordinate: int) -> tuple[int, int]:
+def shard_extent(size: int, parts: int, coordinate: int) -> tuple[int, int]:
     """Where a `Shard` piece starts and how long it is: torch.chunk's split, as DTensor's `Shard`
     splits (pieces of ceil(size / parts), the last ones shorter or empty)."""
     step = math.ceil(size / parts) if parts else 0
@@ -166,7 +166,7 @@ def _local_partial(parts: TreeParts, locals_: list[Any], planned: ReductionResul
     """The partial of this rank's shards (values and GLOBAL indices for a reduction with indices)."""
     if not indexed:  # an empty shard gives the identity, dropped after the gather anyway
         return parts.partial(*locals_, dim=planned.dims, keepdim=True, dtype=planned.accumulate, **kwargs)
-    starts, sizes = _local_extent(planned, mesh, targets)
+    starts, sizes = local_extent(planned.shape, mesh, targets)
     if any(sizes[a] == 0 for a in planned.dims):  # nothing to index here: a placeholder, dropped after the gather
         kept = tuple(1 if a in planned.dims else sizes[a] for a in range(len(sizes)))
         device = locals_[0].device
@@ -179,16 +179,14 @@ def _local_partial(parts: TreeParts, locals_: list[Any], planned: ReductionResul
                                                       whole))
 
 
-def _local_extent(planned: ReductionResult, mesh: DeviceMesh,
-                  targets: Placements) -> tuple[list[int], list[int]]:
-    """Where this rank's piece of the broadcast shape starts along each dim, and its sizes there."""
+def local_extent(shape: tuple[int, ...], mesh: DeviceMesh, targets: Placements) -> tuple[list[int], list[int]]:
+    """Where this rank's piece of the broadcast `shape` starts along each dim, and its sizes there."""
     coordinate = mesh.get_coordinate()
     assert coordinate is not None  # DTensor gives no local tensor to a rank outside the mesh
-    starts, sizes = [0] * len(planned.shape), list(planned.shape)
+    starts, sizes = [0] * len(shape), list(shape)
     for mesh_dim, p in enumerate(targets):
         if isinstance(p, Shard):
-            starts[p.dim], sizes[p.dim] = _shard_extent(planned.shape[p.dim], mesh.size(mesh_dim),
-                                                        coordinate[mesh_dim])
+            starts[p.dim], sizes[p.dim] = shard_extent(shape[p.dim], mesh.size(mesh_dim), coordinate[mesh_dim])
     return starts, sizes
 
 
@@ -198,13 +196,13 @@ def _gathered_fold(parts: TreeParts, found: Any, planned: ReductionResult, mesh:
     one of them and folded in rank order (the shards' order), the empty shards' left out."""
     size = mesh.size(mesh_dim)
     tensors = found if isinstance(found, ValuesIndices) else (found,)
-    pieces = [_all_gathered(t, mesh.get_group(mesh_dim), size) for t in tensors]
-    ranks = [r for r in range(size) if _shard_extent(planned.shape[dim], size, r)[1] > 0] or list(range(size))
+    pieces = [all_gathered(t, mesh.get_group(mesh_dim), size) for t in tensors]
+    ranks = [r for r in range(size) if shard_extent(planned.shape[dim], size, r)[1] > 0] or list(range(size))
     joined = [torch.cat([piece[r] for r in ranks], dim=dim) for piece in pieces]
     return parts.fold(*joined, dim=(dim,), keepdim=True, dtype=planned.accumulate)
 
 
-def _all_gathered(local: torch.Tensor, group: dist.ProcessGroup, size: int) -> list[torch.Tensor]:
+def all_gathered(local: torch.Tensor, group: dist.ProcessGroup, size: int) -> list[torch.Tensor]:
     """Each rank's `local` of the group, in rank order. Every rank of a group has the same shape
     here (the reduced dims are 1, the others split by other mesh dims only), so all of them skip
     an empty one alike."""
@@ -219,7 +217,7 @@ def _all_gathered(local: torch.Tensor, group: dist.ProcessGroup, size: int) -> l
 def _ended(parts: TreeParts, total: torch.Tensor, planned: ReductionResult) -> torch.Tensor:
     """Folded accumulator values finalized once with the whole count, in the result's dtype."""
     if parts.finalize is not None:
-        total = parts.finalize(total, count=planned.count)
+        total = parts.finalize(total, planned.count)
     return _kept_or_dropped(total.to(_torch_dtype(planned.dtype)), planned)
 
 

@@ -1,64 +1,77 @@
-"""The pieces a reduction splits into when its elements are folded in a tree (Dask), not in one call.
+"""The pieces a reduction or a scan splits into when its elements are folded in pieces (Dask blocks,
+DTensor shards), not in one call.
 
 A tree folds each block into a partial result, then folds partial results together, then ends
 the total once with the count of every element it holds. So a `ReductionFunction` gives three
-pieces, each made of its own functors:
+pieces, each made of its own functors (a `ScanFunction` the same three as scans: its partial scan
+of a block, the combine alone scanned along a stack of states, and the finalize; scan_parts.py):
 - `partial`: its map and combine without the finalize (each block's partial result);
 - `fold`: its combine alone, with no map (the partials are already accumulator values) and the
   same identity; for a reduction with indices it takes two inputs, the partials' values and their
   indices (`indices_given`), so that its combine compares the indices each element has in the
   whole reduced extent, as the eager call's does, never a position among the partials;
-- `finalize`: an elementwise function calling its finalize on each value with a count given
-  by the caller (None where it has none).
-`partial` and `fold` are reductions of bindings derived from the function's, run by the same call
-path (runtime/reduce_call.py) with kernels of their own; `finalize` is a `JitFunction` of the
-function's code string and one generated entry point. They are made once a function, on first use
-(in each Dask worker), and kept while the function lives. `global_indices` turns the indices a
-block's partial gives (over the block) into indices over the whole reduced extent, which `fold`
-of a reduction with indices compares.
+- `finalize`: an elementwise function calling its finalize on each value with its count, its
+  second input (one number for a reduction, one an element for a scan; None where it has none).
+`partial` and `fold` are reductions (scans) of bindings derived from the function's, run by the
+same call path (runtime/reduce_call.py, runtime/scan_call.py) with kernels of their own;
+`finalize` is a `JitFunction` of the function's code string and one generated entry point. They
+are made once a function, on first use (in each Dask worker), and kept while the function lives.
+`global_indices` turns the indices a block's partial gives (over the block) into indices over the
+whole reduced extent, which `fold` of a reduction with indices compares.
 """
 from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from jiter_magic.frontend.parse import Functor
 from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.function import JitFunction
-from jiter_magic.runtime import reduce_call
+from jiter_magic.kernels.scan_family import SCAN
+from jiter_magic.runtime import reduce_call, scan_call
 from jiter_magic.runtime.reduce_calls import ReductionCalls
 from jiter_magic.state import RUNTIME
 
 FINALIZE_ENTRY = "jm_finalize_with_count"  # the generated entry point of `finalize` (reserved prefix)
 
 
-class DerivedReduction:
-    """A reduction of a derived binding, called as a `ReductionFunction` is (no `out=`)."""
+# A derived call's options where it leaves them out (`out=` never: the pieces make their results).
+_DEFAULT_OPTIONS = {"dim": None, "keepdim": False, "reverse": False, "exclusive": False, "dtype": None, "out": None}
+_REDUCE_OPTIONS = ("dim", "keepdim", "dtype", "out")
 
-    def __init__(self, binding: ReductionBinding, identity: object, defaults: dict[str, object]) -> None:
-        self.calls = ReductionCalls(binding)
+
+class DerivedFunction:
+    """A reduction (or a scan) of a derived binding, called as a `ReductionFunction` (a
+    `ScanFunction`) is, without `out=`."""
+
+    def __init__(self, binding: ReductionBinding, identity: object, defaults: dict[str, object],
+                 scan: bool = False) -> None:
+        self.calls = ReductionCalls(binding, SCAN) if scan else ReductionCalls(binding)
         self.identity = identity
         self.defaults = defaults
+        self.run: Callable[..., Any] = scan_call.run if scan else reduce_call.run
+        self.options = scan_call.OPTIONS if scan else _REDUCE_OPTIONS
 
-    def __call__(self, *arrays: Any, dim: object, keepdim: bool, dtype: object, **kwargs: object) -> Any:
-        options = {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": None}
-        return reduce_call.run(self.calls, self.identity, self.defaults, arrays, options, kwargs)
+    def __call__(self, *arrays: Any, **keywords: Any) -> Any:
+        options = {name: keywords.pop(name, _DEFAULT_OPTIONS[name]) for name in self.options}
+        return self.run(self.calls, self.identity, self.defaults, arrays, options, keywords)
 
 
 @dataclass(frozen=True, slots=True)
 class TreeParts:
     """A reduction's pieces for a tree (see the module docstring)."""
 
-    partial: DerivedReduction
-    fold: DerivedReduction  # with indices: fold(values, indices) of partials whose indices are global
-    finalize: JitFunction | None
+    partial: DerivedFunction
+    fold: DerivedFunction  # a reduction's with indices: fold(values, indices) of partials whose indices are global
+    finalize: JitFunction | None  # finalize(values, counts)
 
 
 def finalize_code(code: str, finalize: Functor) -> str:
     """The code string with an elementwise entry point that finalizes one value with a count
-    (given as the extra `count`). The finalize gets the value's type as its template argument
+    (its second input). The finalize gets the value's type as its template argument
     where it has one type parameter, as the reduction kernels call it (kernels/reduce_common.py)."""
     params = finalize.template_params
     typed = len(params) == 1 and not params[0].startswith(("int ", "bool "))
@@ -86,19 +99,21 @@ class ReductionTrees:
 
 def _made(function: Any) -> TreeParts:
     binding = function.binding
-    partial = DerivedReduction(replace(binding, finalize=None), function.identity, function.kwargs)
-    # With indices a partial carries its element's index over the whole reduced extent, which the
-    # fold must compare (a combine may break ties by it), not the partial's place among the others.
-    fold = DerivedReduction(replace(binding, map=None, finalize=None, indices_given=binding.indexed),
-                            function.identity, {})
+    scan = function.operation == "scan"
+    partial = DerivedFunction(replace(binding, finalize=None), function.identity, function.kwargs, scan)
+    # With indices a reduction's partial carries its element's index over the whole reduced extent,
+    # which the fold must compare (a combine may break ties by it), not the partial's place among
+    # the others. A scan's fold folds two states in order, whose indices scan_parts.py restores.
+    fold = DerivedFunction(replace(binding, map=None, finalize=None, indices_given=binding.indexed and not scan),
+                           function.identity, {}, scan)
     finalize = None
     if binding.finalize is not None:
-        finalize = JitFunction(finalize_code(binding.code, binding.finalize), None, {"count": 0})
+        finalize = JitFunction(finalize_code(binding.code, binding.finalize), None, {})
     return TreeParts(partial, fold, finalize)
 
 
 def tree_parts(function: Any) -> TreeParts:
-    """The tree parts of a `ReductionFunction`."""
+    """The tree parts of a `ReductionFunction` or a `ScanFunction`."""
     return RUNTIME.part(ReductionTrees).parts(function)
 
 

@@ -31,6 +31,7 @@ from jiter_magic.integrations.dtensor_layout import (
     output_stride,
 )
 from jiter_magic.integrations.reduce_dtensor import reduce_dtensor
+from jiter_magic.integrations.scan_dtensor import scan_dtensor
 from jiter_magic.planning.layout import broadcast_shape
 from jiter_magic.runtime.keywords import check_kwarg_names
 
@@ -85,7 +86,8 @@ class DTensorAdapter:
 
     library = "torch"
     delegates = True
-    strategies = {"elementwise": on_shards, "reduction": reduce_dtensor}  # reduce_dtensor.py: partials gathered
+    # reduce_dtensor.py: partials gathered; scan_dtensor.py: the totals of the shards before carried in
+    strategies = {"elementwise": on_shards, "reduction": reduce_dtensor, "scan": scan_dtensor}
 
 
 ADAPTER = DTensorAdapter()

@@ -297,10 +297,40 @@ def test_two_cpu_ranks(gloo_failures, name):
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
 def test_two_gpus_with_nccl(tmp_path, monkeypatch):
+    check_on_two_gpus(tmp_path, monkeypatch, __name__, list(CASES))
+
+
+def check_on_two_gpus(tmp_path, monkeypatch, module: str, names: list[str]) -> None:
+    """A test module's cases in two ranks on two GPUs over NCCL, every rank's failures reported."""
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")  # NVLink multicast off; the ranks set it again before init
-    failures = run_in_ranks(str(tmp_path), "nccl", list(CASES))
+    failures = run_in_ranks(str(tmp_path), "nccl", names, 2, module)
     found = [f"{name}: {message}" for name, messages in failures.items() for message in messages]
     assert not found, "\n".join(found)
+
+
+def cpu_worlds(module: str, names: list[str]) -> tuple[Callable, ...]:
+    """The fixtures and tests that run a test module's cases in a world of 2 CPU ranks and one of 3
+    (gloo), each case one test: the module assigns them to its names `two_ranks, three_ranks,
+    test_two_cpu_ranks, test_three_cpu_ranks`, where pytest finds them."""
+    @pytest.fixture(scope="module")
+    def two_ranks(tmp_path_factory):
+        return run_in_ranks(str(tmp_path_factory.mktemp("ranks2")), "gloo", names, 2, module)
+
+    @pytest.fixture(scope="module")
+    def three_ranks(tmp_path_factory):
+        return run_in_ranks(str(tmp_path_factory.mktemp("ranks3")), "gloo", names, 3, module)
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("name", names)
+    def test_two_cpu_ranks(two_ranks, name):
+        check_case(two_ranks, name)
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("name", names)
+    def test_three_cpu_ranks(three_ranks, name):
+        check_case(three_ranks, name)
+
+    return two_ranks, three_ranks, test_two_cpu_ranks, test_three_cpu_ranks
 
 
 # ----------------------------------------------------------------------------- one rank, in this process

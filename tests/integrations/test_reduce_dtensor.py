@@ -16,7 +16,7 @@ import torch.distributed as dist
 if not dist.is_available():
     pytest.skip("torch was built without torch.distributed", allow_module_level=True)
 
-from test_dtensor import check_case, floats, run_in_ranks  # noqa: E402
+from test_dtensor import cpu_worlds, floats  # noqa: E402
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor  # noqa: E402
 
@@ -218,23 +218,4 @@ CASES: dict[str, Callable] = {name[len("case_"):]: f for name, f in globals().it
 
 
 # ----------------------------------------------------------------------------- worlds of 2 and 3 ranks
-@pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory):
-    return run_in_ranks(str(tmp_path_factory.mktemp("reduce2")), "gloo", list(CASES), 2, __name__)
-
-
-@pytest.fixture(scope="module")
-def three_ranks(tmp_path_factory):
-    return run_in_ranks(str(tmp_path_factory.mktemp("reduce3")), "gloo", list(CASES), 3, __name__)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(CASES))
-def test_two_cpu_ranks(two_ranks, name):
-    check_case(two_ranks, name)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(CASES))
-def test_three_cpu_ranks(three_ranks, name):
-    check_case(three_ranks, name)
+two_ranks, three_ranks, test_two_cpu_ranks, test_three_cpu_ranks = cpu_worlds(__name__, list(CASES))
