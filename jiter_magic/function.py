@@ -12,6 +12,7 @@ from typing import Any
 
 import jiter_magic.settings as settings
 from jiter_magic.arrays import tracing
+from jiter_magic.displayed import PanelDisplay
 from jiter_magic.errors import JiterError
 from jiter_magic.frontend.bind import bind
 from jiter_magic.frontend.parse import parse_functor
@@ -27,7 +28,7 @@ from jiter_magic.runtime.unpickled import UnpickledFunctions
 from jiter_magic.state import RUNTIME
 
 
-class JitFunction(KernelFunction):
+class JitFunction(KernelFunction, PanelDisplay):
     """A jitted elementwise function; call it like a Python function on arrays."""
 
     __signature__ = LazySignature()

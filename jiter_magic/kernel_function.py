@@ -10,7 +10,7 @@ the pickled state's identity.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -216,13 +216,6 @@ class KernelFunction:
 
             arch = device_arch(current_device())
         return compiled_text(kind, source, backend, arch, self.code)
-
-    def _repr_mimebundle_(self, include: Container[str] | None = None,
-                          exclude: Container[str] | None = None) -> dict[str, Any]:
-        """A display in a notebook is the function's panel, the same for every kind (notebook/widgets.py)."""
-        from jiter_magic.notebook.widgets import mimebundle
-
-        return mimebundle(self, include, exclude)
 
     def benchmark(self, *inputs: object, reference: Callable[..., Any] | None = None, warmup: int = 3,
                   repeat: int = 25, **kwargs: Any) -> BenchmarkResult:

@@ -12,6 +12,7 @@ from typing import Any
 import jiter_magic.settings as settings
 from jiter_magic.arrays import tracing
 from jiter_magic.arrays.base import Delegated, run_delegated
+from jiter_magic.displayed import PanelDisplay
 from jiter_magic.errors import BindError, InvalidArgumentError, JiterError
 from jiter_magic.frontend.reduction import bind_reduction
 from jiter_magic.function import JitFunction
@@ -29,7 +30,7 @@ from jiter_magic.state import RUNTIME
 __all__ = ["ReductionFunction", "ValuesIndices"]
 
 
-class ReductionFunction(KernelFunction):
+class ReductionFunction(KernelFunction, PanelDisplay):
     """A jitted reduction; call it as torch.sum: `fn(*inputs, dim=None, keepdim=False, dtype=None, out=None)`.
     One with indices (`create_multi_output_reduction_fn`) returns `ValuesIndices(values, indices)`
     and takes `out=(values, indices)`, as torch.max(x, dim) does."""

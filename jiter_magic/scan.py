@@ -13,6 +13,7 @@ from typing import Any
 
 from jiter_magic.arrays import tracing
 from jiter_magic.arrays.base import Delegated, run_delegated
+from jiter_magic.displayed import PanelDisplay
 from jiter_magic.errors import ArgumentTypeError, BindError, InvalidArgumentError, JiterError
 from jiter_magic.frontend.scan import ScanBinding, bind_scan
 from jiter_magic.kernel_function import KernelFunction, autograd_tracks, checked_kwargs, for_caller
@@ -45,7 +46,7 @@ def _identities(identity: object, binding: ScanBinding) -> tuple[object, ...]:
     return tuple(identity)
 
 
-class ScanFunction(KernelFunction):
+class ScanFunction(KernelFunction, PanelDisplay):
     """A jitted scan; call it as torch.cumsum: `fn(*inputs, dim, reverse=False, exclusive=False,
     dtype=None, out=None, **extras)`. One with indices returns `ValuesIndices(values, indices)` as
     torch.cummax does; one whose state holds several values returns a tuple of them."""

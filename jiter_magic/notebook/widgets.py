@@ -244,7 +244,7 @@ def live_frontend() -> bool:
 
 def mimebundle(fn: KernelFunction, include: Container[str] | None = None,
                exclude: Container[str] | None = None, name: str | None = None) -> dict[str, Any]:
-    """`KernelFunction._repr_mimebundle_`, for every kind: the live panel where a kernel can host
+    """`PanelDisplay._repr_mimebundle_` (displayed.py), for every kind: the live panel where a kernel can host
     it, static HTML and text always.
 
     A frontend that renders widgets picks the widget view; nbconvert (without widget state),
