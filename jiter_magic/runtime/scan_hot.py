@@ -4,7 +4,7 @@ A call of plain arrays of one library, with no `out=` and no keyword values of t
 by the adapter's fast key of its inputs and its `dim`, `reverse`, `exclusive` and `dtype`; once
 the general path (scan_call.py) has planned such a call of one launch, it leaves the C call path's
 `HotPlan` under that key (reduce_hot.py's `keep`), so that a later call only allocates its results,
-writes the pointers and launches. Calls of two launches (a look-back scan, split columns) and options
+writes the pointers and launches. Calls of two launches (a grid scan, split columns) and options
 of other types (a bool or a NumPy int as `dim`) take the general path.
 """
 from __future__ import annotations
