@@ -5,7 +5,7 @@
 #   bash bench/gpu_batch.sh speed    bench_gpu.py before/after, two interleaved rounds, with the cold rows
 #   bash bench/gpu_batch.sh cpu      bench_cpu.py and bench_scan.py --device cpu at 2 threads and all cores
 #   bash bench/gpu_batch.sh cpu-compare  bench_cpu.py at 2 threads, the baseline and this tree in turns
-#                                    (base, new, base, new), then each row's jiter_magic time side by side;
+#                                    (base, new, then new, base: CPU_COMPARE_ROUNDS, default 2), then each row's jiter_magic time side by side;
 #                                    its baseline is bench/.baseline-cpu-jiter_magic.tar (git archive REV jiter_magic)
 # The baseline is bench/.baseline-jiter_magic.tar (compare_gpu.sh says how to make it).
 set -u -o pipefail
@@ -40,8 +40,12 @@ case ${1:-verify} in
     tar -xf bench/.baseline-cpu-jiter_magic.tar -C "$base" && mkdir -p "$base/bench" \
       && cp bench/bench_cpu.py bench/cpu_rows.py hatch_build.py "$base/bench/" && mv "$base/bench/hatch_build.py" "$base/" \
       && (cd "$base" && python3 hatch_build.py > "$OUT/base-build.txt" 2>&1); tail -n 2 "$OUT/base-build.txt"
-    for round in $(seq "${CPU_COMPARE_ROUNDS:-1}"); do
-      for side in base new; do
+    # Rounds alternate which tree goes first: on the H100 host the first run of a pair was the
+    # faster one by up to 12% on the memory-bound rows, whichever tree it was (2026-12-07).
+    order=(base new)
+    for round in $(seq "${CPU_COMPARE_ROUNDS:-2}"); do
+      (( round % 2 == 0 )) && order=(new base) || order=(base new)
+      for side in "${order[@]}"; do
         root=$PWD; [ $side = base ] && root=$base
         (cd "$root" && step cpu-$side-$round 125 taskset -c 0,1 python3 bench/bench_cpu.py --threads 2 --rounds 2 \
           --out "$OUT/cpu-$side-$round")

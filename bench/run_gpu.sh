@@ -7,6 +7,8 @@
 # `tests` runs the GPU tests on the C call path, then test_gpu.py again on the Python one.
 # `notebooks` runs every notebook through nbval, strict and --nbval-lax; the GPU machine has no
 # IPython or nbval, so it installs them from wheels carried in .whl/ (pip download --python-version 3.12 --only-binary=:all: -d .whl ...).
+# Pin dask and distributed to one release (e.g. "dask[array]==2026.8.0" "distributed==2026.8.0"): unpinned, pip's
+# resolver for another platform fetched distributed 2021.4.1 beside dask 2026.11, which cannot import.
 # `two-gpus` (on nvidia-h200-x2) runs the DTensor tests over two GPUs with NCCL, and executes
 # notebook 05 whole, its two-GPU cells included, into $OUT/05_beyond.executed.ipynb.
 # `cpu` (not part of `all`) runs bench/bench_cpu.py on the host's CPU: 2 threads on 2 cores
