@@ -22,6 +22,7 @@ from jiter_magic.integrations.dask_inputs import (
     check_unknown_sizes,
     known_sizes,
     out_is_refused,
+    right_aligned,
     split_outputs,
     zero_size,
 )
@@ -43,9 +44,7 @@ def map_blocks(function: Any, args: tuple, options: dict, kwargs: dict) -> Any:
     results = function(*(zero_size(x) for x in inputs), **kwargs)
     metas = [meta_from_array(m, ndim=ndim) for m in (results if function.num_outputs > 1 else (results,))]
     per_block = partial(function, **kwargs) if kwargs else function
-    indexed: list[Any] = []
-    for x in inputs:  # right-aligned broadcasting: an input's dimensions are the output's last ones
-        indexed += (x, tuple(range(ndim - x.ndim, ndim))) if isinstance(x, da.Array) else (x, None)
+    indexed = right_aligned(inputs, ndim)  # an input's dimensions are the output's last ones
     out_index = tuple(range(ndim))
     if len(metas) == 1:
         return da.blockwise(per_block, out_index, *indexed, token=function.name, dtype=metas[0].dtype,

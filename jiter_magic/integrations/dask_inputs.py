@@ -1,6 +1,8 @@
-"""What Dask calls share (elementwise in dask.py, reductions in reduce_dask.py): inputs as Dask
-arrays, their known sizes, their zero-size metas, the refusal of `out=`, and the outputs of one
-layer that computes several together split into one Dask array each."""
+"""What Dask calls share (elementwise in dask.py, reductions in reduce_dask.py, scans in
+scan_dask.py): inputs as Dask arrays, their known sizes, their zero-size metas, their dims'
+indices broadcast right-aligned, the refusal of `out=` and of unknown sizes, a reduction's or
+scan's plan, and the outputs of one layer that computes several together split into one Dask
+array each."""
 from __future__ import annotations
 
 import math
@@ -13,6 +15,7 @@ from dask.array.utils import meta_from_array
 
 from jiter_magic.arrays import adapter_for, coerce
 from jiter_magic.errors import DeviceError, InvalidArgumentError, ShapeError, UnsupportedArrayError
+from jiter_magic.integrations.kinds import planned
 
 
 def out_is_refused() -> InvalidArgumentError:
@@ -59,6 +62,36 @@ def check_unknown_sizes(arrays: list[Any]) -> None:
             raise ShapeError(f"Dask inputs of shapes {shapes}: a size is unknown (nan, after boolean indexing) along "
                              f"dim {axis} and the others are chunked otherwise there, so whether the shapes broadcast "
                              "cannot be told; call x.compute_chunk_sizes() on the input first")
+
+
+def check_known_along(arrays: list[Any], ndim: int, dims: tuple[int, ...], prefix: str, where: str, why: str) -> None:
+    """Every size along `dims` of the `ndim`-d broadcast shape known (boolean indexing leaves them
+    NaN), or an error saying `where` they are unknown and `why` they must be known."""
+    for x in arrays:
+        offset = ndim - x.ndim
+        if any(axis >= offset and math.isnan(x.shape[axis - offset]) for axis in dims):
+            raise InvalidArgumentError(f"{prefix}a Dask input has unknown chunk sizes along {where}, and {why}; call "
+                                       "x.compute_chunk_sizes() first")
+
+
+def plan_of(function: Any, arrays: list[Any], options: dict[str, Any]) -> Any:
+    """A reduction's or scan's plan (kinds.py) from the Dask inputs' dtypes and known sizes, by
+    the promotion rules of their chunks' library (NumPy's or CuPy's)."""
+    adapter = adapter_for(arrays[0]._meta)
+    if adapter is None or adapter.delegates:
+        raise UnsupportedArrayError(f"{function.name}: Dask arrays of {type(arrays[0]._meta).__name__} chunks cannot "
+                                    "be reduced; use NumPy or CuPy chunks")
+    return planned(function, options, [x.dtype.name for x in arrays], [known_sizes(x.shape) for x in arrays],
+                   adapter.rules)
+
+
+def right_aligned(inputs: list, ndim: int) -> list[Any]:
+    """Each input and its dims' indices in `blockwise`'s pairs, broadcast right-aligned as an
+    elementwise call broadcasts them (a number with None: the same for every block)."""
+    indexed: list[Any] = []
+    for x in inputs:
+        indexed += (x, tuple(range(ndim - x.ndim, ndim))) if isinstance(x, da.Array) else (x, None)
+    return indexed
 
 
 def zero_size(x: Any) -> Any:

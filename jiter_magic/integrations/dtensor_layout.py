@@ -112,3 +112,11 @@ def local_input(x: Any, shape: tuple[int, ...], targets: Placements) -> Any:
     # A DTensor redistributed with async_op=True holds a collective's pending result, which the
     # kernels cannot read: a clone waits for it and stays differentiable.
     return local.clone() if isinstance(local, AsyncCollectiveTensor) else local
+
+
+def as_global(locals_: tuple | list, mesh: DeviceMesh, placements: Placements, shape: tuple[int, ...],
+              stride: tuple[int, ...]) -> list[DTensor]:
+    """A rank's local results as DTensors of the global shape and stride (uneven shards need them
+    given: DTensor would guess them from this rank's piece)."""
+    return [DTensor.from_local(t, mesh, placements, run_check=False, shape=torch.Size(shape), stride=stride)
+            for t in locals_]

@@ -38,7 +38,6 @@ another. `out=` is refused and autograd is not supported yet (a `GradientError`)
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import torch
@@ -46,47 +45,35 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Replicate, Shard
 
-from jiter_magic.errors import ArgumentTypeError, GradientError, InvalidArgumentError
-from jiter_magic.integrations.dtensor_layout import Placements, local_input, mesh_of, output_placements
-from jiter_magic.integrations.reduce_parts import TreeParts, global_indices, tree_parts
+from jiter_magic.errors import GradientError, InvalidArgumentError
+from jiter_magic.integrations.dtensor_layout import Placements, as_global, local_input, mesh_of, output_placements
+from jiter_magic.integrations.kinds import as_results, check_array_inputs, planned, requested_dtype
+from jiter_magic.integrations.reduce_parts import State, TreeParts, as_state, ended, placed_partial, tree_parts
 from jiter_magic.planning.dtypes import dtype_name
 from jiter_magic.planning.layout import contiguous_strides
-from jiter_magic.planning.reduce_result import ReductionResult, reduction_result
-from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, extra_values, no_backward
+from jiter_magic.planning.reduce_result import ReductionResult
+from jiter_magic.runtime.reduce_call import ValuesIndices, extra_values, no_backward
 
 
 def reduce_dtensor(function: Any, args: tuple, options: dict[str, Any], kwargs: dict) -> DTensor | ValuesIndices:
     """`function(*args, dim=, keepdim=, dtype=, **kwargs)` on DTensors (see the module docstring)."""
     mesh, inputs = checked_inputs(function, args, options, kwargs)
-    requested = None if options["dtype"] is None else dtype_name(options["dtype"])
-    planned = reduction_result([dtype_name(x.dtype) for x in inputs], [tuple(x.shape) for x in inputs], "torch",
-                               options["dim"], bool(options["keepdim"]), requested, function.identity,
-                               function.binding.indexed)
-    targets = single_shards(output_placements(inputs, planned.shape, mesh.ndim))
-    locals_ = [local_input(x, planned.shape, targets) for x in args]
-    gathered = [(m, p.dim) for m, p in enumerate(targets) if isinstance(p, Shard) and p.dim in planned.dims]
+    options = {**options, "keepdim": bool(options["keepdim"])}  # as the local calls take it
+    plan, targets, locals_ = laid_out(function, mesh, inputs, args, options)
+    gathered = [(m, p.dim) for m, p in enumerate(targets) if isinstance(p, Shard) and p.dim in plan.dims]
     if gathered:
-        found = _folded_over_ranks(function, locals_, planned, mesh, targets, gathered, kwargs)
+        found = _folded_over_ranks(function, locals_, plan, mesh, targets, gathered, kwargs)
     else:  # every rank holds the whole reduced extent: the function's own call is the result
-        found = function(*locals_, dim=planned.dims, keepdim=bool(options["keepdim"]), dtype=requested, **kwargs)
-    placements = _result_placements(targets, planned, bool(options["keepdim"]))
-    stride = contiguous_strides(planned.out_shape, list(reversed(range(len(planned.out_shape)))))
-    wrap = wrapper(mesh, placements, planned.out_shape, stride)
-    if function.binding.indexed:
-        return ValuesIndices(wrap(found.values), wrap(found.indices))
-    return wrap(found)
+        found = function(*locals_, dim=plan.dims, keepdim=options["keepdim"], dtype=requested_dtype(options), **kwargs)
+    return as_dtensors(function, found, mesh, _result_placements(targets, plan, options["keepdim"]), plan.out_shape)
 
 
 def checked_inputs(function: Any, args: tuple, options: dict[str, Any],
-                    kwargs: dict) -> tuple[DeviceMesh, list[DTensor]]:
+                   kwargs: dict) -> tuple[DeviceMesh, list[DTensor]]:
     """The mesh and the DTensor inputs, after every refusal that global metadata decides (the
     eager call's errors, raised on every rank alike before anything moves)."""
     name = function.name
-    check_input_count(function.binding, args)
-    for x in args:
-        if isinstance(x, numbers.Number):
-            raise ArgumentTypeError(f"{name}: the inputs of a reduction are arrays, got the number {x!r}; pass "
-                                    "numbers as keyword arguments of the map function")
+    check_array_inputs(function, args)
     mesh, inputs = mesh_of(args)
     if options["out"] is not None:
         raise InvalidArgumentError(f"{name}: out= is not supported with DTensor inputs; use the returned DTensor "
@@ -98,6 +85,15 @@ def checked_inputs(function: Any, args: tuple, options: dict[str, Any],
         raise GradientError(f"{name}: {function.operation}s of DTensors have no autograd yet, and an input requires "
                             "grad; call it under torch.no_grad() (or on x.detach()), or on x.full_tensor()")
     return mesh, inputs
+
+
+def laid_out(function: Any, mesh: DeviceMesh, inputs: list[DTensor], args: tuple,
+             options: dict[str, Any]) -> tuple[Any, Placements, list[Any]]:
+    """The call's plan (kinds.py), the placements its inputs are laid out to (each tensor dim
+    sharded by one mesh dim at most), and this rank's local tensors of them."""
+    plan = planned(function, options, [dtype_name(x.dtype) for x in inputs], [tuple(x.shape) for x in inputs], "torch")
+    targets = single_shards(output_placements(inputs, plan.shape, mesh.ndim))
+    return plan, targets, [local_input(x, plan.shape, targets) for x in args]
 
 
 def single_shards(targets: Placements) -> Placements:
@@ -126,13 +122,10 @@ def _result_placements(targets: Placements, planned: ReductionResult, keepdim: b
     return tuple(placements)
 
 
-def wrapper(mesh: DeviceMesh, placements: Placements, shape: tuple[int, ...], stride: tuple[int, ...]) -> Any:
-    """Wraps a rank's local result as a DTensor of the global shape and stride (uneven shards
-    need them given: DTensor would guess them from this rank's piece)."""
-    def wrap(local: torch.Tensor) -> DTensor:
-        return DTensor.from_local(local, mesh, placements, run_check=False, shape=torch.Size(shape), stride=stride)
-
-    return wrap
+def as_dtensors(function: Any, found: Any, mesh: DeviceMesh, placements: Placements, shape: tuple[int, ...]) -> Any:
+    """A rank's local results as DTensors of the global shape, dense, as the eager call gives them."""
+    stride = contiguous_strides(shape, list(reversed(range(len(shape)))))
+    return as_results(function, as_global(as_state(found), mesh, placements, shape, stride))
 
 
 # ----------------------------------------------------------------------------- a sharded reduced dim
@@ -147,36 +140,20 @@ def shard_extent(size: int, parts: int, coordinate: int) -> tuple[int, int]:
 
 
 def _folded_over_ranks(function: Any, locals_: list[Any], planned: ReductionResult, mesh: DeviceMesh,
-                       targets: Placements, gathered: list[tuple[int, int]], kwargs: dict) -> Any:
+                       targets: Placements, gathered: list[tuple[int, int]], kwargs: dict) -> State:
     """The rank's result where reduced dims are sharded: its partial, gathered and folded along each
-    mesh dim that splits a reduced dim, then finalized with the whole count, cast, reduced dims dropped."""
+    mesh dim that splits a reduced dim, then finalized once with the whole count, cast, reduced dims dropped."""
     parts = tree_parts(function)
-    indexed = bool(function.binding.indexed)
-    found = _local_partial(parts, locals_, planned, mesh, targets, indexed, kwargs)
+    if not function.binding.indexed:  # an empty shard gives the identity, dropped after the gather anyway
+        found = as_state(parts.partial(*locals_, dim=planned.dims, keepdim=True, dtype=planned.accumulate, **kwargs))
+    else:  # values and GLOBAL indices; an empty shard's placeholder is dropped after the gather
+        starts, sizes = local_extent(planned.shape, mesh, targets)
+        found = placed_partial(parts, locals_, planned, tuple(starts[a] for a in planned.dims),
+                               tuple(sizes[a] for a in planned.dims), kwargs)
     for mesh_dim, dim in gathered:
         found = _gathered_fold(parts, found, planned, mesh, mesh_dim, dim)
-    values = _ended(parts, found.values if indexed else found, planned)
-    if indexed:
-        return ValuesIndices(values, _kept_or_dropped(found.indices, planned))
-    return values
-
-
-def _local_partial(parts: TreeParts, locals_: list[Any], planned: ReductionResult, mesh: DeviceMesh,
-                   targets: Placements, indexed: bool, kwargs: dict) -> Any:
-    """The partial of this rank's shards (values and GLOBAL indices for a reduction with indices)."""
-    if not indexed:  # an empty shard gives the identity, dropped after the gather anyway
-        return parts.partial(*locals_, dim=planned.dims, keepdim=True, dtype=planned.accumulate, **kwargs)
-    starts, sizes = local_extent(planned.shape, mesh, targets)
-    if any(sizes[a] == 0 for a in planned.dims):  # nothing to index here: a placeholder, dropped after the gather
-        kept = tuple(1 if a in planned.dims else sizes[a] for a in range(len(sizes)))
-        device = locals_[0].device
-        return ValuesIndices(torch.zeros(kept, dtype=_torch_dtype(planned.accumulate), device=device),
-                             torch.zeros(kept, dtype=torch.int64, device=device))
-    found = parts.partial(*locals_, dim=planned.dims, keepdim=True, dtype=planned.accumulate, **kwargs)
-    whole = tuple(planned.shape[a] for a in planned.dims)
-    own = tuple(sizes[a] for a in planned.dims)
-    return ValuesIndices(found.values, global_indices(found.indices, own, tuple(starts[a] for a in planned.dims),
-                                                      whole))
+    ended_ = ended(parts, found[0], planned.count, planned.dtype)
+    return tuple(_kept_or_dropped(t, planned) for t in (ended_, *found[1:]))
 
 
 def local_extent(shape: tuple[int, ...], mesh: DeviceMesh, targets: Placements) -> tuple[list[int], list[int]]:
@@ -190,16 +167,23 @@ def local_extent(shape: tuple[int, ...], mesh: DeviceMesh, targets: Placements) 
     return starts, sizes
 
 
-def _gathered_fold(parts: TreeParts, found: Any, planned: ReductionResult, mesh: DeviceMesh, mesh_dim: int,
-                   dim: int) -> Any:
+def _gathered_fold(parts: TreeParts, found: State, planned: ReductionResult, mesh: DeviceMesh, mesh_dim: int,
+                   dim: int) -> State:
     """The partials of the ranks along `mesh_dim` (which splits reduced `dim`), gathered onto every
     one of them and folded in rank order (the shards' order), the empty shards' left out."""
+    by_rank = gathered(found, mesh, mesh_dim, planned.shape[dim])
+    joined = [torch.cat(pieces, dim=dim) for pieces in zip(*by_rank.values())]
+    return as_state(parts.fold(*joined, dim=(dim,), keepdim=True, dtype=planned.accumulate))
+
+
+def gathered(tensors: tuple, mesh: DeviceMesh, mesh_dim: int, whole: int) -> dict[int, tuple]:
+    """The `tensors` of each rank along `mesh_dim` (every rank sends them: collectives need every
+    rank), gathered onto every one, by rank in the shards' order; those of ranks whose shard of
+    the `whole` extent is empty are left out (unless all are: an empty extent)."""
     size = mesh.size(mesh_dim)
-    tensors = found if isinstance(found, ValuesIndices) else (found,)
     pieces = [all_gathered(t, mesh.get_group(mesh_dim), size) for t in tensors]
-    ranks = [r for r in range(size) if shard_extent(planned.shape[dim], size, r)[1] > 0] or list(range(size))
-    joined = [torch.cat([piece[r] for r in ranks], dim=dim) for piece in pieces]
-    return parts.fold(*joined, dim=(dim,), keepdim=True, dtype=planned.accumulate)
+    ranks = [r for r in range(size) if shard_extent(whole, size, r)[1] > 0] or list(range(size))
+    return {r: tuple(piece[r] for piece in pieces) for r in ranks}
 
 
 def all_gathered(local: torch.Tensor, group: dist.ProcessGroup, size: int) -> list[torch.Tensor]:
@@ -214,21 +198,8 @@ def all_gathered(local: torch.Tensor, group: dist.ProcessGroup, size: int) -> li
     return pieces
 
 
-def _ended(parts: TreeParts, total: torch.Tensor, planned: ReductionResult) -> torch.Tensor:
-    """Folded accumulator values finalized once with the whole count, in the result's dtype."""
-    if parts.finalize is not None:
-        total = parts.finalize(total, planned.count)
-    return _kept_or_dropped(total.to(_torch_dtype(planned.dtype)), planned)
-
-
 def _kept_or_dropped(local: torch.Tensor, planned: ReductionResult) -> torch.Tensor:
     """The reduced dims (1 here) dropped, unless the call keeps them."""
     if planned.out_shape == planned.kept_shape:
         return local
     return local.squeeze(planned.dims)
-
-
-def _torch_dtype(name: str) -> torch.dtype:
-    dtype = getattr(torch, name)
-    assert isinstance(dtype, torch.dtype)
-    return dtype

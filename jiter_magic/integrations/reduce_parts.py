@@ -17,10 +17,12 @@ same call path (runtime/reduce_call.py, runtime/scan_call.py) with kernels of th
 `finalize` is a `JitFunction` of the function's code string and one generated entry point. They
 are made once a function, on first use (in each Dask worker), and kept while the function lives.
 `global_indices` turns the indices a block's partial gives (over the block) into indices over the
-whole reduced extent, which `fold` of a reduction with indices compares.
+whole reduced extent, which `fold` of a reduction with indices compares; `ended` finalizes a
+total and casts it to the result's dtype, on NumPy, CuPy or torch arrays alike.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -31,10 +33,13 @@ from jiter_magic.frontend.parse import Functor
 from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.function import JitFunction
 from jiter_magic.kernels.scan_family import SCAN
+from jiter_magic.planning.layout import broadcast_shape
 from jiter_magic.runtime import reduce_call, scan_call
+from jiter_magic.runtime.reduce_call import ValuesIndices
 from jiter_magic.runtime.reduce_calls import ReductionCalls
 from jiter_magic.state import RUNTIME
 
+State = tuple[Any, ...]  # a partial result in pieces: one array, the state's values, or values and int64 indices
 FINALIZE_ENTRY = "jm_finalize_with_count"  # the generated entry point of `finalize` (reserved prefix)
 
 
@@ -117,6 +122,30 @@ def tree_parts(function: Any) -> TreeParts:
     return RUNTIME.part(ReductionTrees).parts(function)
 
 
+def placed_partial(parts: TreeParts, pieces: tuple | list, planned: Any, starts: tuple[int, ...],
+                   sizes: tuple[int, ...], kwargs: dict) -> ValuesIndices:
+    """The partial of a reduction with indices on one piece (a block, a shard): values and indices
+    over the whole reduced extent (`global_indices`; the piece starts at `starts`, `sizes` long,
+    along each reduced dim), in the accumulator, the reduced dims kept as 1. A piece empty along
+    a reduced dim holds no element: its indices are -1, which the fold passes over, as the
+    kernels' own empty states."""
+    if 0 in sizes:
+        shape = tuple(1 if axis in planned.dims else n
+                      for axis, n in enumerate(broadcast_shape([tuple(p.shape) for p in pieces])))
+        return ValuesIndices(_full(pieces[0], shape, 0, planned.accumulate), _full(pieces[0], shape, -1, "int64"))
+    found = parts.partial(*pieces, dim=planned.dims, keepdim=True, dtype=planned.accumulate, **kwargs)
+    whole = tuple(planned.shape[axis] for axis in planned.dims)
+    return ValuesIndices(found.values, global_indices(found.indices, sizes, starts, whole))
+
+
+def _full(like: Any, shape: tuple[int, ...], value: int, dtype: str) -> Any:
+    """An array of `shape` filled with `value`, of the library (and device) of `like`."""
+    xp = module_of(like)
+    if xp.__name__ == "torch":
+        return xp.full(shape, value, dtype=getattr(xp, dtype), device=like.device)
+    return xp.full(shape, value, dtype=dtype)
+
+
 def global_indices(local: Any, block_sizes: tuple[int, ...], starts: tuple[int, ...], sizes: tuple[int, ...]) -> Any:
     """The flat indices over reduced dims of `sizes` of the elements a block's call indexed with
     `local`: flat indices over the block's own reduced sizes, `block_sizes`, whose block starts at
@@ -132,3 +161,29 @@ def global_indices(local: Any, block_sizes: tuple[int, ...], starts: tuple[int, 
     for coordinate, start, size in zip(reversed(coordinates), starts, sizes):  # ravel over the whole sizes
         total = total * size + (coordinate + start)
     return total
+
+
+def as_state(found: Any) -> State:
+    """A call's result as a tuple of arrays (a single array as a tuple of one)."""
+    return tuple(found) if isinstance(found, tuple) else (found,)
+
+
+def module_of(array: Any) -> Any:
+    """NumPy, CuPy or torch: the module of the array's type, whose functions keep it on its device."""
+    return sys.modules[type(array).__module__.split(".")[0]]
+
+
+def cast(values: Any, dtype: str) -> Any:
+    """Values in the result's dtype (a NumPy or CuPy dtype name; torch's of the same name)."""
+    if hasattr(values, "astype"):
+        return values if values.dtype == dtype else values.astype(dtype)
+    wanted = getattr(sys.modules["torch"], dtype)
+    return values if values.dtype == wanted else values.to(wanted)
+
+
+def ended(parts: TreeParts, total: Any, count: Any, dtype: str) -> Any:
+    """Folded accumulator values finalized with the count of every element they hold (where the
+    function has a finalize), in the result's dtype."""
+    if parts.finalize is not None:
+        total = parts.finalize(total, count)
+    return cast(total, dtype)

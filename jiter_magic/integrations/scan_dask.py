@@ -16,7 +16,6 @@ as a block's start and the counts need them.
 """
 from __future__ import annotations
 
-import math
 from functools import partial
 from itertools import product
 from typing import Any
@@ -27,22 +26,20 @@ from dask.array.utils import meta_from_array
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
-from jiter_magic.arrays import adapter_for
-from jiter_magic.errors import InvalidArgumentError
 from jiter_magic.integrations.dask_inputs import (
     as_dask_input,
+    check_known_along,
     check_unknown_sizes,
-    known_sizes,
     out_is_refused,
+    plan_of,
+    right_aligned,
     split_outputs,
     zero_size,
 )
-from jiter_magic.integrations.reduce_dask import right_aligned
-from jiter_magic.integrations.reduce_parts import tree_parts
-from jiter_magic.integrations.scan_parts import State, combined, piece_partial, piece_result, total
-from jiter_magic.planning.dtypes import dtype_name
-from jiter_magic.planning.scan_plan import ScanResult, scan_result
-from jiter_magic.runtime.reduce_call import ValuesIndices
+from jiter_magic.integrations.kinds import as_results
+from jiter_magic.integrations.reduce_parts import State, as_state, tree_parts
+from jiter_magic.integrations.scan_parts import combined, piece_partial, piece_result, total
+from jiter_magic.planning.scan_plan import ScanResult
 
 _FLAGS = ("reverse", "exclusive")
 
@@ -56,36 +53,27 @@ def scan_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dict)
     # The eager call on zero-size metas: every error a block would raise, and the results' array types.
     found = function(*(zero_size(x) for x in inputs), **{k: v for k, v in options.items() if k != "out"}, **kwargs)
     check_unknown_sizes(arrays)
-    adapter = adapter_for(arrays[0]._meta)
-    assert adapter is not None  # the meta call accepted it
-    requested = None if options["dtype"] is None else dtype_name(options["dtype"])
-    planned = scan_result([x.dtype.name for x in arrays], [known_sizes(x.shape) for x in arrays], adapter.rules,
-                          options["dim"], requested, function.identity, function.binding.indexed)
+    planned = plan_of(function, arrays, options)  # the meta call accepted the chunks' library
     ndim = len(planned.shape)
     if ndim == 0:  # 0-d inputs: the scan of one element, as a 1-d one
         options = {**options, "dim": 0}
         found = scan_dask(function, tuple(x[None] if isinstance(x, da.Array) else x for x in args), options, kwargs)
         return type(found)(*(f[0] for f in found)) if isinstance(found, tuple) else found[0]
     chunkss, aligned = unify_chunks(*right_aligned(inputs, ndim))  # by index: each dim's unified chunks
-    chunks = tuple(chunkss[axis] for axis in range(ndim))
-    if any(math.isnan(c) for c in chunks[planned.dim]):
-        raise InvalidArgumentError(f"{function.name}: a Dask input has unknown chunk sizes along the scanned dim "
-                                   f"{planned.dim}, and a scan carries each block's state into the next from where "
-                                   "the blocks start; call x.compute_chunk_sizes() first")
+    check_known_along(arrays, ndim, (planned.dim,), f"{function.name}: ", f"the scanned dim {planned.dim}",
+                      "a scan carries each block's state into the next from where the blocks start")
     flags = {name: bool(options[name]) for name in _FLAGS}
     indexed = bool(function.binding.indexed)
     partials = da.map_blocks(partial(_block_partial, function, planned, flags["reverse"], indexed, kwargs), *aligned,
-                             chunks=chunks, meta=meta_from_array(arrays[0]._meta, ndim=ndim, dtype=planned.accumulate),
+                             chunks=tuple(chunkss[axis] for axis in range(ndim)),
+                             meta=meta_from_array(arrays[0]._meta, ndim=ndim, dtype=planned.accumulate),
                              token=f"{function.name}-partial")
-    metas = tuple(meta_from_array(m, ndim=ndim) for m in (found if isinstance(found, tuple) else (found,)))
+    metas = tuple(meta_from_array(m, ndim=ndim) for m in as_state(found))
     name = f"{function.name}-{tokenize(partials.name, flags)}"
     graph = HighLevelGraph.from_collections(name, _carried(function, planned, flags, indexed, partials, name),
                                             dependencies=[partials])
     together = da.Array(graph, name, partials.chunks, meta=metas[0])
-    outputs = split_outputs(together, tuple(range(ndim)), metas, function.name)
-    if indexed:
-        return ValuesIndices(*outputs)
-    return outputs[0] if len(outputs) == 1 else outputs
+    return as_results(function, split_outputs(together, tuple(range(ndim)), metas, function.name))
 
 
 def _start(block_info: dict, dim: int) -> int:

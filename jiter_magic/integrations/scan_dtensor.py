@@ -1,7 +1,8 @@
 """Scans of DTensors (torch.distributed.tensor): each rank scans its local shards, and a shard of
 the scanned dim carries in the state of the shards before it.
 
-The inputs are laid out alike over the mesh as for an elementwise call (dtensor_layout.py),
+The call is checked and its inputs laid out as a reduction's (reduce_dtensor.py: from global
+metadata only, on every rank alike before any collective; `out=` refused, no autograd yet),
 then, mesh dim by mesh dim:
 - `Replicate`, or `Shard(d)` of a dim other than the scanned one: each rank's piece of the result
   depends on its own piece of the inputs only, so the function's own call on the local tensors
@@ -14,9 +15,6 @@ then, mesh dim by mesh dim:
   dim; it stays sharded. Float results match the eager call's within rounding (another grouping).
 A `Partial` input (a pending sum over ranks) is refused: the scan of a sum is not the sum of the
 scans for every combine, so the caller redistributes it first, as it sees fit.
-
-Every check reads global metadata only, the same on every rank, so a refused call is refused on
-every rank before any collective. `out=` is refused and autograd is not supported yet.
 """
 from __future__ import annotations
 
@@ -27,21 +25,12 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import Partial, Shard
 
 from jiter_magic.errors import UnsupportedArrayError
-from jiter_magic.integrations.dtensor_layout import Placements, local_input, output_placements
-from jiter_magic.integrations.reduce_dtensor import (
-    all_gathered,
-    checked_inputs,
-    local_extent,
-    shard_extent,
-    single_shards,
-    wrapper,
-)
-from jiter_magic.integrations.reduce_parts import tree_parts
-from jiter_magic.integrations.scan_parts import State, as_state, combined, piece_partial, piece_result, total
-from jiter_magic.planning.dtypes import dtype_name
-from jiter_magic.planning.layout import contiguous_strides
-from jiter_magic.planning.scan_plan import ScanResult, scan_result
-from jiter_magic.runtime.reduce_call import ValuesIndices
+from jiter_magic.integrations.dtensor_layout import Placements
+from jiter_magic.integrations.kinds import requested_dtype
+from jiter_magic.integrations.reduce_dtensor import as_dtensors, checked_inputs, gathered, laid_out, local_extent
+from jiter_magic.integrations.reduce_parts import State, tree_parts
+from jiter_magic.integrations.scan_parts import combined, piece_partial, piece_result, total
+from jiter_magic.planning.scan_plan import ScanResult
 from jiter_magic.runtime.scan_call import check_flag
 
 
@@ -54,22 +43,13 @@ def scan_dtensor(function: Any, args: tuple, options: dict[str, Any], kwargs: di
                 f"{function.name}: an input has placements {tuple(x.placements)}; a scan does not run on a Partial "
                 "DTensor (a pending sum over ranks): redistribute it first, e.g. x.redistribute(mesh, [Replicate()])")
     flags = {name: check_flag(options[name], name) for name in ("reverse", "exclusive")}
-    requested = None if options["dtype"] is None else dtype_name(options["dtype"])
-    indexed = bool(function.binding.indexed)
-    planned = scan_result([dtype_name(x.dtype) for x in inputs], [tuple(x.shape) for x in inputs], "torch",
-                          options["dim"], requested, function.identity, indexed)
-    targets = single_shards(output_placements(inputs, planned.shape, mesh.ndim))
-    locals_ = [local_input(x, planned.shape, targets) for x in args]
-    carried = [m for m, p in enumerate(targets) if isinstance(p, Shard) and p.dim == planned.dim]
+    plan, targets, locals_ = laid_out(function, mesh, inputs, args, options)
+    carried = [m for m, p in enumerate(targets) if isinstance(p, Shard) and p.dim == plan.dim]
     if carried:
-        found = _carried_over_ranks(function, locals_, planned, mesh, targets, carried[0], flags, kwargs)
+        found = _carried_over_ranks(function, locals_, plan, mesh, targets, carried[0], flags, kwargs)
     else:  # every rank holds the whole scanned extent: the function's own call is the result
-        found = as_state(function(*locals_, dim=planned.dim, dtype=requested, **flags, **kwargs))
-    stride = contiguous_strides(planned.shape, list(reversed(range(len(planned.shape)))))
-    wrapped = [wrapper(mesh, targets, planned.shape, stride)(f) for f in found]
-    if indexed:
-        return ValuesIndices(*wrapped)
-    return wrapped[0] if len(wrapped) == 1 else tuple(wrapped)
+        found = function(*locals_, dim=plan.dim, dtype=requested_dtype(options), **flags, **kwargs)
+    return as_dtensors(function, found, mesh, targets, plan.shape)
 
 
 def _carried_over_ranks(function: Any, locals_: list[Any], planned: ScanResult, mesh: DeviceMesh,
@@ -84,13 +64,12 @@ def _carried_over_ranks(function: Any, locals_: list[Any], planned: ScanResult, 
     if edge is None:  # an empty shard sends a placeholder all the same (collectives need every rank), dropped below
         shape = tuple(1 if axis == dim else n for axis, n in enumerate(partial[0].shape))
         edge = tuple(torch.zeros(shape, dtype=p.dtype, device=p.device) for p in partial)
-    size, coordinate = mesh.size(mesh_dim), mesh.get_coordinate()
+    by_rank = gathered(edge, mesh, mesh_dim, planned.shape[dim])
+    coordinate = mesh.get_coordinate()
     assert coordinate is not None  # DTensor gives no local tensor to a rank outside the mesh
-    gathered = [all_gathered(t, mesh.get_group(mesh_dim), size) for t in edge]
     own = coordinate[mesh_dim]
-    before = range(size - 1, own, -1) if reverse else range(own)  # in the scan's direction
     carry = None
-    for rank in before:
-        if shard_extent(planned.shape[dim], size, rank)[1]:
-            carry = combined(parts, carry, tuple(g[rank] for g in gathered), planned, reverse, indexed)
+    for rank in range(mesh.size(mesh_dim) - 1, own, -1) if reverse else range(own):  # in the scan's direction
+        if rank in by_rank:
+            carry = combined(parts, carry, by_rank[rank], planned, reverse, indexed)
     return piece_result(parts, planned, flags, indexed, starts[dim], carry, partial)

@@ -23,23 +23,10 @@ the state's values, or values and their int64 indices.
 """
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from jiter_magic.integrations.reduce_parts import TreeParts
+from jiter_magic.integrations.reduce_parts import State, TreeParts, as_state, cast, module_of
 from jiter_magic.planning.scan_plan import ScanResult
-
-State = tuple[Any, ...]
-
-
-def _module(array: Any) -> Any:
-    """NumPy, CuPy or torch: the module of the array's type."""
-    return sys.modules[type(array).__module__.split(".")[0]]
-
-
-def as_state(found: Any) -> State:
-    """A call's result as a tuple of arrays (a single array as a tuple of one)."""
-    return tuple(found) if isinstance(found, tuple) else (found,)
 
 
 def _along(ndim: int, dim: int, index: slice) -> tuple[slice, ...]:
@@ -69,7 +56,7 @@ def combined(parts: TreeParts, a: State | None, b: State | None, planned: ScanRe
     state in the scan's direction; None (no elements) leaves the other as it is."""
     if a is None or b is None:
         return b if a is None else a
-    xp = _module(b[0])
+    xp = module_of(b[0])
     a = tuple(xp.broadcast_to(x, y.shape) for x, y in zip(a, b))
     ordered = (b, a) if reverse else (a, b)  # b's position in the stack, which the reversed fold ends at
     stacked = [xp.stack([first, second]) for first, second in zip(*ordered)]
@@ -84,7 +71,7 @@ def combined(parts: TreeParts, a: State | None, b: State | None, planned: ScanRe
 
 def _identity(parts: TreeParts, like: State, planned: ScanResult, indexed: bool) -> State:
     """The identity state in the shape of `like` (an exclusive fold's first result)."""
-    xp = _module(like[0])
+    xp = module_of(like[0])
     stacked = [xp.stack([x]) for x in (like[:1] if indexed else like)]
     found = as_state(parts.fold(*stacked, dim=0, exclusive=True, dtype=planned.accumulate))
     return tuple(f[0] for f in found)
@@ -103,7 +90,7 @@ def _shifted(parts: TreeParts, found: State, carry: State | None, planned: ScanR
 
 
 def _concatenate(pair: tuple[Any, Any], dim: int) -> Any:
-    xp = _module(pair[0])
+    xp = module_of(pair[0])
     return xp.cat(pair, dim) if xp.__name__ == "torch" else xp.concatenate(pair, axis=dim)
 
 
@@ -120,22 +107,14 @@ def piece_result(parts: TreeParts, planned: ScanResult, options: dict, indexed: 
     values = found[0]
     if parts.finalize is not None and size:
         values = parts.finalize(values, _counts(values, dim, start, size, planned.shape[dim], reverse, exclusive))
-    rest = found[1:] if indexed else tuple(_cast(v, planned.dtype) for v in found[1:])  # int64 indices stay
-    return (_cast(values, planned.dtype), *rest)
+    rest = found[1:] if indexed else tuple(cast(v, planned.dtype) for v in found[1:])  # int64 indices stay
+    return (cast(values, planned.dtype), *rest)
 
 
 def _counts(like: Any, dim: int, start: int, size: int, whole: int, reverse: bool, exclusive: bool) -> Any:
     """How many elements each result of the piece holds, int64, along the dim (broadcast over the others)."""
-    xp = _module(like)
+    xp = module_of(like)
     positions = (xp.arange(start, start + size, device=like.device) if xp.__name__ == "torch"
                  else xp.arange(start, start + size, dtype="int64"))
     counts = (whole - positions if reverse else positions + 1) - int(exclusive)
     return counts.reshape((1,) * dim + (size,) + (1,) * (like.ndim - dim - 1))
-
-
-def _cast(values: Any, dtype: str) -> Any:
-    """Values in the result's dtype (a NumPy or CuPy dtype name; torch's of the same name)."""
-    if hasattr(values, "astype"):
-        return values if values.dtype == dtype else values.astype(dtype)
-    wanted = getattr(sys.modules["torch"], dtype)
-    return values if values.dtype == wanted else values.to(wanted)

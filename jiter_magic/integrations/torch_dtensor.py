@@ -25,6 +25,7 @@ from torch.distributed.tensor import DTensor
 from jiter_magic.errors import BindError, DeviceError, InvalidArgumentError, ShapeError
 from jiter_magic.integrations.dtensor_layout import (
     Placements,
+    as_global,
     local_input,
     mesh_of,
     output_placements,
@@ -75,9 +76,8 @@ def on_shards(function: Any, args: tuple, options: dict, kwargs: dict) -> Any:
         function(*local_inputs, out=tuple(_local_out(o) for o in given), **kwargs)
         return given[0] if function.num_outputs == 1 else tuple(given)
     results = function(*local_inputs, **kwargs)
-    stride = output_stride(inputs, shape)
-    wrapped = [DTensor.from_local(r, mesh, targets, run_check=False, shape=torch.Size(shape), stride=stride)
-               for r in (results if isinstance(results, tuple) else (results,))]
+    wrapped = as_global(results if isinstance(results, tuple) else (results,), mesh, targets, shape,
+                        output_stride(inputs, shape))
     return wrapped[0] if function.num_outputs == 1 else tuple(wrapped)
 
 

@@ -75,6 +75,12 @@ def extra_as_graph_input(value: Any, name: str, anchor: torch.Tensor) -> torch.T
     return _number_tensor(value, name, anchor)
 
 
+def extras_as_graph_inputs(function: Any, kwargs: dict, anchor: torch.Tensor) -> list[torch.Tensor]:
+    """A call's extras (its keywords over the function's defaults) in the map's order, as 0-d tensors."""
+    values = {**function.kwargs, **kwargs}
+    return [extra_as_graph_input(values[extra], extra, anchor) for extra in function.binding.extra_names]
+
+
 def input_as_graph_input(value: Any, name: str, anchor: torch.Tensor) -> torch.Tensor | GraphNumber:
     """An input as its operator takes it: a tensor as it is, a number as a `GraphNumber`."""
     if isinstance(value, (torch.Tensor, GraphNumber)):

@@ -1,10 +1,17 @@
 """What a jitted function's torch operator is made of: its kernel, its fake implementation and its
-autograd formula (torch_ops.py registers them).
+autograd formula (torch_ops.py registers them), and what a reduction's or scan's operator
+(reduce_ops.py, scan_ops.py) shares with the other kind's.
 
-An operator takes the function's inputs in order (tensors, and Python numbers as 0-d tensors,
-torch_extras.py), then its extras as 0-d tensors, then `kinds`, a string naming each input's
-kind (`t` a tensor, `b`/`i`/`f`/`c` a Python bool, int, float, complex: promotion depends on
-it), then, for the `out=` variant, keyword-only outputs.
+An elementwise operator takes the function's inputs in order (tensors, and Python numbers as 0-d
+tensors, torch_extras.py), then its extras as 0-d tensors, then `kinds`, a string naming each
+input's kind (`t` a tensor, `b`/`i`/`f`/`c` a Python bool, int, float, complex: promotion
+depends on it), then, for the `out=` variant, keyword-only outputs.
+
+A reduction's or scan's operator takes its inputs (tensors only), its extras as 0-d tensors,
+then the kind's options (normalized while tracing, `dtype=` as a name), and writes no `out=`: a
+traced call checks its arguments as the eager call does and copies the results into `out=`. Its
+kernels are the eager call; its fake gives the results' shapes and dtypes from planning
+(kinds.py), the pure functions the call's own planning uses, dense as the eager call allocates them.
 """
 from __future__ import annotations
 
@@ -15,12 +22,25 @@ from typing import Any
 import torch
 
 from jiter_magic.arrays.torch import DTYPE_OF, NAME_OF
-from jiter_magic.arrays.torch_autograd import out_with_grad
+from jiter_magic.arrays.torch_autograd import input_gradient, out_with_grad
 from jiter_magic.errors import ArgumentTypeError, DeviceError, DTypeError, ShapeError
-from jiter_magic.integrations.torch_extras import STAND_INS, GraphNumber, as_python_number
+from jiter_magic.integrations.kinds import as_results, planned, result_dtypes, result_shape
+from jiter_magic.integrations.torch_extras import STAND_INS, GraphNumber, as_python_number, extras_as_graph_inputs
 from jiter_magic.planning import dtypes as dt
 from jiter_magic.planning.layout import ArrayDesc, plan_layout
 from jiter_magic.planning.resolve import result_dtype
+from jiter_magic.runtime.keywords import check_kwarg_names
+from jiter_magic.runtime.reduce_call import check_input_count
+
+NAMESPACE = "jiter_magic"
+OptionsOf = Callable[..., dict[str, Any]]  # a kind's eager options (but `out=`) from its operator's
+Autograd = tuple[Callable[..., Any], Callable[..., Any]]  # an operator's backward and setup_context
+OperatorParts = tuple[str, str, Callable[..., Any], Callable[..., Any], Autograd | None, bool]  # define_operator's
+
+
+def operator_named(name: str) -> Any:
+    """The registered operator `torch.ops.jiter_magic.<name>`."""
+    return getattr(getattr(torch.ops, NAMESPACE), name)
 
 
 def made_of(recipe: bytes) -> tuple:
@@ -171,7 +191,7 @@ def autograd(function: Any, call: Callable[..., Any]) -> tuple[Callable[..., Any
     """The operator's backward and setup_context: the jitted gradient (`fn.def_backward`) called
     through its own operator (`call`: torch_ops.operator_call), or a backward that raises, as
     eager calls do."""
-    from jiter_magic.arrays.torch_autograd import input_gradient, no_backward
+    from jiter_magic.arrays.torch_autograd import no_backward
 
     extras = function.binding.extra_names
     count = function.num_inputs
@@ -179,8 +199,7 @@ def autograd(function: Any, call: Callable[..., Any]) -> tuple[Callable[..., Any
     def remember(ctx: Any, inputs: tuple, output: Any) -> None:
         ctx.save_for_backward(*inputs[:-1])  # all tensors: the inputs, numbers as 0-d tensors, then the extras
         ctx.kinds = inputs[-1]
-        results = output if isinstance(output, (tuple, list)) else (output,)
-        ctx.result_meta = [(r.shape, r.dtype, r.device) for r in results]
+        remember_results(ctx, output)
 
     def backward(ctx: Any, *grads: Any) -> tuple:
         gradient = function.backward
@@ -188,12 +207,100 @@ def autograd(function: Any, call: Callable[..., Any]) -> tuple[Callable[..., Any
             raise no_backward(function.name)
         saved, kinds = ctx.saved_tensors, ctx.kinds
         args = [saved[i] if kind == "t" else GraphNumber(saved[i], kind) for i, kind in enumerate(kinds)]
-        grads = tuple(torch.zeros(shape, dtype=dtype, device=device) if g is None else g
-                      for g, (shape, dtype, device) in zip(grads, ctx.result_meta))
-        computed = call(gradient, (*args, *grads), None, dict(zip(extras, saved[count:])))
+        computed = call(gradient, (*args, *filled(ctx, grads)), None, dict(zip(extras, saved[count:])))
         if not isinstance(computed, tuple):
             computed = (computed,)
         return (*(input_gradient(saved[i], computed[i]) if kind == "t" and ctx.needs_input_grad[i] else None
                   for i, kind in enumerate(kinds)), *([None] * len(extras)), None)
+
+    return backward, remember
+
+
+def remember_results(ctx: Any, output: Any) -> tuple:
+    """An operator's results as a tuple, their shapes, dtypes and devices kept for `filled`."""
+    results = tuple(output) if isinstance(output, (tuple, list)) else (output,)
+    ctx.result_meta = [(r.shape, r.dtype, r.device) for r in results]
+    return results
+
+
+def filled(ctx: Any, grads: tuple) -> tuple:
+    """The results' gradients, zeros where autograd gives None (a result the loss does not use)."""
+    return tuple(torch.zeros(shape, dtype=dtype, device=device) if g is None else g
+                 for g, (shape, dtype, device) in zip(grads, ctx.result_meta))
+
+
+def traced_checks(function: Any, inputs: tuple, options: dict[str, Any], kwargs: dict) -> tuple[list, bool]:
+    """`out=` as a list of tensors, and whether autograd tracks the call, checked as the eager call checks them."""
+    check_input_count(function.binding, inputs)
+    check_kwarg_names(kwargs, function.kwargs)
+    outs = out_tensors(function, options["out"])
+    return outs, traced_tracked(function, inputs, outs)
+
+
+def traced_result(function: Any, inputs: tuple, outs: list, kwargs: dict, operator_name: Callable[..., str],
+                  backward: bytes | None, options: list) -> Any:
+    """The call of the function's operator (`operator_name(recipe, backward)`, which registers it)
+    on the inputs, the extras and the kind's `options`; its results copied into `out=` where given."""
+    extras = extras_as_graph_inputs(function, kwargs, inputs[0])
+    result = operator_named(operator_name(function.recipe, backward))(*inputs, *extras, *options)
+    return as_results(function, write_out(outs, tuple(result) if function.num_outputs > 1 else (result,)))
+
+
+def kind_operator(name: str, function: Any, schema_options: list[str], options_of: OptionsOf,
+                  no_backward: Callable[[str], Exception], formula: Callable[..., Any] | None) -> OperatorParts:
+    """A reduction's or scan's operator `name` as torch_ops.define_operator takes it: its schema
+    (`schema_options` the kind's options), kernel and fake (`options_of` makes the eager call's
+    options from the operator's), its autograd (`kind_autograd`; none without a `formula`) and
+    whether it takes numbers (extras are read on the host when the kernel runs)."""
+    extras = len(function.binding.extra_names)
+    schema = operator_schema(name, function.num_inputs, extras, schema_options, function.num_outputs)
+    autograd = None if formula is None else kind_autograd(function, no_backward, formula)
+    return name, schema, _kind_kernel(function, options_of), _kind_fake(function, options_of), autograd, bool(extras)
+
+
+def _kind_kernel(function: Any, options_of: OptionsOf) -> Callable[..., Any]:
+    """The eager call on the real tensors."""
+    def run(*args: Any) -> Any:
+        inputs, extras, given = split(function, args)
+        result = function.eager(inputs, {**options_of(*given), "out": None}, extras_of(function, extras))
+        return tuple(result) if function.num_outputs > 1 else result  # an operator returns plain tuples
+
+    return run
+
+
+def _kind_fake(function: Any, options_of: OptionsOf) -> Callable[..., Any]:
+    """The results as the eager call allocates them: dense, of the planned shape and dtypes."""
+    def results(*args: Any) -> Any:
+        inputs, _, given = split(function, args)
+        one_device(inputs)
+        plan = planned(function, options_of(*given), [described(x).dtype for x in inputs],
+                       [tuple(x.shape) for x in inputs], "torch")
+        made = tuple(inputs[0].new_empty(result_shape(plan), dtype=DTYPE_OF[d]) for d in result_dtypes(function, plan))
+        return made if len(made) > 1 else made[0]
+
+    return results
+
+
+def kind_autograd(function: Any, no_backward: Callable[[str], Exception],
+                  formula: Callable[..., Any]) -> Autograd:
+    """A reduction's or scan's backward and setup_context: its inputs, extras and results saved;
+    `formula(inputs, results, grads, extras, options)` (the kind's, given the results' gradients,
+    zeros where autograd gives None) gives one gradient an input, reduced as the eager backward does."""
+    count, names = function.num_inputs, function.binding.extra_names
+
+    def remember(ctx: Any, inputs: tuple, output: Any) -> None:  # torch.library names the parameters
+        arrays, extras, ctx.options = split(function, inputs)
+        ctx.save_for_backward(*arrays, *extras, *remember_results(ctx, output))
+
+    def backward(ctx: Any, *grads: Any) -> tuple:
+        if function.backward is None:
+            raise no_backward(function.name)
+        saved = ctx.saved_tensors
+        inputs, extras, results = saved[:count], saved[count:count + len(names)], saved[count + len(names):]
+        computed = formula(inputs, results, filled(ctx, grads), dict(zip(names, extras)), ctx.options)
+        computed = computed if isinstance(computed, tuple) else (computed,)
+        gradients = [input_gradient(inputs[i], computed[i]) if ctx.needs_input_grad[i] and computed[i] is not None
+                     else None for i in range(count)]
+        return (*gradients, *([None] * (len(names) + len(ctx.options))))
 
     return backward, remember

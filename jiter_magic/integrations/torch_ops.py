@@ -28,11 +28,10 @@ from torch._dynamo import assume_constant_result
 from jiter_magic.arrays.torch_autograd import out_with_grad
 from jiter_magic.errors import BindError
 from jiter_magic.integrations import torch_op_parts as parts
-from jiter_magic.integrations.torch_extras import GraphNumber, extra_as_graph_input, input_as_graph_input
+from jiter_magic.integrations.torch_extras import GraphNumber, extras_as_graph_inputs, input_as_graph_input
 from jiter_magic.runtime.keywords import check_kwarg_names
 from jiter_magic.state import RUNTIME
 
-NAMESPACE = "jiter_magic"
 # Part of every operator's name: a new schema gets new names, so no graph that torch cached with
 # an older one (extras as Scalars, before extras became tensors) calls an operator of this one.
 SCHEMA_VERSION = 2
@@ -61,7 +60,6 @@ def operator_call(function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
     inputs = [input_as_graph_input(a, name, anchor) for a, name in zip(args, function.binding.input_names)]
     kinds = "".join(a.letter if isinstance(a, GraphNumber) else "t" for a in inputs)
     check_kwarg_names(kwargs, function.kwargs)
-    values = {**function.kwargs, **kwargs}
     outs = None if out is None else tuple(out) if isinstance(out, (tuple, list)) else (out,)
     if outs is not None and torch.is_grad_enabled() and any(
             isinstance(t, torch.Tensor) and t.requires_grad for t in (*args, *outs)):
@@ -70,9 +68,9 @@ def operator_call(function: Any, args: tuple, out: Any, kwargs: dict) -> Any:
     numbers = bool(function.binding.extra_names) or kinds.count("t") != len(kinds)
     name = operator_name(function.recipe, None if backward is None else backward.recipe, function.backend,
                          outs is not None, numbers)
-    operator = getattr(getattr(torch.ops, NAMESPACE), name)
+    operator = parts.operator_named(name)
     given = [a.tensor if isinstance(a, GraphNumber) else a for a in inputs]
-    extras = [extra_as_graph_input(values[extra], extra, anchor) for extra in function.binding.extra_names]
+    extras = extras_as_graph_inputs(function, kwargs, anchor)
     if outs is None:
         result = operator(*given, *extras, kinds)
         return result if function.num_outputs == 1 else tuple(result)
@@ -128,7 +126,7 @@ def register_function_operators(function: Any) -> list[str]:
 def operator_library() -> torch.library.Library:
     registered = RUNTIME.part(TorchOperators)
     if registered.library is None:
-        registered.library = torch.library.Library(NAMESPACE, "FRAGMENT")
+        registered.library = torch.library.Library(parts.NAMESPACE, "FRAGMENT")
     return registered.library
 
 
@@ -155,7 +153,7 @@ def define_operator(name: str, signature: str, kernel: Callable[..., Any], fake:
     library.define(signature, tags=(torch.Tag.cudagraph_unsafe,) if numbers else ())
     library.impl(name, kernel, "CPU")
     library.impl(name, kernel, "CUDA")
-    qualified = f"{NAMESPACE}::{name}"
+    qualified = f"{parts.NAMESPACE}::{name}"
     torch.library.register_fake(qualified, fake, lib=library)
     if autograd is not None:
         backward, setup = autograd
