@@ -17,8 +17,9 @@ same call path (runtime/reduce_call.py, runtime/scan_call.py) with kernels of th
 `finalize` is a `JitFunction` of the function's code string and one generated entry point. They
 are made once a function, on first use (in each Dask worker), and kept while the function lives.
 `global_indices` turns the indices a block's partial gives (over the block) into indices over the
-whole reduced extent, which `fold` of a reduction with indices compares; `ended` finalizes a
-total and casts it to the result's dtype, on NumPy, CuPy or torch arrays alike.
+whole reduced extent, which `fold` of a reduction with indices compares (`placed_partial`: a
+piece's partial with them); `ended` finalizes a total and casts it to the result's dtype, on
+NumPy, CuPy or torch arrays alike.
 """
 from __future__ import annotations
 

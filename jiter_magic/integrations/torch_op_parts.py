@@ -1,17 +1,14 @@
-"""What a jitted function's torch operator is made of: its kernel, its fake implementation and its
-autograd formula (torch_ops.py registers them), and what a reduction's or scan's operator
-(reduce_ops.py, scan_ops.py) shares with the other kind's.
+"""What the torch operators of every kind share (torch_ops.py registers them): the operator's
+schema, the function it stands for rebuilt, its extras, its inputs' device and dtypes, the
+results' gradients; and what a reduction's operator shares with a scan's (reduce_ops.py and
+scan_ops.py give what differs: their options, their checks under autograd, their gradient formula).
 
-An elementwise operator takes the function's inputs in order (tensors, and Python numbers as 0-d
-tensors, torch_extras.py), then its extras as 0-d tensors, then `kinds`, a string naming each
-input's kind (`t` a tensor, `b`/`i`/`f`/`c` a Python bool, int, float, complex: promotion
-depends on it), then, for the `out=` variant, keyword-only outputs.
-
-A reduction's or scan's operator takes its inputs (tensors only), its extras as 0-d tensors,
-then the kind's options (normalized while tracing, `dtype=` as a name), and writes no `out=`: a
-traced call checks its arguments as the eager call does and copies the results into `out=`. Its
-kernels are the eager call; its fake gives the results' shapes and dtypes from planning
-(kinds.py), the pure functions the call's own planning uses, dense as the eager call allocates them.
+A reduction's or scan's operator takes its inputs (tensors only), its extras as 0-d tensors
+(torch_extras.py), then the kind's options (normalized while tracing, `dtype=` as a name), and
+writes no `out=`: a traced call checks its arguments as the eager call does and copies the
+results into `out=`. Its kernels are the eager call; its fake gives the results' shapes and
+dtypes from planning (kinds.py), the pure functions the call's own planning uses, dense as the
+eager call allocates them.
 """
 from __future__ import annotations
 
@@ -25,10 +22,8 @@ from jiter_magic.arrays.torch import DTYPE_OF, NAME_OF
 from jiter_magic.arrays.torch_autograd import input_gradient, out_with_grad
 from jiter_magic.errors import ArgumentTypeError, DeviceError, DTypeError, ShapeError
 from jiter_magic.integrations.kinds import as_results, planned, result_dtypes, result_shape
-from jiter_magic.integrations.torch_extras import STAND_INS, GraphNumber, as_python_number, extras_as_graph_inputs
-from jiter_magic.planning import dtypes as dt
-from jiter_magic.planning.layout import ArrayDesc, plan_layout
-from jiter_magic.planning.resolve import result_dtype
+from jiter_magic.integrations.torch_extras import as_python_number, extras_as_graph_inputs
+from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.runtime.keywords import check_kwarg_names
 from jiter_magic.runtime.reduce_call import check_input_count
 
@@ -122,54 +117,6 @@ def extras_of(function: Any, extras: tuple) -> dict:
     return {n: v for n, v in given.items() if type(v) is not type(defaults[n]) or v != defaults[n]}
 
 
-def kernel(function: Any, with_out: bool) -> Callable[..., Any]:
-    """The operator's CPU and CUDA kernel: the eager call, on the inputs as the eager call takes them."""
-    count, inputs = function.num_outputs, function.num_inputs
-
-    def run(*args: Any, **keywords: Any) -> Any:
-        kinds = args[-1]
-        out = tuple(keywords[f"o{i}"] for i in range(count)) if with_out else None
-        given = tuple(a if kind == "t" else as_python_number(a) for a, kind in zip(args, kinds))
-        result = function.run(given, out, extras_of(function, args[inputs:-1]))
-        return None if with_out else result
-
-    return run
-
-
-def fake(function: Any, with_out: bool) -> Callable[..., Any]:
-    """Outputs as the eager call makes them: dtype by promotion, the broadcast shape, strides dense
-    in the inputs' memory order (resolve.py and layout.py, as the call path plans them)."""
-    count = function.num_outputs
-
-    def outputs(*args: Any, **keywords: Any) -> Any:
-        kinds = args[-1]
-        device = one_device([a for a, kind in zip(args, kinds) if kind == "t"])
-        if function.backend not in ("auto", device.type):
-            raise DeviceError(f"{function.name} is set to backend={function.backend!r} but its inputs live on "
-                              f"{device}; move them, or set backend='auto'")
-        arrays = [described(a) if kind == "t" else STAND_INS[kind] for a, kind in zip(args, kinds)]
-        default = NAME_OF.get(torch.get_default_dtype(), "float32")
-        common = result_dtype(arrays, "torch", default)
-        dt.dtype(common)
-        dt.compute_dtype(common)
-        shapes = [a.shape for a in arrays if isinstance(a, ArrayDesc)]
-        strides = [a.strides for a in arrays if isinstance(a, ArrayDesc)]
-        if with_out:
-            outs = [keywords[f"o{i}"] for i in range(count)]
-            for o in outs:
-                target = NAME_OF[o.dtype]
-                if not dt.can_cast(common, target, "torch"):
-                    raise DTypeError(f"result type {common} can't be cast to the desired output type {target} (out=)")
-            plan_layout(shapes, strides, [tuple(o.shape) for o in outs], [tuple(o.stride()) for o in outs], count)
-            return None
-        layout = plan_layout(shapes, strides, None, None, count)
-        results = [torch.empty_strided(layout.shape, layout.output_strides, dtype=DTYPE_OF[common], device=device)
-                   for _ in range(count)]
-        return results[0] if count == 1 else tuple(results)
-
-    return outputs
-
-
 def one_device(tensors: list | tuple) -> torch.device:
     """The device the inputs of a traced call share (an operator's fake checks it as the call would)."""
     device = tensors[0].device
@@ -185,35 +132,6 @@ def described(x: torch.Tensor) -> ArrayDesc:
     except KeyError:
         raise DTypeError(f"torch dtype {x.dtype} is not supported by jiter_magic") from None
     return ArrayDesc(name, tuple(x.shape), tuple(x.stride()), 0)
-
-
-def autograd(function: Any, call: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """The operator's backward and setup_context: the jitted gradient (`fn.def_backward`) called
-    through its own operator (`call`: torch_ops.operator_call), or a backward that raises, as
-    eager calls do."""
-    from jiter_magic.arrays.torch_autograd import no_backward
-
-    extras = function.binding.extra_names
-    count = function.num_inputs
-
-    def remember(ctx: Any, inputs: tuple, output: Any) -> None:
-        ctx.save_for_backward(*inputs[:-1])  # all tensors: the inputs, numbers as 0-d tensors, then the extras
-        ctx.kinds = inputs[-1]
-        remember_results(ctx, output)
-
-    def backward(ctx: Any, *grads: Any) -> tuple:
-        gradient = function.backward
-        if gradient is None:
-            raise no_backward(function.name)
-        saved, kinds = ctx.saved_tensors, ctx.kinds
-        args = [saved[i] if kind == "t" else GraphNumber(saved[i], kind) for i, kind in enumerate(kinds)]
-        computed = call(gradient, (*args, *filled(ctx, grads)), None, dict(zip(extras, saved[count:])))
-        if not isinstance(computed, tuple):
-            computed = (computed,)
-        return (*(input_gradient(saved[i], computed[i]) if kind == "t" and ctx.needs_input_grad[i] else None
-                  for i, kind in enumerate(kinds)), *([None] * len(extras)), None)
-
-    return backward, remember
 
 
 def remember_results(ctx: Any, output: Any) -> tuple:

@@ -3,7 +3,11 @@
 torch.compile (Dynamo, AOTAutograd, Inductor), torch.export and FakeTensor or FunctionalTensor
 tracing cannot run a jitted call: the call path reads data pointers a traced tensor does not
 have. So a traced call becomes the operator `torch.ops.jiter_magic.<name>_<digest>`, one for
-each function (and one more taking `out=`), whatever its inputs' kinds (torch_op_parts.py):
+each function (and one more taking `out=`), whatever its inputs' kinds. It takes the function's
+inputs in order (tensors, and Python numbers as 0-d tensors, torch_extras.py), then its extras as
+0-d tensors, then `kinds`, a string naming each input's kind (`t` a tensor, `b`/`i`/`f`/`c` a
+Python bool, int, float, complex: promotion depends on it), then, for the `out=` variant,
+keyword-only outputs:
 - its CPU and CUDA kernels are the eager call on the real tensors;
 - its fake implementation gives the outputs' shapes, dtypes and strides from the same
   promotion and layout rules the call path plans with, so compiled code allocates exactly
@@ -25,10 +29,20 @@ from typing import Any
 import torch
 from torch._dynamo import assume_constant_result
 
+from jiter_magic.arrays.torch import DTYPE_OF, NAME_OF
 from jiter_magic.arrays.torch_autograd import out_with_grad
-from jiter_magic.errors import BindError
+from jiter_magic.errors import BindError, DeviceError, DTypeError
 from jiter_magic.integrations import torch_op_parts as parts
-from jiter_magic.integrations.torch_extras import GraphNumber, extras_as_graph_inputs, input_as_graph_input
+from jiter_magic.integrations.torch_extras import (
+    STAND_INS,
+    GraphNumber,
+    as_python_number,
+    extras_as_graph_inputs,
+    input_as_graph_input,
+)
+from jiter_magic.planning import dtypes as dt
+from jiter_magic.planning.layout import ArrayDesc, plan_layout
+from jiter_magic.planning.resolve import result_dtype
 from jiter_magic.runtime.keywords import check_kwarg_names
 from jiter_magic.state import RUNTIME
 
@@ -163,5 +177,81 @@ def define_operator(name: str, signature: str, kernel: Callable[..., Any], fake:
 def _register(name: str, function: Any, with_out: bool, numbers: bool) -> None:
     define_operator(name, schema(name, function.num_inputs, len(function.binding.extra_names), function.num_outputs,
                                  with_out),
-                    parts.kernel(function, with_out), parts.fake(function, with_out),
-                    None if with_out else parts.autograd(function, operator_call), numbers)
+                    _kernel(function, with_out), _fake(function, with_out), None if with_out else _autograd(function),
+                    numbers)
+
+
+def _kernel(function: Any, with_out: bool) -> Callable[..., Any]:
+    """The operator's CPU and CUDA kernel: the eager call, on the inputs as the eager call takes them."""
+    count, inputs = function.num_outputs, function.num_inputs
+
+    def run(*args: Any, **keywords: Any) -> Any:
+        kinds = args[-1]
+        out = tuple(keywords[f"o{i}"] for i in range(count)) if with_out else None
+        given = tuple(a if kind == "t" else as_python_number(a) for a, kind in zip(args, kinds))
+        result = function.run(given, out, parts.extras_of(function, args[inputs:-1]))
+        return None if with_out else result
+
+    return run
+
+
+def _fake(function: Any, with_out: bool) -> Callable[..., Any]:
+    """Outputs as the eager call makes them: dtype by promotion, the broadcast shape, strides dense
+    in the inputs' memory order (resolve.py and layout.py, as the call path plans them)."""
+    count = function.num_outputs
+
+    def outputs(*args: Any, **keywords: Any) -> Any:
+        kinds = args[-1]
+        device = parts.one_device([a for a, kind in zip(args, kinds) if kind == "t"])
+        if function.backend not in ("auto", device.type):
+            raise DeviceError(f"{function.name} is set to backend={function.backend!r} but its inputs live on "
+                              f"{device}; move them, or set backend='auto'")
+        arrays = [parts.described(a) if kind == "t" else STAND_INS[kind] for a, kind in zip(args, kinds)]
+        default = NAME_OF.get(torch.get_default_dtype(), "float32")
+        common = result_dtype(arrays, "torch", default)
+        dt.dtype(common)
+        dt.compute_dtype(common)
+        shapes = [a.shape for a in arrays if isinstance(a, ArrayDesc)]
+        strides = [a.strides for a in arrays if isinstance(a, ArrayDesc)]
+        if with_out:
+            outs = [keywords[f"o{i}"] for i in range(count)]
+            for o in outs:
+                target = NAME_OF[o.dtype]
+                if not dt.can_cast(common, target, "torch"):
+                    raise DTypeError(f"result type {common} can't be cast to the desired output type {target} (out=)")
+            plan_layout(shapes, strides, [tuple(o.shape) for o in outs], [tuple(o.stride()) for o in outs], count)
+            return None
+        layout = plan_layout(shapes, strides, None, None, count)
+        results = [torch.empty_strided(layout.shape, layout.output_strides, dtype=DTYPE_OF[common], device=device)
+                   for _ in range(count)]
+        return results[0] if count == 1 else tuple(results)
+
+    return outputs
+
+
+def _autograd(function: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The operator's backward and setup_context: the jitted gradient (`fn.def_backward`) called
+    through its own operator, or a backward that raises, as eager calls do."""
+    from jiter_magic.arrays.torch_autograd import input_gradient, no_backward
+
+    extras = function.binding.extra_names
+    count = function.num_inputs
+
+    def remember(ctx: Any, inputs: tuple, output: Any) -> None:
+        ctx.save_for_backward(*inputs[:-1])  # all tensors: the inputs, numbers as 0-d tensors, then the extras
+        ctx.kinds = inputs[-1]
+        parts.remember_results(ctx, output)
+
+    def backward(ctx: Any, *grads: Any) -> tuple:
+        gradient = function.backward
+        if gradient is None:
+            raise no_backward(function.name)
+        saved, kinds = ctx.saved_tensors, ctx.kinds
+        args = [saved[i] if kind == "t" else GraphNumber(saved[i], kind) for i, kind in enumerate(kinds)]
+        computed = operator_call(gradient, (*args, *parts.filled(ctx, grads)), None, dict(zip(extras, saved[count:])))
+        if not isinstance(computed, tuple):
+            computed = (computed,)
+        return (*(input_gradient(saved[i], computed[i]) if kind == "t" and ctx.needs_input_grad[i] else None
+                  for i, kind in enumerate(kinds)), *([None] * len(extras)), None)
+
+    return backward, remember
