@@ -100,6 +100,16 @@ def dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(strides)
 
 
+def loop_values(sizes: tuple[int, ...], strides: tuple[tuple[int, ...], ...], ndim: int) -> list[int]:
+    """Coalesced loop dims as a kernel's `jm_Args` take them (a reduction's kept or reduced ones, a
+    scan's kept ones): the sizes, then each operand's strides, padded to the kernel's `ndim` loop
+    dims with sizes of 1 and strides of 0."""
+    values = list(sizes) + [1] * (ndim - len(sizes))
+    for operand in strides:
+        values += list(operand) + [0] * (ndim - len(operand))
+    return values
+
+
 def _product(sizes: tuple[int, ...] | list[int]) -> int:
     total = 1
     for size in sizes:
