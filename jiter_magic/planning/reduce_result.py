@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from jiter_magic.errors import ArgumentTypeError, DTypeError, ShapeError
 from jiter_magic.planning.dtypes import DIMENSIONED, ZERO_DIM, promote_types, torch_result_type
 from jiter_magic.planning.layout import ArrayDesc, broadcast_shape
-from jiter_magic.planning.reduce_layout import check_not_empty, normalize_dims, reduced_shape
+from jiter_magic.planning.reduce_layout import check_not_empty, normalize_dims, product, reduced_shape
 from jiter_magic.planning.reduce_spec import accumulate_dtype, identity_literal, result_dtype
 
 
@@ -31,10 +31,7 @@ class ReductionResult:
     @property
     def count(self) -> int:
         """How many elements each result element folds."""
-        total = 1
-        for axis in self.dims:
-            total *= self.shape[axis]
-        return total
+        return product([self.shape[axis] for axis in self.dims])
 
 
 def check_flag(value: object, name: str) -> bool:

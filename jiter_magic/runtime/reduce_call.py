@@ -250,10 +250,10 @@ def call(kind: CallKind, calls: ReductionCalls, identity: object, defaults: dict
 
 
 def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, device: int, identity: object,
-              extras: list, dim: object, keepdim: bool, requested: str | None,
+              extras: list, options: dict[str, Any], requested: str | None,
               out: tuple[ArrayDesc, ...] | None) -> FoldPlan:
     """Everything a reduction's launch needs, checked: dtypes, dims, `out=`, the layout and the kernel."""
-    indexed = binding.indexed
+    indexed, dim, keepdim = binding.indexed, options["dim"], options["keepdim"]
     # Given indices are int64 positions, not values: the values' dtype alone decides the result's.
     valued = descs[:1] if binding.indices_given else descs
     planned = reduction_result([d.dtype for d in valued], [d.shape for d in descs], rules, dim, keepdim,
@@ -284,13 +284,7 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
                     tuple(geometry))
 
 
-def _plan(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, device: int, identity: object,
-          extras: list, options: dict[str, Any], requested: str | None, out: tuple[ArrayDesc, ...] | None) -> FoldPlan:
-    return plan_call(binding, descs, rules, device, identity, extras, options["dim"], options["keepdim"], requested,
-                     out)
-
-
-REDUCE = CallKind(("dim", "keepdim"), _plan, reduce_args, reduce_hot.call_options, grid_hot=True)
+REDUCE = CallKind(("dim", "keepdim"), plan_call, reduce_args, reduce_hot.call_options, grid_hot=True)
 
 
 def run(calls: ReductionCalls, identity: object, defaults: dict[str, object], args: tuple,

@@ -23,7 +23,6 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from jiter_magic.arrays import BY_TYPE
 from jiter_magic.arrays.base import ArrayAdapter
 from jiter_magic.native import call_path
 from jiter_magic.runtime.reduce_calls import ReductionCalls
@@ -49,14 +48,7 @@ def call_options(options: dict[str, Any]) -> tuple | None:
 
 def fast_key(calls: ReductionCalls, args: tuple) -> Any:
     """The adapter's fast key of the inputs, (key, pointers), or None."""
-    kind = type(args[0])
-    key_of = calls.fast_keys.get(kind, False)
-    if key_of is False:
-        adapter = BY_TYPE.get(kind)
-        if adapter is None:  # a type no call has met yet: the general path registers its adapter
-            return None
-        key_of = None if adapter.delegates else adapter.fast_key_for(calls.binding.num_inputs)
-        calls.fast_keys[kind] = key_of
+    key_of = calls._fast_keys.get(type(args[0])) or calls._fast_key_function(type(args[0]))
     return None if key_of is None else key_of(args)
 
 
