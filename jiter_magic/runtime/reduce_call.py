@@ -21,12 +21,10 @@ from jiter_magic.errors import (
     BindError,
     DeviceError,
     GradientError,
-    UnknownKwargError,
     device_name,
 )
 from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.kernels import reduce_cuda, reduce_host
-from jiter_magic.kernels.reduce_common import reduce_args
 from jiter_magic.planning.dtypes import dtype_name
 from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.reduce_layout import dense_strides, loop_values, plan_reduction_layout
@@ -35,6 +33,7 @@ from jiter_magic.planning.reduce_spec import ReductionSpec, identity_literal
 from jiter_magic.planning.resolve import check_written
 from jiter_magic.planning.values import scalar_kind, scalar_value
 from jiter_magic.runtime import reduce_hot
+from jiter_magic.runtime.keywords import check_kwarg_names
 from jiter_magic.runtime.reduce_calls import ReductionCalls
 
 Launches = tuple[tuple[tuple[int, int, int], int], ...]  # (grid, stage) of each launch
@@ -78,13 +77,12 @@ class FoldPlan:
 @dataclass(frozen=True, slots=True)
 class CallKind:
     """What a reduction's call and a scan's do their own way: the options besides `dtype=` and
-    `out=` that key a plan, how a plan is made, the kernel's `jm_Args`, the options as part of a hot
-    key (reduce_hot.py), and whether a call of several launches leaves a hot path (a reduction's grid
-    does, run from Python; a scan's does not)."""
+    `out=` that key a plan, how a plan is made, the options as part of a hot key (reduce_hot.py),
+    and whether a call of several launches leaves a hot path (a reduction's grid does, run from
+    Python; a scan's does not)."""
 
     keyed: tuple[str, ...]
     plan: Callable[..., FoldPlan]  # (binding, descs, rules, device, identity, extras, options, requested, out)
-    args: Callable[[Any], Any]  # the spec's `jm_Args` (kernels/reduce_common.py's ReduceArgs)
     hot_options: Callable[[dict[str, Any]], tuple | None]
     grid_hot: bool
 
@@ -139,9 +137,7 @@ def described_inputs(args: tuple, calls: ReductionCalls) -> tuple[list[Any], lis
 
 def extra_values(binding: ReductionBinding, defaults: dict[str, object], given: dict[str, object]) -> list:
     """The map's extras, a call's keywords over the defaults, in the map's declared order."""
-    for name in given:
-        if name not in defaults:
-            raise UnknownKwargError.naming(name, list(defaults) + ["dim", "keepdim", "dtype", "out"])
+    check_kwarg_names(given, defaults, ("dim", "keepdim", "dtype", "out"))
     values = {**defaults, **{name: scalar_value(value, name) for name, value in given.items()}}
     return [values[name] for name in binding.extra_names]
 
@@ -202,11 +198,6 @@ def _memo_key(kind: CallKind, adapter: ArrayAdapter, descs: list[ArrayDesc], dev
     return key
 
 
-def packed_extras(extras: list, kinds: tuple[str, ...]) -> list:
-    """The extras as their `jm_Args` fields take them, in the map's order."""
-    return [bool(v) if kind == "bool" else float(v) if kind == "float64" else int(v) for v, kind in zip(extras, kinds)]
-
-
 def call(kind: CallKind, calls: ReductionCalls, identity: object, defaults: dict[str, object], args: tuple,
          options: dict[str, Any], given: dict[str, object]) -> Any:
     """A whole call of either kind: `options` holds the kind's options, `dtype` and `out`."""
@@ -229,17 +220,16 @@ def call(kind: CallKind, calls: ReductionCalls, identity: object, defaults: dict
     result = outs[0] if wrap is None else wrap(*outs)
     if not plan.launches:
         return result
-    launcher = calls.launcher(plan.spec, device)
+    launcher = calls.loader.launcher(plan.spec, device)
     stream = adapter.stream(device) if device >= 0 else 0
     partials, keep = 0, None
     if plan.partials is not None:
         keep = adapter.allocator((plan.partials[0],), (1,), plan.partials[1], arrays[0])()
         partials = adapter.pointer(keep)
-    tail = packed_extras(extras, plan.spec.extras)
-    if out is None and not given and (kind.grid_hot or len(plan.launches) == 1):
-        # Leave a C hot path for the calls keyed like this one.
-        reduce_hot.keep_hot(calls, args, kind.hot_options(options), plan, kind.args(plan.spec).packer, tail,
-                            adapter, device)
+    tail = [bool(v) if kind == "bool" else float(v) if kind == "float64" else int(v)  # as the jm_Args fields take them
+            for v, kind in zip(extras, plan.spec.extras)]
+    if out is None and not given and (kind.grid_hot or len(plan.launches) == 1):  # leave a hot path for calls alike
+        reduce_hot.keep_hot(calls, args, kind.hot_options(options), plan, tail, adapter, device)
     head = [*(adapter.pointer(o) for o in outs), *(d.pointer for d in descs), partials, *plan.counts]
     for grid, stage in plan.launches:
         launcher([*head, stage, *tail], plan.geometry, grid, stream)
@@ -284,7 +274,7 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
                     tuple(geometry))
 
 
-REDUCE = CallKind(("dim", "keepdim"), plan_call, reduce_args, reduce_hot.call_options, grid_hot=True)
+REDUCE = CallKind(("dim", "keepdim"), plan_call, reduce_hot.call_options, grid_hot=True)
 
 
 def run(calls: ReductionCalls, identity: object, defaults: dict[str, object], args: tuple,

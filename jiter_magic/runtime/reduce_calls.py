@@ -30,9 +30,6 @@ class ReductionCalls(FunctionCalls):
         self.binding = binding
         self.hot: MemoryCache[Callable[[list], Any]] = MemoryCache(HOT_LIMIT, counted=False)
 
-    def launcher(self, spec: Any, device: int) -> Any:
-        return self.loader.launcher(spec, device)
-
     def forget_plans(self) -> None:
         super().forget_plans()
         self.hot.clear()

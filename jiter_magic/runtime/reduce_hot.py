@@ -77,13 +77,13 @@ def hot_run(calls: ReductionCalls, args: tuple, options: tuple | None) -> Any:
     return run(fast[1])
 
 
-def keep_hot(calls: ReductionCalls, args: tuple, options: tuple | None, plan: Any, packer: struct.Struct,
-             tail: list, adapter: ArrayAdapter, device: int) -> None:
+def keep_hot(calls: ReductionCalls, args: tuple, options: tuple | None, plan: Any, tail: list,
+             adapter: ArrayAdapter, device: int) -> None:
     """After the general path planned a call (runtime/reduce_call.py's `FoldPlan`) without `out=` or
     keyword values: its hot path, kept under the inputs' fast key and `options` (the call's options
     as part of a key, None where they take the general path), where the call may have one: inputs
     the adapter's fast key reads (and whose storage it checks), the C call path loaded, a kernel it
-    can launch. `packer` packs the kernel's `jm_Args`, `tail` the extras as they pack."""
+    can launch. `tail`: the extras as the kernel's `jm_Args` take them."""
     if options is None or (adapter.shrinkable and not adapter.key_checks_storage):
         return
     core = call_path.current().loaded_core()
@@ -92,10 +92,11 @@ def keep_hot(calls: ReductionCalls, args: tuple, options: tuple | None, plan: An
     fast = fast_key(calls, args)
     if fast is None or not adapter.reusable(fast[0]):
         return
-    launcher = calls.launcher(plan.spec, device)
+    launcher: Any = calls.loader.launcher(plan.spec, device)  # `Launcher` types the call; both have `native`
     if launcher.native is None:
         return
     pointers = len(plan.dtypes) + len(args) + 1  # the outputs', the inputs' and the partials'
+    packer = calls.loader.family.packer(plan.spec, "cpu" if device < 0 else "cuda")
 
     def packed(stage: int) -> bytes:  # a launch's jm_Args with every pointer 0
         return packer.pack(*[0] * pointers, *plan.counts, stage, *tail, *plan.geometry)

@@ -13,7 +13,6 @@ from typing import Any
 
 from jiter_magic.frontend.scan import ScanBinding
 from jiter_magic.kernels import scan_cuda, scan_host
-from jiter_magic.kernels.scan_common import scan_args
 from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.reduce_layout import dense_strides, loop_values
 from jiter_magic.planning.reduce_result import check_flag, checked_out
@@ -57,7 +56,7 @@ def plan_call(binding: ScanBinding, descs: list[ArrayDesc], rules: str, device: 
                     tuple(geometry))
 
 
-SCAN = CallKind(("dim", "reverse", "exclusive"), plan_call, scan_args, scan_hot.options_key, grid_hot=False)
+SCAN = CallKind(("dim", "reverse", "exclusive"), plan_call, scan_hot.options_key, grid_hot=False)
 
 
 def run(calls: ReductionCalls, identity: tuple[object, ...], defaults: dict[str, object], args: tuple,
