@@ -3,7 +3,8 @@
 The integrations need a call's result before any data exists: torch.compile's fake operator
 allocates it, a Dask graph declares its dtype and a backward unsqueezes the reduced dims. They
 read it here, from the same pure functions (and so with the same errors) as the call's own
-planning (runtime/reduce_call.py).
+planning (runtime/reduce_call.py). A reduction's and a scan's plan check their flags and `out=`
+arrays here alike.
 """
 from __future__ import annotations
 

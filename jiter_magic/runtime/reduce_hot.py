@@ -1,4 +1,5 @@
-"""The hot path of reduction calls: a call keyed like one planned before runs in C.
+"""The hot path of reduction calls (and, keyed their own way, of scans: scan_hot.py): a call keyed
+like one planned before runs in C.
 
 A call of plain arrays of one library, with no `out=` and no keyword values of the map, is keyed
 by the adapter's fast key of its inputs (dtypes, shapes, strides, alignment, device: read in C
