@@ -18,6 +18,21 @@ from jiter_magic.errors import ArgumentTypeError, DimensionError, InvalidArgumen
 from jiter_magic.planning.layout import broadcast_strides, coalesce, dimension_order
 
 
+def dim_index(dim: object, ndim: int, takes: str) -> int:
+    """One dim of an `ndim`-d array, in range(max(ndim, 1)): a 0-d array takes dim 0 or -1, as
+    torch's do; `takes` says what `dim=` takes, where `dim` is no int."""
+    # isinstance(dim, int) first: a dim Dynamo traces as a symbolic int is an int to it, and
+    # int() makes it a plain one (guarded, as torch.sum's dims are), where hasattr cannot be traced.
+    if isinstance(dim, bool) or not (isinstance(dim, int) or hasattr(dim, "__index__")):
+        raise ArgumentTypeError(f"dim must be {takes}, got {type(dim).__name__}: {dim!r}")
+    value = int(dim) if isinstance(dim, int) else operator.index(dim)
+    bound = max(ndim, 1)
+    if not -bound <= value < bound:
+        raise DimensionError(f"dim {value} is out of range for a {ndim}-d input: expected a dim in "
+                             f"[{-bound}, {bound - 1}]")
+    return value % bound
+
+
 def normalize_dims(dim: object, ndim: int) -> tuple[int, ...]:
     """The reduced dimensions of an `ndim`-d array, sorted, each in range(ndim); None or () is all.
     A dim out of range is an IndexError as torch raises; a repeated one (5 and -1 of 6) an error."""
@@ -28,17 +43,7 @@ def normalize_dims(dim: object, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     seen: dict[int, object] = {}
     for item in items:
-        # isinstance(item, int) first: a dim Dynamo traces as a symbolic int is an int to it, and
-        # int() makes it a plain one (guarded, as torch.sum's dims are), where hasattr cannot be traced.
-        if isinstance(item, bool) or not (isinstance(item, int) or hasattr(item, "__index__")):
-            raise ArgumentTypeError(f"dim must be an int, a tuple of ints or None, got {type(item).__name__}: "
-                                    f"{item!r}")
-        value = int(item) if isinstance(item, int) else operator.index(item)
-        bound = max(ndim, 1)  # a 0-d array takes dim 0 or -1, as torch's do
-        if not -bound <= value < bound:
-            raise DimensionError(f"dim {value} is out of range for a {ndim}-d input: expected a dim in "
-                                 f"[{-bound}, {bound - 1}]")
-        normal = value % bound
+        normal = dim_index(item, ndim, "an int, a tuple of ints or None")
         if normal in seen:
             raise InvalidArgumentError(f"dim {item!r} appears twice in dim={dim!r} (as {seen[normal]!r} and "
                                        f"{item!r}): each dimension may be reduced once")
@@ -84,11 +89,6 @@ class ReductionLayout:
         """The kept strides of the inputs alone (not the outputs')."""
         return self.kept_strides[1:1 + len(self.reduced_strides)]
 
-    @property
-    def inner_kept_dense(self) -> bool:
-        """The innermost kept dim walked with unit stride by every input and the output: reading a
-        column of the reduced dims, neighbouring output elements read neighbouring memory."""
-        return bool(self.kept_sizes) and all(s[0] == 1 for s in self.kept_strides)
 
 
 def dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -100,7 +100,17 @@ def dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(strides)
 
 
-def _product(sizes: tuple[int, ...] | list[int]) -> int:
+def loop_values(sizes: tuple[int, ...], strides: tuple[tuple[int, ...], ...], ndim: int) -> list[int]:
+    """Coalesced loop dims as a kernel's `jm_Args` take them (a reduction's kept or reduced ones, a
+    scan's kept ones): the sizes, then each operand's strides, padded to the kernel's `ndim` loop
+    dims with sizes of 1 and strides of 0."""
+    values = list(sizes) + [1] * (ndim - len(sizes))
+    for operand in strides:
+        values += list(operand) + [0] * (ndim - len(operand))
+    return values
+
+
+def product(sizes: tuple[int, ...] | list[int]) -> int:
     total = 1
     for size in sizes:
         total *= size
@@ -138,4 +148,4 @@ def plan_reduction_layout(shape: tuple[int, ...], input_strides: list[tuple[tupl
     if 0 in [shape[a] for a in dims]:  # an empty reduction: coalescing keeps no 0, so say it here
         reduced_sizes, reduced_strides = (0,), tuple((0,) for _ in inputs)
     return ReductionLayout(tuple(out_shape), kept_sizes, kept_strides, reduced_sizes, reduced_strides,
-                           _product([shape[a] for a in kept]), _product(sub_shape))
+                           product([shape[a] for a in kept]), product(sub_shape))

@@ -3,16 +3,18 @@
 The integrations need a call's result before any data exists: torch.compile's fake operator
 allocates it, a Dask graph declares its dtype and a backward unsqueezes the reduced dims. They
 read it here, from the same pure functions (and so with the same errors) as the call's own
-planning (runtime/reduce_call.py).
+planning (runtime/reduce_call.py). A reduction's and a scan's plan check their flags and `out=`
+arrays here alike.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from jiter_magic.errors import ArgumentTypeError
+from jiter_magic.errors import ArgumentTypeError, DTypeError, ShapeError
 from jiter_magic.planning.dtypes import DIMENSIONED, ZERO_DIM, promote_types, torch_result_type
-from jiter_magic.planning.layout import broadcast_shape
-from jiter_magic.planning.reduce_layout import check_not_empty, normalize_dims, reduced_shape
+from jiter_magic.planning.layout import ArrayDesc, broadcast_shape
+from jiter_magic.planning.reduce_layout import check_not_empty, normalize_dims, product, reduced_shape
 from jiter_magic.planning.reduce_spec import accumulate_dtype, identity_literal, result_dtype
 
 
@@ -30,18 +32,32 @@ class ReductionResult:
     @property
     def count(self) -> int:
         """How many elements each result element folds."""
-        total = 1
-        for axis in self.dims:
-            total *= self.shape[axis]
-        return total
+        return product([self.shape[axis] for axis in self.dims])
 
 
-def check_keepdim(keepdim: object) -> None:
-    """`keepdim=` is True or False (a NumPy bool too), as torch.sum takes it: a string such as
-    "False" would otherwise count as true."""
-    numpy_bool = type(keepdim).__module__ == "numpy" and type(keepdim).__name__ in ("bool", "bool_")
-    if not isinstance(keepdim, bool) and not numpy_bool:
-        raise ArgumentTypeError(f"keepdim must be True or False, got {type(keepdim).__name__}: {keepdim!r}")
+def check_flag(value: object, name: str) -> bool:
+    """`keepdim=`, `reverse=` and `exclusive=` are True or False (a NumPy bool too), as torch takes
+    them: a string such as "False" would otherwise count as true."""
+    numpy_bool = type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_")
+    if not isinstance(value, bool) and not numpy_bool:
+        raise ArgumentTypeError(f"{name} must be True or False, got {type(value).__name__}: {value!r}")
+    return bool(value)
+
+
+def checked_out(out: tuple[ArrayDesc, ...], expected: tuple[int, ...], dtypes: Sequence[str], result: str,
+                verb: str = "reduce") -> None:
+    """`out=` arrays of the result's shape and dtypes (the values', then the indices' int64, or each
+    value of a scan's state); `result` names the result in a message, `verb` what a call does."""
+    for position, (desc, wanted) in enumerate(zip(out, dtypes)):
+        which = "out=" if len(out) == 1 else f"out[{position}]"
+        if desc.shape != expected:
+            raise ShapeError(f"{which} has shape {desc.shape}, but {result} has shape {expected}")
+        if desc.dtype != wanted:
+            hint = f"pass dtype={desc.dtype} to {verb} into it, or " if position == 0 or wanted != "int64" else ""
+            raise DTypeError(f"{which} has dtype {desc.dtype}, but the result is {wanted}; {hint}an {which} of "
+                             f"dtype {wanted}")
+
+
 
 
 def common_dtype(dtypes: list[str], shapes: list[tuple[int, ...]], rules: str) -> str:
@@ -62,7 +78,7 @@ def reduction_result(dtypes: list[str], shapes: list[tuple[int, ...]], rules: st
     'numpy'), `requested` is `dtype=` as a name; the identity must fit the accumulator. `indexed`:
     values with their indices, whose values keep the inputs' dtype and whose reduced dims may not
     be empty."""
-    check_keepdim(keepdim)
+    check_flag(keepdim, "keepdim")
     result = result_dtype(common_dtype(dtypes, shapes, rules), requested, indexed)
     accumulate = accumulate_dtype(result)
     identity_literal(identity, accumulate)  # an identity the accumulator cannot hold: the call's own error

@@ -9,12 +9,11 @@ with the strides negated, so that every kernel walks forward and knows nothing o
 """
 from __future__ import annotations
 
-import operator
 from dataclasses import KW_ONLY, dataclass
 
-from jiter_magic.errors import ArgumentTypeError, DimensionError
+from jiter_magic.errors import ArgumentTypeError
 from jiter_magic.planning.layout import broadcast_shape, broadcast_strides, coalesce
-from jiter_magic.planning.reduce_layout import dense_strides
+from jiter_magic.planning.reduce_layout import dense_strides, dim_index, product
 from jiter_magic.planning.reduce_result import common_dtype
 from jiter_magic.planning.reduce_spec import accumulate_dtype, identity_literal, result_dtype
 
@@ -33,15 +32,7 @@ def scan_dim(dim: object, ndim: int) -> int:
     if dim is None:
         raise ArgumentTypeError("a scan needs dim= (the dimension to scan along), as torch.cumsum does: "
                                 "pass an int, such as dim=-1")
-    if isinstance(dim, bool) or not (isinstance(dim, int) or hasattr(dim, "__index__")):
-        raise ArgumentTypeError(f"dim must be an int (a scan runs along one dimension), got {type(dim).__name__}: "
-                                f"{dim!r}")
-    value = int(dim) if isinstance(dim, int) else operator.index(dim)
-    bound = max(ndim, 1)
-    if not -bound <= value < bound:
-        raise DimensionError(f"dim {value} is out of range for a {ndim}-d input: expected a dim in "
-                             f"[{-bound}, {bound - 1}]")
-    return value % bound
+    return dim_index(dim, ndim, "an int (a scan runs along one dimension)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +134,5 @@ def plan_scan_layout(shape: tuple[int, ...], dim: int, outputs: list[tuple[int, 
     if reverse:
         starts = [(count - 1) * step if count else 0 for step in steps]
         steps = [-step for step in steps]
-    rows = 1
-    for axis in kept:
-        rows *= shape[axis]
-    return ScanLayout(shape, kept_sizes, kept_strides, tuple(steps), tuple(starts), rows, count)
+    return ScanLayout(shape, kept_sizes, kept_strides, tuple(steps), tuple(starts), product([shape[a] for a in kept]),
+                      count)

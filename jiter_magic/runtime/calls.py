@@ -4,9 +4,12 @@ kinds' call paths over it; the facade (jiter_magic/kernel_function.py) reads onl
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jiter_magic.arrays import BY_TYPE
+from jiter_magic.arrays.base import FastKey
 from jiter_magic.cache.memory import MemoryCache
 from jiter_magic.errors import DeviceError, InvalidArgumentError, device_name
 from jiter_magic.runtime.loader import KernelLoader
@@ -34,6 +37,17 @@ class FunctionCalls:
         self.backend = "auto"
         self.backward: Any = None  # the jitted gradient (fn.def_backward), called by autograd
         self._checked_device: int | None = None  # the device the backend was last checked for
+        # The adapter's fast key of a call's inputs by the first one's type (hot paths key by it).
+        self._fast_keys: dict[type, Callable[[tuple], FastKey | None] | None] = {}
+
+    def _fast_key_function(self, kind: type) -> Callable[[tuple], FastKey | None] | None:
+        """The fast key of calls whose first input is a `kind` (bound once a type, so that a call
+        finds it as `_fast_keys.get(kind) or _fast_key_function(kind)`), or None."""
+        adapter = BY_TYPE.get(kind)
+        if adapter is None or adapter.delegates:  # such arrays take the general path, which hands them on
+            return None
+        found = self._fast_keys[kind] = adapter.fast_key_for(self.loader.binding.num_inputs)
+        return found
 
     def set_backend(self, value: str) -> None:
         if value not in BACKENDS:

@@ -41,17 +41,8 @@ class Dispatcher(FunctionCalls):
         self.kwargs = kwargs
         self.returns_one = returns_one
         self.keywords = KeywordExtras(binding.extra_names, kwargs)
-        self._fast_keys: dict[type, Callable[[tuple], FastKey | None] | None] = {}
         self._out_keys: dict[ArrayAdapter, Callable[[tuple], FastKey | None]] = {}  # of inputs and out= arrays
         self.owner: Callable[[], Any] = lambda: None  # the JitFunction, weakly (a delegated call needs it)
-
-    def _fast_key_function(self, kind: type) -> Callable[[tuple], FastKey | None] | None:
-        """The fast key of calls whose first input is a `kind` (bound once a type), or None."""
-        adapter = BY_TYPE.get(kind)
-        if adapter is None or adapter.delegates:  # such arrays take the general path, which hands them on
-            return None
-        found = self._fast_keys[kind] = adapter.fast_key_for(self.num_inputs)
-        return found
 
     def call(self, args: tuple, out: object, kwargs: dict) -> Any:
         """One call. The hot path is here: plain arrays, no keywords, no `out=`, a planned key."""

@@ -70,11 +70,12 @@ class KeywordExtras:
         return extras, tuple(scalar_kind(v) for v in extras)
 
 
-def check_kwarg_names(given: dict, declared: dict) -> None:
-    """Refuse a keyword that names no extra argument, as torch's jiterator does (a KeyError)."""
+def check_kwarg_names(given: dict, declared: dict, options: tuple[str, ...] = ()) -> None:
+    """Refuse a keyword that names no extra argument, as torch's jiterator does (a KeyError); the
+    error names the extras, then the call's `options` (a reduction's dim=, ...)."""
     for name in given:
         if name not in declared:
-            raise UnknownKwargError.naming(name, declared)
+            raise UnknownKwargError.naming(name, [*declared, *options])
 
 
 def bits_of_floats(value: object) -> object:

@@ -29,10 +29,6 @@ class ReductionCalls(FunctionCalls):
         super().__init__(binding.name, KernelLoader(binding, family), PLAN_LIMIT)
         self.binding = binding
         self.hot: MemoryCache[Callable[[list], Any]] = MemoryCache(HOT_LIMIT, counted=False)
-        self.fast_keys: dict[type, Any] = {}  # the adapter's fast key function by input type (None: none)
-
-    def launcher(self, spec: Any, device: int) -> Any:
-        return self.loader.launcher(spec, device)
 
     def forget_plans(self) -> None:
         super().forget_plans()

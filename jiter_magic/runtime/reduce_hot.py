@@ -1,4 +1,5 @@
-"""The hot path of reduction calls: a call keyed like one planned before runs in C.
+"""The hot path of reduction calls (and, keyed their own way, of scans: scan_hot.py): a call keyed
+like one planned before runs in C.
 
 A call of plain arrays of one library, with no `out=` and no keyword values of the map, is keyed
 by the adapter's fast key of its inputs (dtypes, shapes, strides, alignment, device: read in C
@@ -23,9 +24,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from jiter_magic.arrays import BY_TYPE
 from jiter_magic.arrays.base import ArrayAdapter
-from jiter_magic.kernels import reduce_cuda
 from jiter_magic.native import call_path
 from jiter_magic.runtime.reduce_calls import ReductionCalls
 
@@ -43,16 +42,14 @@ def options_key(dim: object, keepdim: object, dtype: object) -> tuple | None:
     return dim, keepdim, dtype
 
 
+def call_options(options: dict[str, Any]) -> tuple | None:
+    """A call's options as part of a hot key (`options_key`)."""
+    return options_key(options["dim"], options["keepdim"], options["dtype"])
+
+
 def fast_key(calls: ReductionCalls, args: tuple) -> Any:
     """The adapter's fast key of the inputs, (key, pointers), or None."""
-    kind = type(args[0])
-    key_of = calls.fast_keys.get(kind, False)
-    if key_of is False:
-        adapter = BY_TYPE.get(kind)
-        if adapter is None:  # a type no call has met yet: the general path registers its adapter
-            return None
-        key_of = None if adapter.delegates else adapter.fast_key_for(calls.binding.num_inputs)
-        calls.fast_keys[kind] = key_of
+    key_of = calls._fast_keys.get(type(args[0])) or calls._fast_key_function(type(args[0]))
     return None if key_of is None else key_of(args)
 
 
@@ -81,33 +78,13 @@ def hot_run(calls: ReductionCalls, args: tuple, options: tuple | None) -> Any:
     return run(fast[1])
 
 
-def keep_hot(calls: ReductionCalls, args: tuple, options: dict[str, Any], plan: Any, adapter: ArrayAdapter,
-             device: int, packed: Callable[[int], bytes], wrap: Callable[..., Any] | None) -> None:
-    """After the general path planned a call without `out=` or keyword values: its hot path, where
-    the call may have one (module docstring). `packed(stage)`: the launch's `jm_Args` with every
-    pointer 0; `wrap`: what makes the result of the outputs (None: one output, as is)."""
-    layout, spec = plan.layout, plan.spec
-    if layout.rows == 0:
-        return
-
-    def make(core: Any, launcher: Any) -> Callable[[list], Any]:
-        # The outputs' allocators are built here, once `keep` has decided to keep the plan.
-        dtypes = (spec.output, "int64") if spec.indexed else (spec.output,)
-        allocators = tuple(adapter.allocator(layout.out_shape, plan.out_strides, d, args[0]) for d in dtypes)
-        if device >= 0 and plan.blocks > 1:
-            return _grid_call(launcher.native, packed, spec, layout.rows, plan.blocks, allocators, adapter, device,
-                              args, wrap)
-        grid = reduce_cuda.launches(spec, layout.rows, plan.blocks)[0][0] if device >= 0 else (1, 1, 1)
-        return single_launch(core, launcher, packed(0), grid, args, allocators, adapter, device, wrap)
-
-    keep(calls, args, options_key(options["dim"], options["keepdim"], options["dtype"]), spec, adapter, device, make)
-
-
-def keep(calls: ReductionCalls, args: tuple, options: tuple | None, spec: Any, adapter: ArrayAdapter, device: int,
-         make: Callable[[Any, Any], Callable[[list], Any]]) -> None:
-    """Keep `make(core, launcher)`, a call's hot path, under the inputs' fast key and `options`,
-    where the call may have one: options that key, inputs the adapter's fast key reads (and whose
-    storage it checks), the C call path loaded, a kernel it can launch."""
+def keep_hot(calls: ReductionCalls, args: tuple, options: tuple | None, plan: Any, tail: list,
+             adapter: ArrayAdapter, device: int) -> None:
+    """After the general path planned a call (runtime/reduce_call.py's `FoldPlan`) without `out=` or
+    keyword values: its hot path, kept under the inputs' fast key and `options` (the call's options
+    as part of a key, None where they take the general path), where the call may have one: inputs
+    the adapter's fast key reads (and whose storage it checks), the C call path loaded, a kernel it
+    can launch. `tail`: the extras as the kernel's `jm_Args` take them."""
     if options is None or (adapter.shrinkable and not adapter.key_checks_storage):
         return
     core = call_path.current().loaded_core()
@@ -116,24 +93,28 @@ def keep(calls: ReductionCalls, args: tuple, options: tuple | None, spec: Any, a
     fast = fast_key(calls, args)
     if fast is None or not adapter.reusable(fast[0]):
         return
-    launcher = calls.launcher(spec, device)
+    launcher: Any = calls.loader.launcher(plan.spec, device)  # `Launcher` types the call; both have `native`
     if launcher.native is None:
         return
-    run = make(core, launcher)
+    pointers = len(plan.dtypes) + len(args) + 1  # the outputs', the inputs' and the partials'
+    packer = calls.loader.family.packer(plan.spec, "cpu" if device < 0 else "cuda")
+
+    def packed(stage: int) -> bytes:  # a launch's jm_Args with every pointer 0
+        return packer.pack(*[0] * pointers, *plan.counts, stage, *tail, *plan.geometry)
+
+    allocators = tuple(adapter.allocator(plan.shape, plan.strides, d, args[0]) for d in plan.dtypes)
+    if len(plan.launches) > 1:
+        run = _grid_call(launcher.native, packed, plan, allocators, adapter, device, args)
+    else:
+        (grid, stage), = plan.launches
+        wrap = plan.wrap
+        run = core.HotPlan(launcher.native, launcher, packed(stage), grid, len(args), allocators, adapter.pointer,
+                           None if device < 0 else adapter.stream, device, wrap is None)
+        run = run if wrap is None else _wrapped(run, wrap)
     try:
-        calls.hot.put((fast[0], options), run, spec)
+        calls.hot.put((fast[0], options), run, plan.spec)
     except TypeError:  # an unhashable dtype=
         return
-
-
-def single_launch(core: Any, launcher: Any, packed: bytes, grid: tuple[int, int, int], args: tuple,
-                  allocators: tuple, adapter: ArrayAdapter, device: int,
-                  wrap: Callable[..., Any] | None) -> Callable[[list], Any]:
-    """A hot path of one launch: the C call path's `HotPlan` (outputs allocated, pointers written
-    into `packed`, launched on the current stream), its outputs made a result by `wrap`."""
-    run = core.HotPlan(launcher.native, launcher, packed, grid, len(args), allocators, adapter.pointer,
-                       None if device < 0 else adapter.stream, device, wrap is None)
-    return run if wrap is None else _wrapped(run, wrap)
 
 
 def _wrapped(run: Callable[[list], tuple], wrap: Callable[..., Any]) -> Callable[[list], Any]:
@@ -143,18 +124,17 @@ def _wrapped(run: Callable[[list], tuple], wrap: Callable[..., Any]) -> Callable
     return call
 
 
-def _grid_call(native: Any, packed: Callable[[int], bytes], spec: Any, rows: int, blocks: int,
-               allocators: tuple, adapter: ArrayAdapter, device: int, args: tuple,
-               wrap: Callable[..., Any] | None) -> Callable[[list], Any]:
+def _grid_call(native: Any, packed: Callable[[int], bytes], plan: Any, allocators: tuple, adapter: ArrayAdapter,
+               device: int, args: tuple) -> Callable[[list], Any]:
     """A grid reduction over several blocks a row: its two launches (partials, then their fold)
     from Python, each `jm_Args` copied from one packed at planning with only the pointers
     written, the partials allocated on the call's stream as the general path does."""
-    stages = [(packed(stage), grid) for grid, _, stage in reduce_cuda.launches(spec, rows, blocks)]
-    size, kind = reduce_cuda.partials_of(spec, rows, blocks)
+    stages = [(packed(stage), grid) for grid, stage in plan.launches]
+    size, kind = plan.partials
     partials = adapter.allocator((size,), (1,), kind, args[0])
     pointers_at = struct.Struct(f"<{len(allocators) + len(args)}Q")
     partials_at = pointers_at.size  # the partials' pointer follows the outputs' and the inputs' (reduce_args)
-    pointer, stream = adapter.pointer, adapter.stream
+    pointer, stream, wrap = adapter.pointer, adapter.stream, plan.wrap
 
     def call(pointers: list) -> Any:
         outs = [allocate() for allocate in allocators]

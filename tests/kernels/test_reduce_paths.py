@@ -100,7 +100,7 @@ def test_dense_runs_vector_width_and_blocks():
 
 def _planned(fn, shape, dtype, dim, strides=None, device=0):
     desc = ArrayDesc(dtype, shape, strides or dense_strides(shape), 1 << 20)
-    return plan_call(fn.binding, [desc], "torch", device, fn.identity, [], dim, False, None, None)
+    return plan_call(fn.binding, [desc], "torch", device, fn.identity, [], {"dim": dim, "keepdim": False}, None, None)
 
 
 def test_cuda_calls_plan_the_new_paths_from_metadata():
