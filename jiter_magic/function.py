@@ -17,15 +17,29 @@ from jiter_magic.errors import JiterError
 from jiter_magic.frontend.bind import bind
 from jiter_magic.frontend.parse import parse_functor
 from jiter_magic.frontend.signature import LazySignature, docstring_of
-from jiter_magic.kernel_function import KernelFunction, checked_kwargs
+from jiter_magic.kernel_function import KernelFunction, checked_kwargs, rebuilt, unpickled
 from jiter_magic.kernels.families import ELEMENTWISE
 from jiter_magic.planning.spec import CONTIGUOUS
 from jiter_magic.planning.values import scalar_value
 from jiter_magic.runtime.build import Specialization
 from jiter_magic.runtime.dispatch import Dispatcher
 from jiter_magic.runtime.loader import KernelLoader
-from jiter_magic.runtime.unpickled import UnpickledFunctions
-from jiter_magic.state import RUNTIME
+
+
+def rebuild(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str = "auto",
+            backward: str | None = None) -> JitFunction:
+    """The same function, created again from its pickled state (and, for torch.compile, from its
+    `recipe`). Pickles made before `_unpickle` name this function `_rebuild`, with four arguments
+    (before backwards were pickled) or five: the state has no version, so that name and these
+    arguments stay as they are."""
+    return rebuilt(JitFunction, (code_string, num_outputs, kwargs), backend, backward)
+
+
+def _unpickle(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str,
+              backward: str | None = None) -> JitFunction:
+    """Unpickling (`kernel_function.unpickled`, which reuses a function unpickled before from an
+    equal state): the state is the code string, outputs, kwargs, backend and backward."""
+    return unpickled((code_string, num_outputs, kwargs, backend, backward), rebuild)
 
 
 class JitFunction(KernelFunction, PanelDisplay):
@@ -34,6 +48,7 @@ class JitFunction(KernelFunction, PanelDisplay):
     __signature__ = LazySignature()
     operation = "elementwise"
     _calls: Dispatcher
+    _unpickle = staticmethod(_unpickle)
 
     def __init__(self, code_string: str, num_outputs: int | None, kwargs: dict[str, object]):
         kwargs = checked_kwargs(kwargs, "a jitted function")
@@ -72,12 +87,6 @@ class JitFunction(KernelFunction, PanelDisplay):
             if settings.DEBUG.get():
                 raise
             raise error.with_traceback(None) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
-
-    def __reduce__(self) -> tuple:
-        """Pickle by what made it (code string, outputs, kwargs, backward) and its backend, never
-        by loaded kernels: another process rebuilds it, and its first call finds the kernel in the
-        disk cache (or compiles it). So jitted functions travel to worker processes."""
-        return _unpickle, self._pickled_state()
 
     def _pickled_state(self) -> tuple[str, int | None, dict[str, object], str, str | None]:
         code_string, num_outputs, kwargs = self._made_from
@@ -134,31 +143,6 @@ class JitFunction(KernelFunction, PanelDisplay):
 
         backend = self._chosen_backend(backend)
         return self._compile_spec(inspection.named_spec(self._calls, dtypes, backend, path, ndim), backend)
-
-
-def rebuild(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str = "auto",
-            backward: str | None = None) -> JitFunction:
-    """The same function, created again from its pickled state (and, for torch.compile, from its
-    `recipe`). Pickles made before `_unpickle` name this function `_rebuild`, with four arguments
-    (before backwards were pickled) or five: the state has no version, so that name and these
-    arguments stay as they are."""
-    fn = JitFunction(code_string, num_outputs, kwargs)
-    fn.backend = backend
-    if backward is not None:
-        fn.def_backward(backward)
-    return fn
-
-
-def _unpickle(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str,
-              backward: str | None = None) -> JitFunction:
-    """Unpickling, which a Dask worker does for every task: a function unpickled before from an
-    equal state (code string, outputs, kwargs, backend and backward, compared as pickled bytes) is
-    that one again, parsing, binding and planning once, not once a task; unless it was changed
-    since (`def_backward`, its backend, its kwargs), when a new one is made from the state. So an
-    unpickled function always is the pickled one."""
-    state = pickle.dumps((code_string, num_outputs, kwargs, backend, backward))
-    return RUNTIME.part(UnpickledFunctions).reuse_or_make(
-        state, lambda: rebuild(code_string, num_outputs, kwargs, backend, backward), JitFunction._now)
 
 
 _rebuild = rebuild  # the name older pickles call (see `rebuild`)

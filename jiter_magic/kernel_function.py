@@ -12,12 +12,14 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from jiter_magic import settings
 from jiter_magic.errors import ArgumentTypeError, BindError, InvalidArgumentError, JiterError
 from jiter_magic.runtime.build import Specialization
 from jiter_magic.runtime.calls import CallCounts, FunctionCalls
+from jiter_magic.runtime.unpickled import UnpickledFunctions
+from jiter_magic.state import RUNTIME
 
 if TYPE_CHECKING:
     from jiter_magic.tools.results import BenchmarkResult
@@ -45,6 +47,27 @@ def autograd_tracks(inputs: tuple) -> bool:
     from jiter_magic.arrays.reduce_autograd import requires_grad
 
     return requires_grad(inputs)
+
+
+Made = TypeVar("Made", bound="KernelFunction")
+
+
+def rebuilt(kind: Callable[..., Made], made_from: tuple, backend: str, backward: object) -> Made:
+    """A function of `kind` made again from its pickled state: what made it, backend, backward."""
+    fn = kind(*made_from)
+    fn.backend = backend
+    if backward is not None:
+        fn.def_backward(backward)
+    return fn
+
+
+def unpickled(state: tuple, rebuild: Callable[..., Made]) -> Made:
+    """Unpickling, which a Dask worker does for every task: a function unpickled before from an
+    equal state (compared as pickled bytes) is that one again, parsing, binding and planning once,
+    not once a task; unless it was changed since (`def_backward`, its backend, its kwargs), when
+    `rebuild(*state)` makes a new one. So an unpickled function always is the pickled one."""
+    return RUNTIME.part(UnpickledFunctions).reuse_or_make(pickle.dumps(state), lambda: rebuild(*state),
+                                                          KernelFunction._now)
 
 
 class KernelFunction:
@@ -102,6 +125,18 @@ class KernelFunction:
                 f"{list(backward.binding.input_names)}")
         backward.backend = self.backend
         self._calls.backward = backward
+
+    def def_backward(self, backward: Any) -> KernelFunction:
+        raise NotImplementedError
+
+    # Pickled by what made it and its backend and backward, never by loaded kernels: another
+    # process rebuilds it, and its first call finds its kernels in the disk cache (or compiles
+    # them). So jitted functions travel to worker processes. `_unpickle` is the kind's module's
+    # function of that name (pickles name it), `_pickled_state` its arguments.
+    _unpickle: ClassVar[Callable[..., Any]]
+
+    def __reduce__(self) -> tuple:
+        return self._unpickle, self._pickled_state()
 
     def _pickled_state(self) -> tuple:
         raise NotImplementedError
