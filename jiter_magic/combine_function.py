@@ -1,11 +1,9 @@
 """`CombineFunction`: what the kinds built on a combine, reductions and scans, share.
 
-Both bind a code string's combine, map and finalize (frontend/reduction.py, frontend/scan.py),
-keep their calls in one state (runtime/reduce_calls.py) and take a call's options as keywords
-beside the extras. So how they are made, called (the C hot path, Dynamo's tracing, the arrays an
-integration runs), pickled and inspected without a call is written here once; each kind
-(reduction.py, scan.py) names its binder, call path, kernels and kernel shapes, and the form of
-its gradient. What every kind of function shares, elementwise ones too, is `KernelFunction`'s.
+Both bind a combine, map and finalize, keep their calls in one state (runtime/reduce_calls.py) and
+take a call's options as keywords beside the extras; so how they are made, called, pickled and
+inspected is written here once, and each kind (reduction.py, scan.py) names its parts and the
+form of its gradient. What every kind of function shares is `KernelFunction`'s.
 """
 from __future__ import annotations
 
@@ -13,11 +11,10 @@ import pickle
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from jiter_magic.arrays import tracing
 from jiter_magic.arrays.base import Delegated, run_delegated
 from jiter_magic.displayed import PanelDisplay
-from jiter_magic.errors import BindError, InvalidArgumentError, JiterError
-from jiter_magic.kernel_function import KernelFunction, autograd_tracks, checked_kwargs, for_caller
+from jiter_magic.errors import BindError, InvalidArgumentError
+from jiter_magic.kernel_function import KernelFunction, autograd_tracks, checked_kwargs
 from jiter_magic.kernels.families import KernelFamily
 from jiter_magic.planning.reduce_spec import accumulate_dtype, result_dtype
 from jiter_magic.planning.values import scalar_kind, scalar_value
@@ -32,20 +29,17 @@ class CombineFunction(KernelFunction, PanelDisplay):
     indices, or a scan's state of several values)."""
 
     _calls: ReductionCalls
-    # What each kind names: how its code string is bound, its kernels and their shapes (host
-    # ones, CUDA ones, and the default of each backend), its call path (`run(calls, identity, kwargs,
-    # inputs, options, given)` of a runtime module), its C hot path, its
-    # torch operator under Dynamo, and its module's `rebuild` (its `recipe` names it).
+    # What each kind names: its binder, kernels and their shapes (host ones, CUDA ones, each
+    # backend's default), its call path (a runtime module's `run`), C hot path (`hot_call`), its
+    # module's `rebuild` (which `recipe` names), and whether a call that autograd tracks needs the
+    # backward (a scan refuses one without) or runs untracked without it (a reduction).
     _bind: ClassVar[Callable[..., Any]]
-    family: ClassVar[KernelFamily]
+    _family: ClassVar[KernelFamily]
     _paths: ClassVar[tuple[tuple[str, ...], tuple[str, ...]]]
     _default_paths: ClassVar[dict[str, str]]
     _run: ClassVar[Callable[..., Any]]
     _hot: ClassVar[Callable[..., Any]]
-    _traced: ClassVar[Callable[..., Any]]
     _rebuild: ClassVar[Callable[..., Any]]
-    # Whether a call whose inputs autograd tracks needs the backward (a scan refuses one without
-    # it), or runs untracked without it (a reduction).
     _tracked_needs_backward: ClassVar[bool] = False
 
     def __init__(self, code_string: str, identity: object, map_name: str | None, combine: object,
@@ -58,24 +52,15 @@ class CombineFunction(KernelFunction, PanelDisplay):
         self.code = code_string
         self.kwargs = {name: scalar_value(value, name) for name, value in kwargs.items()}
         self.name = self.__name__ = self.__qualname__ = self.binding.name
-        self._calls = ReductionCalls(self.binding, self.family)
+        self._calls = ReductionCalls(self.binding, self._family)
         self.recipe = pickle.dumps((self._rebuild, (*self._made_from[:5], self.kwargs, multi)))  # as JitFunction.recipe
 
     def _identities(self, identity: object) -> Any:
         """The identity as the calls pass it, checked against the binding."""
         return identity
 
-    # A call: each kind's `__call__` names its options and hands them here.
-
-    def _call(self, inputs: tuple, options: dict[str, Any], kwargs: dict[str, object]) -> Any:
-        if tracing.compiling():  # torch.compile / torch.export: the call becomes one torch operator
-            return self._traced(self, inputs, options, kwargs)  # (outside the try: Dynamo traces no handler)
-        try:
-            return self.eager(inputs, options, kwargs)
-        except JiterError as error:
-            # A mistake in the call's arguments: its message says all, so the traceback starts
-            # under the caller's line, as JitFunction's does (JITER_MAGIC_DEBUG=1 shows every frame).
-            raise for_caller(error) from error.__cause__
+    # A call: each kind's `__call__` names its options, hands a call under Dynamo to its torch
+    # operator, and raises a mistake in the call from its own frame (tests/runtime/test_tracebacks.py).
 
     def eager(self, inputs: tuple, options: dict[str, Any], kwargs: dict[str, object]) -> Any:
         """A call on real arrays, its C hot path first, without the facade's tracing check and
@@ -139,7 +124,7 @@ class CombineFunction(KernelFunction, PanelDisplay):
         float32 by default), the kernel shape (`path`: a host one by default) and the spec's other
         fields as `spec` takes them; kwargs override the extras' defaults."""
         spec = self.spec(*dtypes, **options)
-        return str(self.family.render(self.binding, spec, self._backend_of(spec.path)))
+        return self._family.render(self.binding, spec, self._backend_of(spec.path))
 
     def compile(self, *dtypes: str, backend: str | None = None, path: str | None = None,
                 **options: Any) -> Specialization:

@@ -17,7 +17,7 @@ from jiter_magic.errors import JiterError
 from jiter_magic.frontend.bind import bind
 from jiter_magic.frontend.parse import parse_functor
 from jiter_magic.frontend.signature import LazySignature, docstring_of
-from jiter_magic.kernel_function import KernelFunction, checked_kwargs, rebuilt, unpickled
+from jiter_magic.kernel_function import KernelFunction, checked_kwargs, unpickled
 from jiter_magic.kernels.families import ELEMENTWISE
 from jiter_magic.planning.spec import CONTIGUOUS
 from jiter_magic.planning.values import scalar_value
@@ -32,13 +32,16 @@ def rebuild(code_string: str, num_outputs: int | None, kwargs: dict[str, object]
     `recipe`). Pickles made before `_unpickle` name this function `_rebuild`, with four arguments
     (before backwards were pickled) or five: the state has no version, so that name and these
     arguments stay as they are."""
-    return rebuilt(JitFunction, (code_string, num_outputs, kwargs), backend, backward)
+    fn = JitFunction(code_string, num_outputs, kwargs)
+    fn.backend = backend
+    if backward is not None:
+        fn.def_backward(backward)
+    return fn
 
 
 def _unpickle(code_string: str, num_outputs: int | None, kwargs: dict[str, object], backend: str,
               backward: str | None = None) -> JitFunction:
-    """Unpickling (`kernel_function.unpickled`, which reuses a function unpickled before from an
-    equal state): the state is the code string, outputs, kwargs, backend and backward."""
+    """Unpickling (`kernel_function.unpickled`) of the state `_pickled_state` gives."""
     return unpickled((code_string, num_outputs, kwargs, backend, backward), rebuild)
 
 

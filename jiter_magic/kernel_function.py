@@ -12,7 +12,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from jiter_magic import settings
 from jiter_magic.errors import ArgumentTypeError, BindError, InvalidArgumentError, JiterError
@@ -49,19 +49,7 @@ def autograd_tracks(inputs: tuple) -> bool:
     return requires_grad(inputs)
 
 
-Made = TypeVar("Made", bound="KernelFunction")
-
-
-def rebuilt(kind: Callable[..., Made], made_from: tuple, backend: str, backward: object) -> Made:
-    """A function of `kind` made again from its pickled state: what made it, backend, backward."""
-    fn = kind(*made_from)
-    fn.backend = backend
-    if backward is not None:
-        fn.def_backward(backward)
-    return fn
-
-
-def unpickled(state: tuple, rebuild: Callable[..., Made]) -> Made:
+def unpickled(state: tuple, rebuild: Callable[..., Any]) -> Any:
     """Unpickling, which a Dask worker does for every task: a function unpickled before from an
     equal state (compared as pickled bytes) is that one again, parsing, binding and planning once,
     not once a task; unless it was changed since (`def_backward`, its backend, its kwargs), when
@@ -125,9 +113,6 @@ class KernelFunction:
                 f"{list(backward.binding.input_names)}")
         backward.backend = self.backend
         self._calls.backward = backward
-
-    def def_backward(self, backward: Any) -> KernelFunction:
-        raise NotImplementedError
 
     # Pickled by what made it and its backend and backward, never by loaded kernels: another
     # process rebuilds it, and its first call finds its kernels in the disk cache (or compiles

@@ -12,14 +12,15 @@ from typing import Any
 
 from jiter_magic.arrays import tracing
 from jiter_magic.combine_function import CombineFunction
-from jiter_magic.errors import InvalidArgumentError
+from jiter_magic.errors import InvalidArgumentError, JiterError
 from jiter_magic.frontend.reduction import bind_reduction
 from jiter_magic.function import JitFunction
-from jiter_magic.kernel_function import rebuilt, unpickled
+from jiter_magic.kernel_function import for_caller, unpickled
 from jiter_magic.kernels.reduce_family import REDUCTION
 from jiter_magic.planning import reduce_spec
 from jiter_magic.planning.reduce_spec import HOST, ReductionSpec, check_identity, identity_literal
 from jiter_magic.runtime import reduce_call, reduce_hot
+from jiter_magic.runtime.build import Specialization
 from jiter_magic.runtime.reduce_call import ValuesIndices
 from jiter_magic.runtime.reduce_calls import ReductionCalls
 
@@ -32,8 +33,11 @@ def rebuild(code_string: str, identity: object, map_name: str | None, combine: o
     """The same reduction, made again from its pickled state (pickles made before reductions had a
     backend end with the backward), or for torch.compile from its `recipe`; `kind`: a subclass to
     make (a notebook cell's reduction)."""
-    made_from = (code_string, identity, map_name, combine, finalize, kwargs, indexed)
-    return rebuilt(kind or ReductionFunction, made_from, backend, backward)
+    fn = (kind or ReductionFunction)(code_string, identity, map_name, combine, finalize, kwargs, indexed)
+    fn.backend = backend
+    if backward is not None:
+        fn.def_backward(backward)
+    return fn
 
 
 def _unpickle(*state: Any) -> ReductionFunction:
@@ -53,12 +57,11 @@ class ReductionFunction(CombineFunction):
 
     operation = "reduction"
     _bind = staticmethod(bind_reduction)
-    family = REDUCTION
+    _family = REDUCTION
     _paths = (reduce_spec.HOST_PATHS, reduce_spec.CUDA_PATHS)
     _default_paths = {"cpu": HOST, "cuda": reduce_spec.GRID}
     _run = staticmethod(reduce_call.run)
     _hot = staticmethod(_hot_call)
-    _traced = staticmethod(tracing.traced_reduction)
     _rebuild = staticmethod(rebuild)
     _unpickle = staticmethod(_unpickle)
 
@@ -69,7 +72,15 @@ class ReductionFunction(CombineFunction):
 
     def __call__(self, *inputs: object, dim: object = None, keepdim: bool = False, dtype: object = None,
                  out: object = None, **kwargs: object) -> Any:
-        return self._call(inputs, {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": out}, kwargs)
+        options = {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": out}
+        if tracing.compiling():  # torch.compile / torch.export: the call becomes one torch operator
+            return tracing.traced_reduction(self, inputs, options, kwargs)
+        try:
+            return self.eager(inputs, options, kwargs)
+        except JiterError as error:
+            # A mistake in the call's arguments: its message says all, so the traceback starts here,
+            # under the caller's line, as JitFunction's does (JITER_MAGIC_DEBUG=1 shows every frame).
+            raise for_caller(error) from error.__cause__
 
     def _tracked_call(self, compute: Callable[[tuple], Any], inputs: tuple, options: dict[str, Any],
                       kwargs: dict[str, object]) -> Any:
@@ -111,6 +122,13 @@ class ReductionFunction(CombineFunction):
         return ReductionSpec(inputs, result, accumulate, extras, identity_literal(self.identity, accumulate),
                              path=path, kept_ndim=kept_ndim, reduced_ndim=reduced_ndim, vec=vec,
                              indexed=self.binding.indexed)
+
+    def compile(self, *dtypes: str, backend: str | None = None, path: str | None = None,  # type: ignore[override]
+                output: str | None = None, kept_ndim: int = 1, reduced_ndim: int = 1, vec: int = 1) -> Specialization:
+        """As `CombineFunction.compile`, the spec's fields named: a reduction's build takes no extras
+        (a misspelled keyword stays a TypeError)."""
+        return super().compile(*dtypes, backend=backend, path=path, output=output, kept_ndim=kept_ndim,
+                               reduced_ndim=reduced_ndim, vec=vec)
 
     def _check_inspected(self, kind: str, path: str, backend: str) -> None:
         if kind in ("ptx", "sass") and backend == "cpu":

@@ -14,9 +14,9 @@ from typing import Any
 
 from jiter_magic.arrays import tracing
 from jiter_magic.combine_function import CombineFunction
-from jiter_magic.errors import ArgumentTypeError, BindError, InvalidArgumentError
+from jiter_magic.errors import ArgumentTypeError, BindError, InvalidArgumentError, JiterError
 from jiter_magic.frontend.scan import ScanBinding, bind_scan
-from jiter_magic.kernel_function import rebuilt, unpickled
+from jiter_magic.kernel_function import for_caller, unpickled
 from jiter_magic.kernels.scan_family import SCAN
 from jiter_magic.planning.reduce_spec import check_identity, identity_literal
 from jiter_magic.planning.scan_plan import CUDA_SCAN_PATHS, HOST_SCAN_PATHS, SCAN_ROWS, WARP_SCAN, ScanSpec
@@ -30,8 +30,9 @@ def rebuild(code_string: str, identity: object, map_name: str | None, combine: o
             backward: Callable[..., Any] | None = None, *, kind: type[ScanFunction] | None = None) -> ScanFunction:
     """The same scan, made again from its pickled state, or for torch.compile from its `recipe`;
     `kind`: a subclass to make (a notebook cell's scan)."""
-    made_from = (code_string, identity, map_name, combine, finalize, kwargs, multi)
-    return rebuilt(kind or ScanFunction, made_from, backend, backward)
+    fn = (kind or ScanFunction)(code_string, identity, map_name, combine, finalize, kwargs, multi)
+    fn.backend = backend
+    return fn.def_backward(backward)
 
 
 def _unpickle(*state: Any) -> ScanFunction:
@@ -48,12 +49,11 @@ class ScanFunction(CombineFunction):
     binding: ScanBinding
     identity: tuple[object, ...]
     _bind = staticmethod(bind_scan)
-    family = SCAN
+    _family = SCAN
     _paths = (HOST_SCAN_PATHS, CUDA_SCAN_PATHS)
     _default_paths = {"cpu": SCAN_ROWS, "cuda": WARP_SCAN}
     _run = staticmethod(scan_call.run)
     _hot = staticmethod(scan_hot.hot_call)
-    _traced = staticmethod(tracing.traced_scan)
     _rebuild = staticmethod(rebuild)
     _unpickle = staticmethod(_unpickle)
     _tracked_needs_backward = True
@@ -80,8 +80,13 @@ class ScanFunction(CombineFunction):
 
     def __call__(self, *inputs: object, dim: object = None, reverse: bool = False, exclusive: bool = False,
                  dtype: object = None, out: object = None, **kwargs: object) -> Any:
-        return self._call(inputs, {"dim": dim, "reverse": reverse, "exclusive": exclusive, "dtype": dtype, "out": out},
-                          kwargs)
+        options = {"dim": dim, "reverse": reverse, "exclusive": exclusive, "dtype": dtype, "out": out}
+        if tracing.compiling():  # torch.compile / torch.export: the call becomes one torch operator
+            return tracing.traced_scan(self, inputs, options, kwargs)
+        try:
+            return self.eager(inputs, options, kwargs)
+        except JiterError as error:  # raised from here, as a reduction's (ReductionFunction.__call__)
+            raise for_caller(error) from error.__cause__
 
     def _tracked_call(self, compute: Callable[[tuple], Any], inputs: tuple, options: dict[str, Any],
                       kwargs: dict[str, object]) -> Any:
