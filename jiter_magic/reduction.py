@@ -72,11 +72,16 @@ class ReductionFunction(CombineFunction):
 
     def __call__(self, *inputs: object, dim: object = None, keepdim: bool = False, dtype: object = None,
                  out: object = None, **kwargs: object) -> Any:
-        options = {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": out}
         if tracing.compiling():  # torch.compile / torch.export: the call becomes one torch operator
-            return tracing.traced_reduction(self, inputs, options, kwargs)
+            return tracing.traced_reduction(self, inputs, {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": out},
+                                            kwargs)
+        if out is None and not kwargs:  # as `eager`, inline: the hot path makes no frame or dict more than it must
+            found = reduce_hot.hot_call(self._calls, inputs, dim, keepdim, dtype)
+            if found is not None:
+                return found
+        options = {"dim": dim, "keepdim": keepdim, "dtype": dtype, "out": out}
         try:
-            return self.eager(inputs, options, kwargs)
+            return self.run(inputs, options, kwargs)
         except JiterError as error:
             # A mistake in the call's arguments: its message says all, so the traceback starts here,
             # under the caller's line, as JitFunction's does (JITER_MAGIC_DEBUG=1 shows every frame).

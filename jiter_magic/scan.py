@@ -83,8 +83,12 @@ class ScanFunction(CombineFunction):
         options = {"dim": dim, "reverse": reverse, "exclusive": exclusive, "dtype": dtype, "out": out}
         if tracing.compiling():  # torch.compile / torch.export: the call becomes one torch operator
             return tracing.traced_scan(self, inputs, options, kwargs)
+        if out is None and not kwargs:  # as `eager`, inline: the hot path takes no frame more than it must
+            found = scan_hot.hot_call(self._calls, inputs, options)
+            if found is not None:
+                return found
         try:
-            return self.eager(inputs, options, kwargs)
+            return self.run(inputs, options, kwargs)
         except JiterError as error:  # raised from here, as a reduction's (ReductionFunction.__call__)
             raise for_caller(error) from error.__cause__
 
