@@ -1,0 +1,119 @@
+"""Tuning sweep of the CUDA scan paths: bench_scan.py's GPU rows with other kernel constants.
+
+Each variant runs in a fresh process over an empty kernel cache, with constants of
+kernels/scan_cuda.py patched before any kernel is built (BLOCK, ITEMS, BUSY_THREADS, SEGMENT,
+MIN_ROWS), and times jiter_magic on every row against a device-to-device copy of the same bytes in
+the same process (CUDA events, median of --repeat calls in two rounds). Every result is checked
+first: cumsum and logcumsumexp against torch in float64, a linear recurrence's first steps against
+a sequential float64 loop. Prints one table, row by variant, in GB/s (bytes read plus written).
+
+Usage on the GPU machine: python3 bench/sweep_scan.py [--only TEXT] [--variants 'ITEMS=16;BLOCK=512,ITEMS=4']
+(variants separated by ';', a variant's constants by ','; the shipped constants are always the first column).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_VARIANTS = "ITEMS=16;ITEMS=4;BLOCK=512;BLOCK=128;BUSY_THREADS=1048576"
+
+
+def patch(variant: str) -> None:
+    """Set the scan path's constants named in `variant` and the ones derived from them."""
+    from jiter_magic.kernels import scan_cuda
+
+    for item in filter(None, variant.split(",")):
+        name, value = item.split("=")
+        setattr(scan_cuda, name, int(value))
+    scan_cuda.WARPS = scan_cuda.BLOCK >> 5
+    scan_cuda.TILE = scan_cuda.BLOCK * scan_cuda.ITEMS
+    scan_cuda.WARP_COUNT = 32 * scan_cuda.ITEMS * 4
+    scan_cuda.LOOKBACK_COUNT = 8 * scan_cuda.TILE
+    scan_cuda.STAGED = scan_cuda.TILE + scan_cuda.TILE // 32
+
+
+def child(variant: str, only: str | None, repeat: int) -> None:
+    """One variant's rows, printed as one JSON line: {row: GB/s of ours, copy, path}."""
+    import torch
+
+    sys.path.insert(0, ROOT)
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    patch(variant)
+    import bench_scan as bs
+
+    found = {}
+    for op, shape, dim in bs.GPU_ROWS:
+        if not only or only in op:
+            label = f"{op} {tuple(shape)} dim {dim}"
+            found[label] = _row(bs, op, shape, dim, repeat)
+            print(label, json.dumps(found[label]), file=sys.stderr, flush=True)  # a row as it is done
+            torch.cuda.empty_cache()
+    print("RESULT " + json.dumps(found), flush=True)
+
+
+def _row(bs, op: str, shape: tuple, dim: int, repeat: int) -> dict:
+    """One row: checked, then timed against a copy of its bytes."""
+    import torch
+
+    inputs = bs.make_inputs(op, shape, "cuda")
+    moved = sum(t.numel() * t.element_size() for t in inputs) + inputs[0].numel() * inputs[0].element_size()
+    fn = {"cumsum": bs.CUMSUM, "logcumsumexp": bs.LOGCUMSUMEXP, "linear": bs.LINEAR}[op]
+    call = (lambda: fn(*inputs, dim=dim)[1]) if op == "linear" else (lambda: fn(inputs[0], dim=dim))
+    got = call()
+    if op == "linear":  # the first steps against a float64 loop
+        a, b = (t.double() for t in inputs)
+        h = torch.zeros_like(a.select(dim, 0))
+        for t in range(64):
+            h = a.select(dim, t) * h + b.select(dim, t)
+        assert torch.allclose(got.select(dim, 63).double(), h, rtol=1e-4, atol=1e-4), "linear is wrong"
+    else:
+        bs.check(f"{op} {shape}", got, bs.reference(op, inputs, dim), op)
+    source = torch.ones(moved // 8, device="cuda")
+    target = torch.empty_like(source)
+    times: dict[str, list[float]] = {"ours": [], "copy": []}
+    for _ in range(2):
+        times["ours"] += bs.timed(call, "cuda", repeat)
+        times["copy"] += bs.timed(lambda: target.copy_(source), "cuda", repeat)
+    figures: dict = {k: moved / statistics.median(v) / 1e9 for k, v in times.items()}
+    figures["path"] = fn.specializations[-1].spec.path if fn.specializations else ""
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=None)
+    parser.add_argument("--variants", default=DEFAULT_VARIANTS)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        child(args.child, args.only, args.repeat)
+        return
+    table: dict[str, dict[str, float]] = {}
+    variants = [""] + [v for v in args.variants.split(";") if v]
+    for variant in variants:
+        command = [sys.executable, __file__, "--child", variant, "--repeat", str(args.repeat)]
+        command += ["--only", args.only] if args.only else []
+        env = dict(os.environ, JITER_MAGIC_CACHE_DIR=subprocess.check_output(["mktemp", "-d"], text=True).strip())
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+        if not lines:
+            print(f"variant {variant or 'shipped'} failed:\n{done.stderr[-2000:]}", flush=True)
+            continue
+        for row, figures in json.loads(lines[-1][7:]).items():
+            table.setdefault(row, {})[variant or "shipped"] = figures
+        print(f"variant {variant or 'shipped'} done", flush=True)
+    for row, by_variant in table.items():
+        print(row)
+        for variant, figures in by_variant.items():
+            print(f"   {variant:28s} {figures['ours']:7.0f} GB/s  copy {figures['copy']:6.0f}  "
+                  f"{figures['ours'] / figures['copy']:5.1%}  {figures['path']}")
+
+
+if __name__ == "__main__":
+    main()
