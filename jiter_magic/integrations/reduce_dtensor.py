@@ -51,14 +51,15 @@ from jiter_magic.integrations.kinds import as_results, check_array_inputs, plann
 from jiter_magic.integrations.reduce_parts import State, TreeParts, as_state, ended, placed_partial, tree_parts
 from jiter_magic.planning.dtypes import dtype_name
 from jiter_magic.planning.layout import contiguous_strides
-from jiter_magic.planning.reduce_result import ReductionResult
+from jiter_magic.planning.reduce_result import ReductionResult, check_flag
 from jiter_magic.runtime.reduce_call import ValuesIndices, extra_values, no_backward
 
 
 def reduce_dtensor(function: Any, args: tuple, options: dict[str, Any], kwargs: dict) -> DTensor | ValuesIndices:
     """`function(*args, dim=, keepdim=, dtype=, **kwargs)` on DTensors (see the module docstring)."""
     mesh, inputs = checked_inputs(function, args, options, kwargs)
-    options = {**options, "keepdim": bool(options["keepdim"])}  # as the local calls take it
+    # Checked before anything reads it, as the eager call does: bool("no") would be True.
+    options = {**options, "keepdim": check_flag(options["keepdim"], "keepdim")}
     plan, targets, locals_ = laid_out(function, mesh, inputs, args, options)
     gathered = [(m, p.dim) for m, p in enumerate(targets) if isinstance(p, Shard) and p.dim in plan.dims]
     if gathered:

@@ -25,6 +25,7 @@ from jiter_magic.integrations.kinds import requested_dtype
 from jiter_magic.integrations.torch_ops import define_operator, operator_call, operator_name, registered_once
 from jiter_magic.planning.layout import broadcast_shape
 from jiter_magic.planning.reduce_layout import normalize_dims, reduced_shape
+from jiter_magic.planning.reduce_result import check_flag
 from jiter_magic.runtime.reduce_call import no_backward
 
 # Part of every reduction operator's name (as torch_ops.SCHEMA_VERSION), and what keeps their
@@ -46,7 +47,7 @@ def reduction_call(function: Any, inputs: tuple, options: dict[str, Any], kwargs
     dims = normalize_dims(options["dim"], max(x.ndim for x in inputs))
     backward = None if function.backward is None else function.backward.recipe
     return parts.traced_result(function, inputs, outs, kwargs, reduction_operator_name, backward,
-                                  [list(dims), bool(options["keepdim"]), requested_dtype(options)])
+                                  [list(dims), check_flag(options["keepdim"], "keepdim"), requested_dtype(options)])
 
 
 @assume_constant_result

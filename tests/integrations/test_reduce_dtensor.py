@@ -200,6 +200,8 @@ def case_refusals_on_every_rank(mesh, device):
         DOT(x, distribute_tensor(torch.ones(4, device=device), mesh, [Shard(0)]))
     with pytest.raises(jiter_magic.DTypeError):
         SUM_SQ(x, dtype="no-such-dtype")
+    with pytest.raises(jiter_magic.ArgumentTypeError, match="keepdim must be True or False, got str"):
+        SUM_SQ(x, dim=0, keepdim="no")  # never read as bool("no"), which is True
     empty = distribute_tensor(torch.zeros(0, 3, device=device), mesh, [Shard(0)])
     with pytest.raises(jiter_magic.DimensionError, match="leaves no element to give"):
         MAX_WITH_INDEX(empty, dim=0)  # no value to give, as torch.max refuses

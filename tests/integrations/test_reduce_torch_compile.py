@@ -16,6 +16,7 @@ from torch_compile_helpers import same as same_as_eager  # noqa: E402
 
 import jiter_magic  # noqa: E402
 from jiter_magic import (  # noqa: E402
+    ArgumentTypeError,
     BindError,
     DimensionError,
     DTypeError,
@@ -159,6 +160,8 @@ def test_errors_under_compile_are_the_eager_errors():
         torch.compile(lambda t: SUM_SQ(t, dim=2), backend="eager", fullgraph=True)(x)
     with pytest.raises(UnknownKwargError, match="b is not declared"):
         torch.compile(lambda t: DOT(t, t, b=1.0), backend="eager")(x)
+    with pytest.raises(ArgumentTypeError, match="keepdim must be True or False, got str"):
+        torch.compile(lambda t: SUM_SQ(t, dim=0, keepdim="no"), backend="eager")(x)  # never bool("no")
     with pytest.raises(BindError, match=r"mul takes 2 input array\(s\) \['x', 'y'\], got 1"):
         torch.compile(lambda t: DOT(t), backend="eager")(x)
     with pytest.raises(RuntimeError) as info:  # torch's TorchRuntimeError, caused by ours in the fake operator
