@@ -9,11 +9,10 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from jiter_magic.errors import ArgumentTypeError
 from jiter_magic.planning.dtypes import dtype_name
 from jiter_magic.planning.reduce_result import ReductionResult, reduction_result
 from jiter_magic.planning.scan_plan import ScanResult, scan_result
-from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count
+from jiter_magic.runtime.reduce_call import ValuesIndices, check_input_count, number_input
 
 
 def requested_dtype(options: dict[str, Any]) -> str | None:
@@ -53,5 +52,4 @@ def check_array_inputs(function: Any, args: tuple) -> None:
     check_input_count(function.binding, args)
     for x in args:
         if isinstance(x, numbers.Number):
-            raise ArgumentTypeError(f"{function.name}: the inputs of a reduction are arrays, got the number {x!r}; "
-                                    "pass numbers as keyword arguments of the map function")
+            raise number_input(function.name, x)

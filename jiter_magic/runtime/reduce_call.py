@@ -100,6 +100,12 @@ def check_input_count(binding: ReductionBinding, args: tuple) -> None:
                         f"got {len(args)}")
 
 
+def number_input(name: str, value: object) -> ArgumentTypeError:
+    """What a call raises for a number given as an input (the integrations raise it too)."""
+    return ArgumentTypeError(f"{name}: the inputs of a reduction are arrays, got the number {value!r}; pass numbers "
+                             "as keyword arguments of the map function")
+
+
 def described_inputs(args: tuple, calls: ReductionCalls) -> tuple[list[Any], list[ArrayDesc], ArrayAdapter, int]:
     """Each input array, its description, and the one adapter and device they share (checked
     against the function's backend)."""
@@ -111,8 +117,7 @@ def described_inputs(args: tuple, calls: ReductionCalls) -> tuple[list[Any], lis
         a = BY_TYPE.get(type(x)) or adapter_for(x)
         if a is None:
             if isinstance(x, (bool, int, float, complex)):
-                raise ArgumentTypeError(f"{binding.name}: the inputs of a reduction are arrays, got the number "
-                                        f"{x!r}; pass numbers as keyword arguments of the map function")
+                raise number_input(binding.name, x)
             x, a = coerce(x)
         if a.delegates:  # Dask arrays, traced tensors: ReductionFunction hands the call to their integration
             raise Delegated(cast(DelegatingAdapter, a))
@@ -226,8 +231,8 @@ def call(kind: CallKind, calls: ReductionCalls, identity: object, defaults: dict
     if plan.partials is not None:
         keep = adapter.allocator((plan.partials[0],), (1,), plan.partials[1], arrays[0])()
         partials = adapter.pointer(keep)
-    tail = [bool(v) if kind == "bool" else float(v) if kind == "float64" else int(v)  # as the jm_Args fields take them
-            for v, kind in zip(extras, plan.spec.extras)]
+    tail = [bool(v) if scalar == "bool" else float(v) if scalar == "float64" else int(v)  # as jm_Args takes them
+            for v, scalar in zip(extras, plan.spec.extras)]
     if out is None and not given and (kind.grid_hot or len(plan.launches) == 1):  # leave a hot path for calls alike
         reduce_hot.keep_hot(calls, args, kind.hot_options(options), plan, tail, adapter, device)
     head = [*(adapter.pointer(o) for o in outs), *(d.pointer for d in descs), partials, *plan.counts]
