@@ -1,8 +1,8 @@
 """Tuning sweep of the CUDA scan paths: bench_scan.py's GPU rows with other kernel constants.
 
 Each variant runs in a fresh process over an empty kernel cache, with constants of
-kernels/scan_cuda.py patched before any kernel is built (BLOCK, ITEMS, BUSY_THREADS, SEGMENT,
-MIN_ROWS), and times jiter_magic on every row against a device-to-device copy of the same bytes in
+kernels/scan_cuda.py patched before any kernel is built (BLOCK, ITEMS, SMALL_ITEMS, BUSY_THREADS,
+SEGMENT, MIN_ROWS), and times jiter_magic on every row against a device-to-device copy of the same bytes in
 the same process (CUDA events, median of --repeat calls in two rounds). Every result is checked
 first: cumsum and logcumsumexp against torch in float64, a linear recurrence's first steps against
 a sequential float64 loop. Prints one table, row by variant, in GB/s (bytes read plus written).
@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_VARIANTS = "ITEMS=16;ITEMS=4;BLOCK=512;BLOCK=128;BUSY_THREADS=1048576"
+DEFAULT_VARIANTS = "SMALL_ITEMS=8;ITEMS=16;BLOCK=512;BLOCK=128;BUSY_THREADS=262144"
 
 
 def patch(variant: str) -> None:
@@ -31,10 +31,8 @@ def patch(variant: str) -> None:
         name, value = item.split("=")
         setattr(scan_cuda, name, int(value))
     scan_cuda.WARPS = scan_cuda.BLOCK >> 5
-    scan_cuda.TILE = scan_cuda.BLOCK * scan_cuda.ITEMS
     scan_cuda.WARP_COUNT = 32 * scan_cuda.ITEMS * 4
-    scan_cuda.LOOKBACK_COUNT = 8 * scan_cuda.TILE
-    scan_cuda.STAGED = scan_cuda.TILE + scan_cuda.TILE // 32
+    scan_cuda.GRID_COUNT = scan_cuda.BLOCK * scan_cuda.ITEMS * 4
 
 
 def child(variant: str, only: str | None, repeat: int) -> None:
