@@ -2,8 +2,8 @@
 
 Each variant runs in a fresh process over an empty kernel cache, with constants of
 kernels/reduce_cuda.py and kernels/reduce_cuda_loads.py patched before any kernel is built
-(INDEXED_LOADS, INDEXED_COLUMN_BYTES, INDEXED_MAX_GRID_BLOCKS, INDEXED_MIN_BLOCKS, which touch
-reductions with indices only, and MAX_GRID_BLOCKS, GRID_ELEMENTS, which touch every grid
+(INDEXED_LOADS, INDEXED_INDEX32, INDEXED_COLUMN_BYTES, INDEXED_MAX_GRID_BLOCKS, INDEXED_MIN_BLOCKS,
+which touch reductions with indices only, and MAX_GRID_BLOCKS, GRID_ELEMENTS, which touch every grid
 reduction). Its rows: the argmax along dim 0 of 4096 x 65536 bfloat16 and over all 2^28 float32
 elements, then the sum of squares of 4096 x 65536 float32 and bfloat16 over rows, columns and
 everything (bench_reduce.py's first rows). Every result is checked before anything is timed: an
@@ -28,9 +28,10 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_VARIANTS = ("INDEXED_LOADS=0;INDEXED_LOADS=2;INDEXED_LOADS=8;INDEXED_COLUMN_BYTES=8;INDEXED_COLUMN_BYTES=16;"
-                    "INDEXED_MIN_BLOCKS=8;INDEXED_MAX_GRID_BLOCKS=792;INDEXED_MAX_GRID_BLOCKS=2048;"
-                    "INDEXED_COLUMN_BYTES=8,INDEXED_LOADS=8")
+# The most telling first: the loop of before, 64-bit loop indices, wider columns, more grid blocks.
+DEFAULT_VARIANTS = ("INDEXED_LOADS=0;INDEXED_INDEX32=0;INDEXED_COLUMN_BYTES=8;INDEXED_MAX_GRID_BLOCKS=2048;"
+                    "INDEXED_COLUMN_BYTES=16;INDEXED_LOADS=8;INDEXED_LOADS=2;INDEXED_MIN_BLOCKS=8;"
+                    "INDEXED_COLUMN_BYTES=8,INDEXED_LOADS=8;INDEXED_MAX_GRID_BLOCKS=528")
 ARGMAX_ROWS = {"argmax bf16 4096x65536 dim 0": ((4096, 65536), "bfloat16", 0),
                "argmax f32 2^28 all": ((1 << 28,), "float32", None)}
 SUM_ROWS = {f"sumsq {d} 4096x65536 {label}": ((4096, 65536), d, dim)
@@ -89,7 +90,7 @@ def _row(jiter_magic, br, label: str, shape: tuple, dtype: str, dim, repeat: int
         br.check({"jiter_magic": ours}, x, dim)  # raises if ours is off the float64 reference
     figures: dict = _timed(ours, theirs, x.numel() * x.element_size(), repeat)
     spec = fn.specializations[-1].spec
-    figures["kernel"] = f"{spec.path} vec {spec.vec}"
+    figures["kernel"] = f"{spec.path} vec {spec.vec}{' index32' if spec.index32 else ''}"
     return figures
 
 

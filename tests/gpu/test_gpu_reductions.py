@@ -403,7 +403,8 @@ def _first_maxima(x, dim):
     return found.values, found.indices
 
 
-@pytest.mark.parametrize("variant", [{"INDEXED_LOADS": 0}, {"INDEXED_LOADS": 2}, {"INDEXED_LOADS": 8},
+@pytest.mark.parametrize("variant", [{}, {"INDEXED_INDEX32": 0}, {"INDEXED_LOADS": 0}, {"INDEXED_LOADS": 2},
+                                     {"INDEXED_LOADS": 8},
                                      {"INDEXED_COLUMN_BYTES": 8}, {"INDEXED_COLUMN_BYTES": 16},
                                      {"INDEXED_MIN_BLOCKS": 8}, {"INDEXED_MAX_GRID_BLOCKS": 792}], ids=str)
 def test_swept_variants_of_argmax_against_torch(variant, monkeypatch):
@@ -422,4 +423,5 @@ def test_swept_variants_of_argmax_against_torch(variant, monkeypatch):
         values, indices = argmax(x, dim=dim)
         expected_values, expected_indices = _first_maxima(x, dim)
         assert torch.equal(indices, expected_indices), (shape, dim, _spec(argmax).describe())
+        assert _spec(argmax).index32 == variant.get("INDEXED_INDEX32", 1)
         torch.testing.assert_close(values, expected_values, rtol=0, atol=0, equal_nan=True)

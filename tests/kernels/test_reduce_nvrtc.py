@@ -142,6 +142,29 @@ def test_the_swept_variants_of_reductions_with_indices_compile(constant, value, 
         assert ("__launch_bounds__(256, 8)" in source) == (constant == "INDEXED_MIN_BLOCKS")
 
 
+@pytest.mark.parametrize(("path", "vec"), [(WARP_ROWS, 2), (BLOCK_ROWS, 1), (COLUMNS, 2), (COLUMNS, 1),
+                                           (DENSE_RUNS, 2), (GRID, 2), (GRID, 1)])
+@pytest.mark.parametrize("arch", ARCHES)
+def test_32_bit_loop_indices_compile(path, vec, arch):
+    """Argmax's loops with 32-bit indices (`index32`, planned where fewer than 2^31 elements are
+    reduced): float, half, 8-bit and 64-bit integer elements (an int64 accumulator), 2 a load or
+    column where given; the grid's strided shares (vec 1) keep 64-bit indices."""
+    from dataclasses import replace
+
+    from jiter_magic import create_multi_output_reduction_fn
+    from jiter_magic.kernels.reduce_family import REDUCTION
+
+    argmax = create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")
+    for dtype in ("float32", "float64", "float16", "int8", "int64"):
+        spec = replace(argmax.spec(dtype, path=path, vec=vec, reduced_ndim=2 if path == DENSE_RUNS else 1),
+                       index32=True)
+        source = REDUCTION.render(argmax.binding, spec, "cuda")
+        if arch not in _COMPILERS:
+            _COMPILERS[arch] = NvrtcCompiler(arch)
+        assert _COMPILERS[arch].compile(source, argmax.name).binary[:4] == b"\x7fELF"
+        assert ("jm_pick_narrow(" in source) == (path != GRID or vec > 1)
+
+
 @pytest.mark.parametrize(("path", "accumulate", "output", "arch"),
                          [(p, acc, out, a) for p in CUDA_PATHS
                           for acc, out in (("float32", "float32"), ("float32", "float16"), ("float64", "float64"),

@@ -125,6 +125,28 @@ def test_cuda_calls_plan_the_new_paths_from_metadata():
     assert (everything.spec.path, everything.spec.vec, everything.blocks) == (GRID, 4, MAX_GRID_BLOCKS)
 
 
+def test_argmax_loops_carry_32_bit_indices_where_fewer_than_2_to_the_31_are_reduced(monkeypatch):
+    from jiter_magic import create_multi_output_reduction_fn
+    from jiter_magic.kernels import reduce_cuda_loads
+    from tests.kernels.test_reduce_golden import ARGMAX
+
+    assert _planned(ARGMAX, (4096, 65536), "bfloat16", 0).spec.index32
+    assert _planned(ARGMAX, (1 << 28,), "float32", None).spec.index32
+    assert _planned(ARGMAX, (3, 1 << 30), "float32", None).spec.index32 is False  # 3 * 2^30 elements reduced
+    assert _planned(ARGMAX, (3, 1 << 30), "float32", 1).spec.index32  # 2^30 a row
+    assert _planned(ARGMAX, (4096, 65536), "bfloat16", 0, device=-1).spec.index32 is False  # the host: 64-bit
+    assert not _planned(create_reduction_fn(ADD, 0, combine="add"), (1 << 20,), "float32", None).spec.index32
+    from jiter_magic.integrations.reduce_parts import tree_parts
+
+    fold = tree_parts(create_multi_output_reduction_fn(ARGMAX.binding.code, combine="keep_max")).fold
+    given = [ArrayDesc("float32", (64, 8), (8, 1), 1 << 20), ArrayDesc("int64", (64, 8), (8, 1), 1 << 21)]
+    planned = plan_call(fold.calls.binding, given, "torch", 0, fold.identity, [], {"dim": 1, "keepdim": False},
+                        None, None)
+    assert planned.spec.indices_given and not planned.spec.index32  # given indices keep 64 bits
+    monkeypatch.setattr(reduce_cuda_loads, "INDEXED_INDEX32", 0)
+    assert not _planned(ARGMAX, (4096, 65536), "bfloat16", 0).spec.index32
+
+
 def test_indexed_folds_load_in_batches_and_plain_ones_do_not(monkeypatch):
     """With indices a thread loads INDEXED_LOADS steps before folding them in order, its first
     step starting the accumulators (kernels/reduce_cuda_loads.py); plain folds keep their loop,
