@@ -6,12 +6,14 @@ kernels/reduce_cuda.py and kernels/reduce_cuda_loads.py patched before any kerne
 which touch reductions with indices only, and MAX_GRID_BLOCKS, GRID_ELEMENTS, which touch every grid
 reduction). Its rows: the argmax along dim 0 of 4096 x 65536 bfloat16 and over all 2^28 float32
 elements, then the sum of squares of 4096 x 65536 float32 and bfloat16 over rows, columns and
-everything (bench_reduce.py's first rows). Every result is checked before anything is timed: an
+everything (bench_reduce.py's first rows: in the shipped variant and in those naming a constant
+without the INDEXED_ prefix, or with --sums in all). Every result is checked before anything is timed: an
 argmax must equal torch.argmax's indices (the first maximum), a sum bench_reduce.check's float64
 reference. Then jiter_magic and torch (torch.argmax, x.sum: the same bytes read once) take turns,
-two rounds of --repeat calls each, timed with CUDA events; a figure is the median, in GB/s of the
-input read. Prints one table, row by variant; the shipped constants are always the first variant,
-and variants stop being started once --budget seconds have passed.
+five rounds of --repeat calls queued back to back between CUDA events; a figure is the median
+round's time a call, in GB/s of the input read. Prints a line a variant as it ends, then one
+table, row by variant; the shipped constants are always the first variant, and a variant starts
+only where the last one's time still fits in --budget seconds (115).
 
 Usage on the GPU machine: python3 bench/sweep_reduce.py [--only TEXT] [--budget SECONDS]
 [--variants 'INDEXED_LOADS=8;INDEXED_COLUMN_BYTES=8,INDEXED_LOADS=2'] (variants separated by ';', a
@@ -50,7 +52,14 @@ def patch(variant: str) -> None:
         setattr(module, name, int(value))
 
 
-def child(variant: str, only: str | None, repeat: int) -> None:
+def touches_sums(variant: str) -> bool:
+    """Whether a variant names a constant that plain reductions read: the INDEXED_ ones leave every
+    plain reduction's plan and source as they are (tests/kernels/test_reduce_golden.py), so their
+    sum rows would only repeat the shipped column's."""
+    return any(not item.startswith("INDEXED_") for item in filter(None, variant.split(",")))
+
+
+def child(variant: str, only: str | None, repeat: int, sums: bool) -> None:
     """One variant's rows, printed as one JSON line: {row: GB/s of ours and torch's, the kernel}."""
     import torch
 
@@ -63,7 +72,7 @@ def child(variant: str, only: str | None, repeat: int) -> None:
 
     call_path.wait(60)  # the C call path, as bench_reduce.py's steady state
     found = {}
-    for label, (shape, dtype, dim) in {**ARGMAX_ROWS, **SUM_ROWS}.items():
+    for label, (shape, dtype, dim) in {**ARGMAX_ROWS, **(SUM_ROWS if sums else {})}.items():
         if not only or only in label:
             found[label] = _row(jiter_magic, br, label, shape, dtype, dim, repeat)
             print(label, json.dumps(found[label]), file=sys.stderr, flush=True)  # a row as it is done
@@ -95,7 +104,10 @@ def _row(jiter_magic, br, label: str, shape: tuple, dtype: str, dim, repeat: int
 
 
 def _timed(ours, theirs, read: int, repeat: int) -> dict:
-    """GB/s of each: warmed up, then two interleaved rounds of `repeat` calls, the median of each."""
+    """GB/s of each: warmed up, then 5 interleaved rounds of `repeat` calls queued back to back
+    between two CUDA events (a call's host work overlaps the kernel before it, as in a model's
+    stream of launches, so that the C call path's absence or torch's dispatch does not count), the
+    median of the rounds' times a call."""
     import torch
 
     for fn in (ours, theirs):
@@ -103,15 +115,15 @@ def _timed(ours, theirs, read: int, repeat: int) -> dict:
             fn()
     torch.cuda.synchronize()
     times: dict[str, list[float]] = {"ours": [], "torch": []}
-    for _ in range(2):
+    for _ in range(5):
         for name, fn in (("ours", ours), ("torch", theirs)):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
             for _ in range(repeat):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
                 fn()
-                end.record()
-                end.synchronize()
-                times[name].append(start.elapsed_time(end) / 1e3)
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end) / 1e3 / repeat)
     return {name: read / statistics.median(values) / 1e9 for name, values in times.items()}
 
 
@@ -120,29 +132,42 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="rows whose label holds this text")
     parser.add_argument("--variants", default=DEFAULT_VARIANTS)
     parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--budget", type=float, default=110.0, help="start no variant after this many seconds")
+    parser.add_argument("--budget", type=float, default=115.0,
+                        help="seconds in all: a variant starts only where the last one's time still fits")
+    parser.add_argument("--sums", action="store_true", help="the sum rows in every variant, not only in the "
+                                                                "shipped one and those naming other constants")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        child(args.child, args.only, args.repeat)
+        child(args.child, args.only, args.repeat, args.sums)
         return
-    began = time.monotonic()
+    began, last = time.monotonic(), 0.0
     table: dict[str, dict[str, dict]] = {}
     for variant in [""] + [v for v in args.variants.split(";") if v]:
-        if time.monotonic() - began > args.budget:
-            print(f"variant {variant} not run: past the budget of {args.budget:.0f} s", flush=True)
+        left = args.budget - (time.monotonic() - began)
+        if left < last:  # the last variant's time again would not fit in the budget
+            print(f"variant {variant} not run: {left:.0f} s of the budget left, the last took {last:.0f}", flush=True)
             continue
+        started = time.monotonic()
         command = [sys.executable, __file__, "--child", variant, "--repeat", str(args.repeat)]
         command += ["--only", args.only] if args.only else []
+        command += ["--sums"] if args.sums or not variant or touches_sums(variant) else []
         env = dict(os.environ, JITER_MAGIC_CACHE_DIR=subprocess.check_output(["mktemp", "-d"], text=True).strip())
-        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, check=False)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=left, check=False)
+        except subprocess.TimeoutExpired:
+            print(f"variant {variant or 'shipped'} ran past the budget: left out", flush=True)
+            continue
+        last = time.monotonic() - started
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         if not lines:
             print(f"variant {variant or 'shipped'} failed:\n{done.stderr[-2000:]}", flush=True)
             continue
-        for row, figures in json.loads(lines[-1][7:]).items():
+        rows = json.loads(lines[-1][7:])
+        for row, figures in rows.items():
             table.setdefault(row, {})[variant or "shipped"] = figures
-        print(f"variant {variant or 'shipped'} done at {time.monotonic() - began:.0f} s", flush=True)
+        ratios = "; ".join(f"{row} {f['ours']:.0f} GB/s {f['ours'] / f['torch']:.3f}x" for row, f in rows.items())
+        print(f"variant {variant or 'shipped'} done at {time.monotonic() - began:.0f} s: {ratios}", flush=True)
     for row, by_variant in table.items():
         print(row)
         for variant, figures in by_variant.items():
