@@ -32,8 +32,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The most telling first: the loop of before, 64-bit loop indices, wider columns, more grid blocks.
 DEFAULT_VARIANTS = ("INDEXED_LOADS=0;INDEXED_INDEX32=0;INDEXED_COLUMN_BYTES=8;INDEXED_MAX_GRID_BLOCKS=2048;"
-                    "INDEXED_COLUMN_BYTES=16;INDEXED_LOADS=8;INDEXED_LOADS=2;INDEXED_MIN_BLOCKS=8;"
-                    "INDEXED_COLUMN_BYTES=8,INDEXED_LOADS=8;INDEXED_MAX_GRID_BLOCKS=528")
+                    "INDEXED_COLUMN_BYTES=16;INDEXED_LOADS=8;INDEXED_LOADS=2;INDEXED_COLUMN_BYTES=8,INDEXED_MIN_BLOCKS=8;"
+                    "INDEXED_COLUMN_BYTES=8,INDEXED_LOADS=8;INDEXED_MAX_GRID_BLOCKS=1056")
 ARGMAX_ROWS = {"argmax bf16 4096x65536 dim 0": ((4096, 65536), "bfloat16", 0),
                "argmax f32 2^28 all": ((1 << 28,), "float32", None)}
 SUM_ROWS = {f"sumsq {d} 4096x65536 {label}": ((4096, 65536), d, dim)
