@@ -26,7 +26,7 @@ from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.kernels.reduce_common import ARGS, element, mapped, template_call
 from jiter_magic.planning.dtypes import ctype
-from jiter_magic.planning.reduce_spec import ReductionSpec
+from jiter_magic.planning.reduce_spec import GRID, ReductionSpec
 
 INDEXED_LOADS = 4  # steps a thread loads before folding them (0: the unrolled loop of plain folds)
 # 1: where fewer than 2^31 elements are reduced, a thread's loop carries its index in 32 bits
@@ -45,9 +45,11 @@ def batched(spec: ReductionSpec) -> bool:
     return spec.indexed and not spec.indices_given and INDEXED_LOADS > 0
 
 
-def narrow(count: int) -> bool:
-    """Whether a call reducing `count` elements a row carries 32-bit indices in its loops."""
-    return bool(INDEXED_INDEX32) and count < 1 << 31
+def narrow(count: int, path: str, vec: int) -> bool:
+    """Whether a call reducing `count` elements a row carries 32-bit indices in its loops: those
+    loops are the batched ones, on every path but the grid's strided shares (vec 1), which keep
+    theirs, so that a spec says 32-bit only where its source has them."""
+    return bool(INDEXED_INDEX32) and count < 1 << 31 and not (path == GRID and vec == 1)
 
 
 def helpers(binding: ReductionBinding, spec: ReductionSpec, kernel: str) -> CodeBlock:

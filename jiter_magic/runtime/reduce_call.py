@@ -270,7 +270,8 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
                          identity_literal(identity, accumulate), path=path, kept_ndim=max(len(layout.kept_sizes), 1),
                          reduced_ndim=max(len(layout.reduced_sizes), 1), vec=vec, indexed=indexed,
                          indices_given=binding.indices_given,
-                         index32=device >= 0 and indexed and not binding.indices_given and narrow(layout.count))
+                         index32=device >= 0 and indexed and not binding.indices_given
+                         and narrow(layout.count, path, vec))
     launches = reduce_cuda.launches(spec, layout.rows, blocks) if device >= 0 else [((1, 1, 1), (1, 1, 1), 0)]
     geometry = loop_values(layout.kept_sizes, layout.kept_strides, spec.kept_ndim) + \
         loop_values(layout.reduced_sizes, layout.reduced_strides, spec.reduced_ndim)

@@ -403,6 +403,22 @@ def _first_maxima(x, dim):
     return found.values, found.indices
 
 
+def test_argmax_either_side_of_32_bit_loop_indices():
+    """Below 2^31 elements reduced a thread's loop carries a 32-bit index, from 2^31 a 64-bit one:
+    the last element's index comes back right either side (2 GiB of int8 each)."""
+    if torch.cuda.mem_get_info()[0] < 5 << 30:
+        pytest.skip("needs 5 GiB of free GPU memory")
+    for count in ((1 << 31) - 8, 1 << 31):
+        x = torch.zeros(count, dtype=torch.int8, device="cuda")
+        x[count // 3], x[-1] = 99, 100
+        argmax = _argmax()
+        values, indices = argmax(x, dim=None)
+        assert (values.item(), indices.item()) == (100, count - 1)
+        assert _spec(argmax).index32 == (count < 1 << 31)
+        del x, values, indices
+        torch.cuda.empty_cache()
+
+
 @pytest.mark.parametrize("variant", [{}, {"INDEXED_INDEX32": 0}, {"INDEXED_LOADS": 0}, {"INDEXED_LOADS": 2},
                                      {"INDEXED_LOADS": 8},
                                      {"INDEXED_COLUMN_BYTES": 8}, {"INDEXED_COLUMN_BYTES": 16},

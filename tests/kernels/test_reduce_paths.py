@@ -135,6 +135,9 @@ def test_argmax_loops_carry_32_bit_indices_where_fewer_than_2_to_the_31_are_redu
     assert _planned(ARGMAX, (3, 1 << 30), "float32", None).spec.index32 is False  # 3 * 2^30 elements reduced
     assert _planned(ARGMAX, (3, 1 << 30), "float32", 1).spec.index32  # 2^30 a row
     assert _planned(ARGMAX, (4096, 65536), "bfloat16", 0, device=-1).spec.index32 is False  # the host: 64-bit
+    strided = _planned(ARGMAX, (3, 70001), "float32", 1, strides=(140002, 2))  # the grid's strided shares
+    assert (strided.spec.path, strided.spec.vec, strided.spec.index32) == (GRID, 1, False)  # keep their 64-bit loop
+    assert "32-bit" not in strided.spec.describe()
     assert not _planned(create_reduction_fn(ADD, 0, combine="add"), (1 << 20,), "float32", None).spec.index32
     from jiter_magic.integrations.reduce_parts import tree_parts
 
