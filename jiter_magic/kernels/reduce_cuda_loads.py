@@ -109,10 +109,11 @@ def picked(binding: ReductionBinding, spec: ReductionSpec, acc: str, slot: str, 
 
 
 def accumulators(spec: ReductionSpec, code: CodeBlock, acc: str, count: int) -> str:
-    """The name the loop folds into: `acc` itself, or with `spec.index32` narrow accumulators
-    declared here (as many as `acc` holds: 0, a plain variable), which `widened` copies back."""
+    """The name the loop folds into (an array's element `jm_c` where `acc` holds `count`, 0: a
+    plain variable): `acc`'s own, or with `spec.index32` narrow accumulators declared here, which
+    `widened` copies back."""
     if not spec.index32:
-        return acc
+        return f"{acc}[jm_c]" if count else acc
     name, identity = f"jm_n{acc.removeprefix('jm_')}", f"jm_narrow_t{{{spec.identity}, -1}}"
     if not count:
         code.line(f"jm_narrow_t {name} = {identity};")
@@ -186,7 +187,7 @@ def column_loop(binding: ReductionBinding, spec: ReductionSpec, offsets: Callabl
         return code
 
     code = CodeBlock(registers(spec, width))
-    acc = accumulators(spec, code, "jm_acc", width) if spec.index32 else "jm_acc[jm_c]"
+    acc = accumulators(spec, code, "jm_acc", width)
     code.line(f"jm_index_t jm_r = {start};")
     thread_loop(code, "jm_r", f"{ARGS}.jm_count", str(rows), load, fold)
     widened(spec, code, "jm_acc", width)
