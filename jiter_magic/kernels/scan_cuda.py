@@ -1,4 +1,4 @@
-"""The CUDA scan kernel paths, each deterministic for a given shape (fixed orders, no atomics).
+"""The CUDA scan kernel paths, each deterministic for a given shape (fixed orders of combines).
 
 A tile scan is the step every row path takes: a group of threads (a warp, or a block of BLOCK)
 scans ITEMS consecutive elements a thread in registers, the threads' totals by shuffles within
@@ -10,17 +10,15 @@ carry of the row's earlier tiles, and carries the tile's total on.
   thread a row, stepping along the scan, so that a warp reads 32 neighbouring elements each step
   (ITEMS steps' loads in flight before their stores). Where the columns are too few to keep the
   GPU busy, each is split along the scan into segments, one a block row (`blocks`): stage 0 folds
-  each segment, stage 1 scans it from the fold of the segments before it, as the grid path does.
-- grid_scan: a few long rows, `blocks` blocks a row, each a contiguous share of it. Stage 0 folds
-  each share into a partial, stage 1 folds a share's earlier partials in order into its carry and
-  scans the share from it (the same kernel launched twice). The input is read twice: a single
-  pass with decoupled look-back would read it once, but its grouping of the earlier tiles depends
-  on timing, so a float combine's rounding would differ from run to run.
+  each segment, stage 1 scans it from the fold of the segments before it.
+- lookback_scan: a few long rows, a block a tile, its carry from a deterministic look-back over a
+  tree of earlier tiles' folds (scan_lookback.py): the input is read once.
 """
 from __future__ import annotations
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.scan import ScanBinding
+from jiter_magic.kernels import scan_lookback
 from jiter_magic.kernels.base import Grid
 from jiter_magic.kernels.scan_common import (
     ARGS,
@@ -34,14 +32,15 @@ from jiter_magic.kernels.scan_common import (
     store_call,
 )
 from jiter_magic.planning.dtypes import DTYPES
-from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, GRID_SCAN, WARP_SCAN, ScanLayout, ScanSpec
+from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, LOOKBACK_SCAN, WARP_SCAN, ScanLayout, ScanSpec
 
 BLOCK = 256  # threads a block, on every path
 WARPS = BLOCK >> 5  # warps a block
 ITEMS = 8  # consecutive elements a thread scans in registers, a tile
+TILE = BLOCK * ITEMS  # elements a block's tile
 WARP_COUNT = 32 * ITEMS * 4  # rows this short get a warp each
-MIN_ROWS = 512  # fewer rows than this, and long: the grid path spreads each over several blocks
-GRID_COUNT = BLOCK * ITEMS * 4  # elements a block of the grid path scans at least
+MIN_ROWS = 512  # fewer rows than this, and long: the look-back path spreads each over many blocks
+LOOKBACK_COUNT = 8 * TILE  # elements a row at least, for the look-back path
 MAX_GRID_BLOCKS = 1024
 BUSY_THREADS = 1 << 18  # threads that keep a large GPU's memory busy: columns are split along the scan up to it
 SEGMENT = 64  # steps along the scan a column's segment takes at least
@@ -55,9 +54,9 @@ def choose_path(layout: ScanLayout, inputs: tuple[str, ...], pointers: list[int]
         # Few columns: each split along the scan into segments, scanned from the fold of the ones before.
         wanted = -(-BUSY_THREADS // max(layout.rows, 1))
         return COLUMN_SCAN, 1, max(1, min(wanted, layout.count // SEGMENT, MAX_GRID_BLOCKS))
-    if layout.rows < MIN_ROWS and layout.count >= 2 * GRID_COUNT:
-        blocks = min(-(-layout.count // GRID_COUNT), MAX_GRID_BLOCKS, max(1, 4096 // max(layout.rows, 1)))
-        return GRID_SCAN, 1, blocks
+    tiles = layout.rows * -(-layout.count // TILE)
+    if layout.rows < MIN_ROWS and layout.count >= LOOKBACK_COUNT and tiles <= scan_lookback.MAX_TILES:
+        return LOOKBACK_SCAN, 1, 1
     return (WARP_SCAN if layout.count <= WARP_COUNT else BLOCK_SCAN), 1, 1
 
 
@@ -65,7 +64,7 @@ def staged(path: str, accumulate: str, state: int, indexed: bool) -> bool:
     """Whether a row path's tiles go through shared memory: where a tile of states fits (STAGE_BYTES
     a state at most), so that a warp's loads and stores each cover a dense run."""
     size = 16 if indexed else DTYPES[accumulate].itemsize * state
-    return path in (WARP_SCAN, BLOCK_SCAN, GRID_SCAN) and size <= STAGE_BYTES
+    return path in (WARP_SCAN, BLOCK_SCAN, LOOKBACK_SCAN) and size <= STAGE_BYTES
 
 
 def block_of(spec: ScanSpec) -> Grid:
@@ -73,11 +72,13 @@ def block_of(spec: ScanSpec) -> Grid:
 
 
 def partials_size(spec: ScanSpec, layout: ScanLayout, blocks: int) -> int:
-    """int64 words of the partials of the grid path and of split columns: a state a block (or a
-    segment) of each row (a value is 8 bytes at most, a pair 16), none on the other paths."""
-    if spec.path not in (GRID_SCAN, COLUMN_SCAN) or blocks == 1:
+    """int64 words of a call's workspace: the look-back's, or the partials of split columns (a
+    state a segment of each row); none on the other paths."""
+    if spec.path == LOOKBACK_SCAN:
+        return scan_lookback.workspace_words(spec, layout.rows, layout.count, TILE)
+    if spec.path != COLUMN_SCAN or blocks == 1:
         return 0
-    return layout.rows * blocks * (2 if spec.indexed else spec.state)
+    return layout.rows * blocks * scan_lookback.state_words(spec)
 
 
 def launches(spec: ScanSpec, layout: ScanLayout, blocks: int) -> list[tuple[Grid, int]]:
@@ -89,7 +90,7 @@ def launches(spec: ScanSpec, layout: ScanLayout, blocks: int) -> list[tuple[Grid
     if spec.path == COLUMN_SCAN:  # stage 0 folds each segment, stage 1 scans it from its carry
         grid = (-(-layout.rows // BLOCK), blocks, 1)
         return [(grid, 0), (grid, 1)] if blocks > 1 else [(grid, 1)]
-    return [((blocks, layout.rows, 1), 0), ((blocks, layout.rows, 1), 1)]
+    return scan_lookback.launches(layout.rows, layout.count, TILE)
 
 
 def _shuffles(spec: ScanSpec) -> str:
@@ -109,11 +110,12 @@ def _shuffles(spec: ScanSpec) -> str:
     return text
 
 
-def _tile(spec: ScanSpec, threads: int, tid: str, store_when: str | None = None) -> CodeBlock:
+def _tile(spec: ScanSpec, threads: int, tid: str, look_back: CodeBlock | None = None) -> CodeBlock:
     """One tile of `threads` x ITEMS elements from position `jm_j0` of the row at `jm_k`: each
     thread's ITEMS in registers, a scan of the threads' totals (by warp shuffles, a block's warps'
-    totals through `jm_totals` in shared memory), results stored from the carry `jm_carry` (where
-    `store_when` holds), which moves on by the tile's total. Every thread of the group runs it."""
+    totals through `jm_totals` in shared memory), results stored from the carry `jm_carry` (set by
+    `look_back` once the warps' totals are known, where given), which moves on by the tile's
+    total. Every thread of the group runs it."""
     ident = identity(spec)
     sync = "__syncwarp();" if threads == 32 else "__syncthreads();"
     code = CodeBlock(f"jm_state_t jm_v[{ITEMS}];", f"jm_state_t jm_t = {ident};")
@@ -142,32 +144,34 @@ def _tile(spec: ScanSpec, threads: int, tid: str, store_when: str | None = None)
     else:
         code.line("if (jm_lane == 31) jm_totals[jm_warp] = jm_t;")
         code.line("__syncthreads();")
+        if look_back is not None:
+            code.extend(look_back)
+            code.line("jm_prefix = jm_carry;")
         with code.block(f"for (int jm_w = 0; jm_w < {threads // 32}; ++jm_w)"):
             code.line(f"if (jm_w < jm_warp) jm_prefix = {step(spec, 'jm_prefix', 'jm_totals[jm_w]')};")
             code.line(f"jm_total = {step(spec, 'jm_total', 'jm_totals[jm_w]')};")
         code.line("__syncthreads();")
     code.line(f"jm_prefix = {step(spec, 'jm_prefix', 'jm_before')};")
     counted = "jm_j" if spec.exclusive else "jm_j + 1"
-    with code.block(f"if ({store_when or 'true'})"):
+    with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+        code.line("const jm_index_t jm_j = jm_first + jm_i;")
+        code.line(f"if (jm_j >= {ARGS}.jm_count) break;")
+        if spec.exclusive:
+            earlier = step(spec, "jm_prefix", "jm_v[jm_i - 1]")
+            code.line(f"const jm_state_t jm_r = jm_i == 0 ? jm_prefix : {earlier};")
+        else:
+            code.line(f"const jm_state_t jm_r = {step(spec, 'jm_prefix', 'jm_v[jm_i]')};")
+        if spec.staged:
+            code.line(f"jm_buf[{_at(f'(int)({tid}) * {ITEMS} + jm_i')}] = jm_r;")
+        else:
+            code.line(store_call(spec, "jm_j", "jm_r", counted))
+    if spec.staged:  # then the group writes the tile densely
+        code.line(sync)
         with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
-            code.line("const jm_index_t jm_j = jm_first + jm_i;")
-            code.line(f"if (jm_j >= {ARGS}.jm_count) break;")
-            if spec.exclusive:
-                earlier = step(spec, "jm_prefix", "jm_v[jm_i - 1]")
-                code.line(f"const jm_state_t jm_r = jm_i == 0 ? jm_prefix : {earlier};")
-            else:
-                code.line(f"const jm_state_t jm_r = {step(spec, 'jm_prefix', 'jm_v[jm_i]')};")
-            if spec.staged:
-                code.line(f"jm_buf[{_at(f'(int)({tid}) * {ITEMS} + jm_i')}] = jm_r;")
-            else:
-                code.line(store_call(spec, "jm_j", "jm_r", counted))
-        if spec.staged:  # then the group writes the tile densely
-            code.line(sync)
-            with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
-                code.line(f"const jm_index_t jm_j = jm_j0 + jm_i * {threads} + (int)({tid});")
-                code.line(f"if (jm_j < {ARGS}.jm_count) "
-                          + store_call(spec, "jm_j", f"jm_buf[{_at(f'jm_i * {threads} + (int)({tid})')}]", counted))
-            code.line(sync)
+            code.line(f"const jm_index_t jm_j = jm_j0 + jm_i * {threads} + (int)({tid});")
+            code.line(f"if (jm_j < {ARGS}.jm_count) "
+                      + store_call(spec, "jm_j", f"jm_buf[{_at(f'jm_i * {threads} + (int)({tid})')}]", counted))
+        code.line(sync)
     code.line("jm_carry = jm_total;")
     return code
 
@@ -217,7 +221,7 @@ def _row_offsets(spec: ScanSpec, row: str) -> list[str]:
 
 
 def _body(spec: ScanSpec) -> CodeBlock:
-    tile = 32 * ITEMS if spec.path == WARP_SCAN else BLOCK * ITEMS
+    tile = 32 * ITEMS if spec.path == WARP_SCAN else TILE
     code = CodeBlock()
     if spec.path == COLUMN_SCAN:
         code.extend(_columns(spec))
@@ -242,25 +246,18 @@ def _body(spec: ScanSpec) -> CodeBlock:
         with code.block(f"for (jm_index_t jm_j0 = 0; jm_j0 < {ARGS}.jm_count; jm_j0 += {tile})"):
             code.extend(_tile(spec, BLOCK, "jm_thread_x()"))
         return code
-    # The grid path: block x's share of row y, a whole number of tiles long.
-    code.line("const jm_index_t jm_b = jm_block_x(), jm_row = jm_block_y();")
-    code.line(f"const jm_index_t jm_share = ({ARGS}.jm_count + {ARGS}.jm_blocks * {tile} - 1) / "
-              f"({ARGS}.jm_blocks * {tile}) * {tile};")
-    code.line(f"const jm_index_t jm_begin = jm_b * jm_share, jm_end = jm_begin + jm_share < {ARGS}.jm_count ? "
-              f"jm_begin + jm_share : {ARGS}.jm_count;")
+    # The look-back path: the tile the block takes, its carry from the earlier tiles' tree.
+    code.extend(scan_lookback.tile_head(spec, TILE, BLOCK))
     code.line("\n".join(_row_offsets(spec, "jm_row")))
-    code.line(f"jm_state_t* const jm_parts = (jm_state_t*){ARGS}.jm_partials + jm_row * {ARGS}.jm_blocks;")
     code.line(f"jm_state_t jm_carry = {identity(spec)};")
-    code.line(f"if ({ARGS}.jm_stage == 1) for (jm_index_t jm_q = 0; jm_q < jm_b; ++jm_q) "
-              f"jm_carry = {step(spec, 'jm_carry', 'jm_parts[jm_q]')};")
-    with code.block(f"for (jm_index_t jm_j0 = jm_begin; jm_j0 < jm_end; jm_j0 += {tile})"):
-        code.extend(_tile(spec, BLOCK, "jm_thread_x()", f"{ARGS}.jm_stage == 1"))
-    code.line(f"if ({ARGS}.jm_stage == 0 && jm_thread_x() == 0) jm_parts[jm_b] = jm_carry;")
+    code.extend(_tile(spec, BLOCK, "jm_thread_x()", scan_lookback.carry(spec, WARPS)))
     return code
 
 
 def render_cuda(binding: ScanBinding, spec: ScanSpec) -> str:
     code = CodeBlock(_shuffles(spec))
+    if spec.path == LOOKBACK_SCAN:
+        code.line(scan_lookback.device_code(spec))
     with code.block(f'extern "C" __global__ void __launch_bounds__({BLOCK}) jm_kernel(const jm_Args {ARGS})'):
         code.extend(_body(spec))
     return render_scan(binding, spec, "cuda", code.text() + "\n")

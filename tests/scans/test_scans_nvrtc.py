@@ -45,7 +45,9 @@ def test_every_path_and_kind_of_state_compiles(name, path, exclusive):
     fn = FUNCTIONS[name]
     for staged in (False, True) if path != "column_scan" else (False,):
         source = compile_cuda(fn, path=path, exclusive=exclusive, staged=staged, arch="sm_90")
-        assert "atomic" not in source  # deterministic: fixed orders, no atomics
+        # Deterministic: fixed orders, and no atomics but the look-back's tile counter (which tile a
+        # block scans, never how values group).
+        assert source.count("atomic") == (path == "lookback_scan")
         assert ("jm_buf[" in source) == staged
 
 
@@ -59,7 +61,7 @@ def test_dtypes_compile_on_each_path(dtype, arch):
 
 def test_staging_is_chosen_where_a_tile_of_states_fits_shared_memory():
     assert scan_cuda.staged("block_scan", "float32", 1, False) and scan_cuda.staged("warp_scan", "float64", 2, False)
-    assert scan_cuda.staged("grid_scan", "float32", 1, True)  # a value and its index: 16 bytes
+    assert scan_cuda.staged("lookback_scan", "float32", 1, True)  # a value and its index: 16 bytes
     assert not scan_cuda.staged("block_scan", "float64", 3, False) and not scan_cuda.staged("column_scan", "int64",
                                                                                              1, False)
     for path in CUDA_SCAN_PATHS[:2] + CUDA_SCAN_PATHS[3:]:
@@ -96,3 +98,14 @@ def test_every_offset_multiplies_a_whole_position_by_the_step(path):
         source = FUNCTIONS["linear"].source(path=path, staged=staged)
         positions = re.findall(r"jm_k\d+ \+ (.*?) \* jm_a\.jm_step\[", source)
         assert positions and all(p.startswith("(") and p.endswith(")") for p in positions), positions
+
+
+def test_the_look_back_publishes_a_state_before_its_flag_and_never_spins_for_ever():
+    """A state is written, fenced, then flagged; a reader spins on the flag, fences, then reads the
+    state past L1; a spin that never ends traps (the launch fails) instead of hanging the GPU."""
+    source = cumsum.source(path="lookback_scan")
+    publish = source[source.index("if (jm_lane == 0) {"):]
+    assert publish.index("jm_put(") < publish.index("__threadfence();") < publish.index("= 1;")
+    wait = source[source.index("jm_get(const int* jm_flag"):]
+    assert wait.index("volatile int*)jm_flag == 0") < wait.index("__trap()") < wait.index("__threadfence()") \
+        < wait.index("__ldcg(")
