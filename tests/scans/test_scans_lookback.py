@@ -37,15 +37,21 @@ def writer(key):
     return (m + 1 << k) - 1
 
 
+def ends(tile):
+    """How many levels a tile ends: its trailing 1 bits."""
+    return (~tile & (tile + 1)).bit_length() - 1
+
+
 def tile_program(tile, published, rng):
-    """One tile as the kernel runs it: publish level 0, read the entries of its set bits (the
-    lanes' reads, in any order), publish the levels it ends, fold its carry. Yields each entry it
-    waits for; returns the carry."""
+    """One tile as the kernel runs it: publish level 0, read the left siblings of the levels it ends
+    (its lowest set bits), publish those levels, then read the carry's other entries (the lanes'
+    reads, in any order) and fold its carry. Yields each entry it waits for; returns the carry."""
     aggregate = (tile, tile + 1, tile)
     published[(0, tile)] = aggregate
     read = {}
     keys = fenwick(tile)
-    for key in rng.sample(keys, len(keys)):
+    siblings = [key for key in keys if key[0] < ends(tile)]
+    for key in rng.sample(siblings, len(siblings)):
         assert writer(key) < tile  # only earlier tiles: a tile never waits on a later one
         while key not in published:
             yield key
@@ -58,6 +64,12 @@ def tile_program(tile, published, rng):
         assert level[:2] == (key[1] << k, key[1] + 1 << k) and writer(key) == tile
         published[key] = level
         k += 1
+    higher = [key for key in keys if key[0] > ends(tile)]
+    for key in rng.sample(higher, len(higher)):
+        assert writer(key) < tile
+        while key not in published:
+            yield key
+        read[key[0]] = published[key]
     carry = IDENTITY
     for key in fenwick(tile):
         carry = combine(carry, read[key[0]])
@@ -135,3 +147,22 @@ def test_workspace_and_launches():
     pairs = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=LOOKBACK_SCAN, kept_ndim=1, indexed=True)
     assert scan_lookback.workspace_words(pairs, 3, 5 * scan_cuda.TILE + 1, scan_cuda.TILE) == \
         16 + (3 * 10 + 1) // 2 + 3 * 10 * 2  # 6 tiles a row: 6 + 3 + 1 entries
+
+
+def publish_depth(tile, depth):
+    """Waits, one after another, before `tile` publishes the levels it ends (level 0 waits on none)."""
+    return 1 + max((depth[writer(key)] for key in fenwick(tile) if 0 < key[0] < ends(tile)), default=0)
+
+
+@pytest.mark.parametrize("tiles", [2, 1000, 1 << 16, (1 << 16) + 12345])
+def test_no_tile_waits_on_a_chain_longer_than_the_tree_is_deep(tiles):
+    """With every tile running at once, the longest chain of waits before a tile's levels are out,
+    and before its carry is known, grows as log2(tiles): a tile publishing only after its whole
+    carry would chain each tile to the ones before it (the first H100 run: 0.6-0.9 us a tile)."""
+    depth: dict[int, int] = {}
+    for tile in range(tiles):
+        depth[tile] = publish_depth(tile, depth)
+    deepest = tiles.bit_length()
+    assert max(depth.values()) <= deepest
+    carry_depth = max(1 + max((depth[writer(key)] for key in fenwick(tile)), default=0) for tile in range(tiles))
+    assert carry_depth <= deepest + 1
