@@ -90,7 +90,7 @@ def launches(spec: ScanSpec, layout: ScanLayout, blocks: int) -> list[tuple[Grid
     if spec.path == COLUMN_SCAN:  # stage 0 folds each segment, stage 1 scans it from its carry
         grid = (-(-layout.rows // BLOCK), blocks, 1)
         return [(grid, 0), (grid, 1)] if blocks > 1 else [(grid, 1)]
-    return scan_lookback.launches(layout.rows, layout.count, TILE)
+    return scan_lookback.launches(spec, layout.rows, layout.count, TILE)
 
 
 def _shuffles(spec: ScanSpec) -> str:
@@ -247,10 +247,9 @@ def _body(spec: ScanSpec) -> CodeBlock:
             code.extend(_tile(spec, BLOCK, "jm_thread_x()"))
         return code
     # The look-back path: the tile the block takes, its carry from the earlier tiles' tree.
-    code.extend(scan_lookback.tile_head(spec, TILE, BLOCK))
-    code.line("\n".join(_row_offsets(spec, "jm_row")))
-    code.line(f"jm_state_t jm_carry = {identity(spec)};")
-    code.extend(_tile(spec, BLOCK, "jm_thread_x()", scan_lookback.carry(spec, WARPS)))
+    scan = CodeBlock("\n".join(_row_offsets(spec, "jm_row")), f"jm_state_t jm_carry = {identity(spec)};")
+    scan.extend(_tile(spec, BLOCK, "jm_thread_x()", scan_lookback.carry(spec, WARPS)))
+    code.extend(scan_lookback.tiles(spec, TILE, BLOCK, scan))
     return code
 
 
@@ -258,6 +257,7 @@ def render_cuda(binding: ScanBinding, spec: ScanSpec) -> str:
     code = CodeBlock(_shuffles(spec))
     if spec.path == LOOKBACK_SCAN:
         code.line(scan_lookback.device_code(spec))
-    with code.block(f'extern "C" __global__ void __launch_bounds__({BLOCK}) jm_kernel(const jm_Args {ARGS})'):
+    bounds = scan_lookback.launch_bounds(BLOCK) if spec.path == LOOKBACK_SCAN else BLOCK
+    with code.block(f'extern "C" __global__ void __launch_bounds__({bounds}) jm_kernel(const jm_Args {ARGS})'):
         code.extend(_body(spec))
     return render_scan(binding, spec, "cuda", code.text() + "\n")

@@ -136,15 +136,26 @@ def test_a_carry_reads_at_most_one_entry_a_bit():
     assert all(len(fenwick(t)) <= 31 for t in (scan_lookback.MAX_TILES, 1 << 30, 12345678))
 
 
-def test_workspace_and_launches():
+def test_workspace_and_launches(monkeypatch):
     spec = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=LOOKBACK_SCAN, kept_ndim=1)
+    pairs = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=LOOKBACK_SCAN, kept_ndim=1, indexed=True)
+    linear = ScanSpec(("float32", "float32"), "float32", "float32", (), ("1", "0"), path=LOOKBACK_SCAN, kept_ndim=1,
+                      state=2)
     tiles = (1 << 28) // scan_cuda.TILE
     assert tree_size(tiles) == 2 * tiles - 1
+    # Packed: the counter's 128-byte line, then an 8-byte word a 4-byte piece of each entry's state,
+    # all zeroed by stage 0.
+    assert (scan_lookback.pieces(spec), scan_lookback.pieces(pairs), scan_lookback.pieces(linear)) == (1, 4, 2)
+    words = 16 + 2 * tiles - 1
+    assert scan_lookback.workspace_words(spec, 1, 1 << 28, scan_cuda.TILE) == words
+    assert scan_lookback.launches(spec, 1, 1 << 28, scan_cuda.TILE) == [((-(-words // scan_cuda.TILE), 1, 1), 0),
+                                                                         ((tiles, 1, 1), 1)]
+    assert scan_lookback.workspace_words(pairs, 3, 5 * scan_cuda.TILE + 1, scan_cuda.TILE) == 16 + 3 * 10 * 4
+    monkeypatch.setattr(scan_lookback, "PACKED", 0)
     flags = 16 + tiles  # the counter's 128-byte line and 2 * tiles - 1 int32 flags
     assert scan_lookback.workspace_words(spec, 1, 1 << 28, scan_cuda.TILE) == flags + 2 * tiles - 1
-    assert scan_lookback.launches(1, 1 << 28, scan_cuda.TILE) == [((-(-flags // scan_cuda.TILE), 1, 1), 0),
-                                                                   ((tiles, 1, 1), 1)]
-    pairs = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=LOOKBACK_SCAN, kept_ndim=1, indexed=True)
+    assert scan_lookback.launches(spec, 1, 1 << 28, scan_cuda.TILE) == [((-(-flags // scan_cuda.TILE), 1, 1), 0),
+                                                                         ((tiles, 1, 1), 1)]
     assert scan_lookback.workspace_words(pairs, 3, 5 * scan_cuda.TILE + 1, scan_cuda.TILE) == \
         16 + (3 * 10 + 1) // 2 + 3 * 10 * 2  # 6 tiles a row: 6 + 3 + 1 entries
 

@@ -13,7 +13,7 @@ from scan_functions import ADD, cummax, cumsum, ema, linear, logcumsumexp
 from jiter_magic import create_scan_fn
 from jiter_magic.compilers.nvrtc import NvrtcCompiler
 from jiter_magic.errors import InvalidArgumentError
-from jiter_magic.kernels import scan_cuda
+from jiter_magic.kernels import scan_cuda, scan_lookback
 from jiter_magic.planning.scan_plan import CUDA_SCAN_PATHS
 
 try:
@@ -100,12 +100,40 @@ def test_every_offset_multiplies_a_whole_position_by_the_step(path):
         assert positions and all(p.startswith("(") and p.endswith(")") for p in positions), positions
 
 
-def test_the_look_back_publishes_a_state_before_its_flag_and_never_spins_for_ever():
-    """A state is written, fenced, then flagged; a reader spins on the flag, fences, then reads the
-    state past L1; a spin that never ends traps (the launch fails) instead of hanging the GPU."""
+def test_the_look_back_publishes_a_state_before_its_flag_and_never_spins_for_ever(monkeypatch):
+    """Packed (the default): each 8-byte word of an entry carries its flag and is written and read
+    whole, with no fence; apart: a state is written, fenced, then flagged, and a reader spins on the
+    flag, fences, then reads the state past L1. Either way a spin that never ends traps (the launch
+    fails) instead of hanging the GPU."""
+    source = cumsum.source(path="lookback_scan")
+    assert "__threadfence" not in source and "jm_flags" not in source
+    put = source[source.index("void jm_put("):]
+    assert put.index("st.relaxed.gpu.b64") < put.index("<< 32 | 1ull")
+    wait = source[source.index("jm_get(const long long* jm_slot"):]
+    assert wait.index("ld.relaxed.gpu.b64") < wait.index("!= 0u") < wait.index("__trap()") < wait.index("memcpy(")
+    monkeypatch.setattr(scan_lookback, "PACKED", 0)
     source = cumsum.source(path="lookback_scan")
     publish = source[source.index("if (jm_lane == 0) {"):]
     assert publish.index("jm_put(") < publish.index("__threadfence();") < publish.index("= 1;")
     wait = source[source.index("jm_get(const int* jm_flag"):]
     assert wait.index("volatile int*)jm_flag == 0") < wait.index("__trap()") < wait.index("__threadfence()") \
         < wait.index("__ldcg(")
+
+
+# The look-back's tuning constants (bench/sweep_scan.py's variants), each compiled for the kinds
+# of state the sweep's rows and the GPU tests take: one value, a half input, 8 bytes, a value and
+# its index, two values, exclusive (a reversed scan is the same source, its direction an argument).
+LOOKBACK_VARIANTS = ({"PACKED": 0, "BACKOFF": 200}, {"PERSIST": 2048, "BACKOFF": 100}, {"MIN_BLOCKS": 5})
+
+
+@pytest.mark.parametrize("variant", LOOKBACK_VARIANTS)
+def test_each_look_back_variant_compiles(variant, monkeypatch):
+    for name, value in variant.items():
+        monkeypatch.setattr(scan_lookback, name, value)
+    staged = {"staged": True, "path": "lookback_scan", "arch": "sm_90"}
+    for fn, dtypes, extra in ((cumsum, ("float32",), {}), (cumsum, ("float16",), {}), (cumsum, ("int64",), {}),
+                              (cummax, ("float32",), {}), (linear, ("float32", "float32"), {}),
+                              (cumsum, ("float32",), {"exclusive": True})):
+        source = compile_cuda(fn, *dtypes, **staged, **extra)
+        assert ("__nanosleep" in source) == ("BACKOFF" in variant)
+        assert ("for (;;)" in source) == ("PERSIST" in variant)

@@ -48,9 +48,9 @@ def test_a_reversed_scan_walks_from_the_last_element_with_negated_steps():
 
 def test_launches_and_partials_of_each_path():
     spec = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=LOOKBACK_SCAN, kept_ndim=1)
-    long_rows = layout((3, 1 << 20), 1)  # 512 tiles a row: 1023 entries of its tree, their flags and states
-    assert scan_cuda.launches(spec, long_rows, 1) == [((1, 1, 1), 0), ((3 * 512, 1, 1), 1)]
-    assert scan_cuda.partials_size(spec, long_rows, 1) == 16 + (3 * 1023 + 1) // 2 + 3 * 1023
+    long_rows = layout((3, 1 << 20), 1)  # 512 tiles a row: 1023 entries of its tree, a word each (packed)
+    assert scan_cuda.launches(spec, long_rows, 1) == [((2, 1, 1), 0), ((3 * 512, 1, 1), 1)]
+    assert scan_cuda.partials_size(spec, long_rows, 1) == 16 + 3 * 1023
     columns = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=COLUMN_SCAN, kept_ndim=1, state=2)
     tall = layout((1 << 20, 8), 0)
     assert scan_cuda.launches(columns, tall, 1) == [((1, 1, 1), 1)]
