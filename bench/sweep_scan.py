@@ -120,6 +120,7 @@ def main() -> None:
     parser.add_argument("--variants", default=DEFAULT_VARIANTS)
     parser.add_argument("--lookback", action="store_true", help="only the rows that take the look-back path")
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--timeout", type=int, default=300, help="seconds a variant's process may take")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -132,21 +133,27 @@ def main() -> None:
         command += ["--only", args.only] if args.only else []
         command += ["--lookback"] if args.lookback else []
         env = dict(os.environ, JITER_MAGIC_CACHE_DIR=subprocess.check_output(["mktemp", "-d"], text=True).strip())
-        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout, check=False)
+        except subprocess.TimeoutExpired:
+            print(f"variant {variant or 'shipped'} ran past {args.timeout} s", flush=True)
+            continue
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         if not lines:
             print(f"variant {variant or 'shipped'} failed:\n{done.stderr[-2000:]}", flush=True)
             continue
         for row, figures in json.loads(lines[-1][7:]).items():
             table.setdefault(row, {})[variant or "shipped"] = figures
-        print(f"variant {variant or 'shipped'} done", flush=True)
+            print(f"{variant or 'shipped'} | {row} | " + _figures(figures), flush=True)  # kept if a later one hangs
     for row, by_variant in table.items():
         print(row)
         for variant, figures in by_variant.items():
-            print(f"   {variant:28s} {figures['ours']:7.0f} GB/s  copy {figures['copy']:6.0f}  "
-                  f"{figures['ours'] / figures['copy']:5.1%}  {figures['path']}  "
-                  f"{'bit-equal' if figures['same'] else 'NOT BIT-EQUAL'}")
+            print(f"   {variant:28s} " + _figures(figures))
 
+
+def _figures(figures: dict) -> str:
+    return (f"{figures['ours']:7.0f} GB/s  copy {figures['copy']:6.0f}  {figures['ours'] / figures['copy']:5.1%}  "
+            f"{figures['path']}  {'bit-equal' if figures['same'] else 'NOT BIT-EQUAL'}")
 
 if __name__ == "__main__":
     main()

@@ -123,6 +123,47 @@ def test_each_carry_is_the_ordered_fold_of_the_tiles_before_and_the_same_every_s
         assert again == first  # ranges and groupings: independent of timing
 
 
+def run_persistent(tiles, blocks, seed):
+    """Every tile's carry with PERSIST's blocks: each starts with a number from the counter and, as
+    it starts a tile, takes the number of its next one (blocks take them in any order); it starts
+    that tile only once the current one is done."""
+    rng = random.Random(seed)
+    runnable: list[int] = []
+    published = Board(runnable)
+    programs, carries, following = {}, {}, {}
+    counter = iter(range(tiles + 2 * blocks))
+
+    def start(tile):
+        programs[tile] = tile_program(tile, published, rng)
+        following[tile] = next(counter)
+        runnable.append(tile)
+
+    for tile in rng.sample([next(counter) for _ in range(blocks)], blocks):
+        if tile < tiles:
+            start(tile)
+    while len(carries) < tiles:
+        assert runnable, "deadlock: every running tile waits"
+        at = rng.randrange(len(runnable))
+        runnable[at], runnable[-1] = runnable[-1], runnable[at]
+        t = runnable.pop()
+        try:
+            published.waiting.setdefault(next(programs[t]), []).append(t)
+        except StopIteration as done:
+            carries[t] = done.value
+            if following[t] < tiles:
+                start(following[t])
+    return carries
+
+
+@pytest.mark.parametrize("tiles", [1, 7, 100, 1000, 3001])
+def test_persistent_blocks_taking_their_next_tile_early_never_deadlock(tiles):
+    """A block holds its current tile and its next one's number: the lowest unfinished tile is
+    always some block's current one, waiting only on finished tiles."""
+    first, _ = run_tiles(tiles, resident=1, seed=0)
+    for blocks, seed in ((1, 4), (3, 5), (64, 6)):
+        assert run_persistent(tiles, blocks, seed) == first
+
+
 @pytest.mark.parametrize("tiles", range(1, 300))
 def test_tree_entries_fill_their_row_once(tiles):
     places = [entry(tiles, k, m) for k in range(tiles.bit_length()) for m in range(tiles >> k)]
