@@ -60,6 +60,19 @@ def choose_path(layout: ScanLayout, inputs: tuple[str, ...], pointers: list[int]
     return (WARP_SCAN if layout.count <= WARP_COUNT else BLOCK_SCAN), 1, 1
 
 
+def _lookback_items(size: int) -> int:
+    """Elements a thread of a staged look-back tile of `size`-byte states: TILE_ITEMS, or fewer (as
+    many as fit the staging budget of STAGE_BYTES x ITEMS bytes a thread, ITEMS at least)."""
+    return min(scan_lookback.TILE_ITEMS or ITEMS, max(ITEMS, STAGE_BYTES * ITEMS // size))
+
+
+def items_of(spec: ScanSpec) -> int:
+    """Elements a thread of a tile of `spec`'s path."""
+    if spec.path != LOOKBACK_SCAN or not spec.staged:
+        return ITEMS
+    return _lookback_items(16 if spec.indexed else DTYPES[spec.accumulate].itemsize * spec.state)
+
+
 def staged(path: str, accumulate: str, state: int, indexed: bool) -> bool:
     """Whether a row path's tiles go through shared memory: where a tile of states fits (STAGE_BYTES
     a state at most), so that a warp's loads and stores each cover a dense run."""
@@ -75,7 +88,7 @@ def partials_size(spec: ScanSpec, layout: ScanLayout, blocks: int) -> int:
     """int64 words of a call's workspace: the look-back's, or the partials of split columns (a
     state a segment of each row); none on the other paths."""
     if spec.path == LOOKBACK_SCAN:
-        return scan_lookback.workspace_words(spec, layout.rows, layout.count, TILE)
+        return scan_lookback.workspace_words(spec, layout.rows, layout.count, BLOCK * items_of(spec))
     if spec.path != COLUMN_SCAN or blocks == 1:
         return 0
     return layout.rows * blocks * scan_lookback.state_words(spec)
@@ -90,7 +103,7 @@ def launches(spec: ScanSpec, layout: ScanLayout, blocks: int) -> list[tuple[Grid
     if spec.path == COLUMN_SCAN:  # stage 0 folds each segment, stage 1 scans it from its carry
         grid = (-(-layout.rows // BLOCK), blocks, 1)
         return [(grid, 0), (grid, 1)] if blocks > 1 else [(grid, 1)]
-    return scan_lookback.launches(spec, layout.rows, layout.count, TILE)
+    return scan_lookback.launches(spec, layout.rows, layout.count, BLOCK * items_of(spec))
 
 
 def _shuffles(spec: ScanSpec) -> str:
@@ -116,21 +129,26 @@ def _tile(spec: ScanSpec, threads: int, tid: str, look_back: CodeBlock | None = 
     totals through `jm_totals` in shared memory), results stored from the carry `jm_carry` (set by
     `look_back` once the warps' totals are known, where given), which moves on by the tile's
     total. Every thread of the group runs it."""
-    ident = identity(spec)
+    ident, items = identity(spec), items_of(spec)
     sync = "__syncwarp();" if threads == 32 else "__syncthreads();"
-    code = CodeBlock(f"jm_state_t jm_v[{ITEMS}];", f"jm_state_t jm_t = {ident};")
-    code.line(f"const jm_index_t jm_first = jm_j0 + (jm_index_t)({tid}) * {ITEMS};")
+    mine = f"jm_buf[{_at(f'(int)({tid}) * {items} + jm_i')}]"  # a thread's own slots of a staged tile
+    # The look-back path may keep a thread's running states in its own staged slots across the
+    # look-back, not in registers: the same combines, fewer registers, more blocks an SM.
+    kept = look_back is not None and spec.staged and scan_lookback.KEEP_STAGED
+    code = CodeBlock() if kept else CodeBlock(f"jm_state_t jm_v[{items}];")
+    code.line(f"jm_state_t jm_t = {ident};")
+    code.line(f"const jm_index_t jm_first = jm_j0 + (jm_index_t)({tid}) * {items};")
     if spec.staged:  # the group reads the tile densely into shared memory, each thread then its ITEMS
-        with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+        with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
             code.line(f"const int jm_x = jm_i * {threads} + (int)({tid});")
             code.line(f"if (jm_j0 + jm_x < {ARGS}.jm_count) jm_buf[{_at('jm_x')}] = "
                       f"{element_call(spec, 'jm_j0 + jm_x')};")
         code.line(sync)
-    with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+    with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
         code.line("const jm_index_t jm_j = jm_first + jm_i;")
-        value = f"jm_buf[{_at(f'(int)({tid}) * {ITEMS} + jm_i')}]" if spec.staged else element_call(spec, "jm_j")
+        value = mine if spec.staged else element_call(spec, "jm_j")
         code.line(f"if (jm_j < {ARGS}.jm_count) jm_t = {step(spec, 'jm_t', value)};")
-        code.line("jm_v[jm_i] = jm_t;")
+        code.line(f"{mine if kept else 'jm_v[jm_i]'} = jm_t;")
     if spec.staged:
         code.line(sync)
     code.line(f"const int jm_lane = (int)({tid}) & 31, jm_warp = (int)({tid}) >> 5;")
@@ -153,21 +171,27 @@ def _tile(spec: ScanSpec, threads: int, tid: str, look_back: CodeBlock | None = 
         code.line("__syncthreads();")
     code.line(f"jm_prefix = {step(spec, 'jm_prefix', 'jm_before')};")
     counted = "jm_j" if spec.exclusive else "jm_j + 1"
-    with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+    if kept and spec.exclusive:  # the slot before is overwritten by then: its state carried over
+        code.line(f"jm_state_t jm_was = {ident};")
+    with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
         code.line("const jm_index_t jm_j = jm_first + jm_i;")
         code.line(f"if (jm_j >= {ARGS}.jm_count) break;")
+        if kept:
+            code.line(f"const jm_state_t jm_here = {mine};")
         if spec.exclusive:
-            earlier = step(spec, "jm_prefix", "jm_v[jm_i - 1]")
+            earlier = step(spec, "jm_prefix", "jm_was" if kept else "jm_v[jm_i - 1]")
             code.line(f"const jm_state_t jm_r = jm_i == 0 ? jm_prefix : {earlier};")
+            if kept:
+                code.line("jm_was = jm_here;")
         else:
-            code.line(f"const jm_state_t jm_r = {step(spec, 'jm_prefix', 'jm_v[jm_i]')};")
+            code.line(f"const jm_state_t jm_r = {step(spec, 'jm_prefix', 'jm_here' if kept else 'jm_v[jm_i]')};")
         if spec.staged:
-            code.line(f"jm_buf[{_at(f'(int)({tid}) * {ITEMS} + jm_i')}] = jm_r;")
+            code.line(f"{mine} = jm_r;")
         else:
             code.line(store_call(spec, "jm_j", "jm_r", counted))
     if spec.staged:  # then the group writes the tile densely
         code.line(sync)
-        with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+        with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
             code.line(f"const jm_index_t jm_j = jm_j0 + jm_i * {threads} + (int)({tid});")
             code.line(f"if (jm_j < {ARGS}.jm_count) "
                       + store_call(spec, "jm_j", f"jm_buf[{_at(f'jm_i * {threads} + (int)({tid})')}]", counted))
@@ -221,7 +245,7 @@ def _row_offsets(spec: ScanSpec, row: str) -> list[str]:
 
 
 def _body(spec: ScanSpec) -> CodeBlock:
-    tile = 32 * ITEMS if spec.path == WARP_SCAN else TILE
+    tile = 32 * ITEMS if spec.path == WARP_SCAN else BLOCK * items_of(spec)
     code = CodeBlock()
     if spec.path == COLUMN_SCAN:
         code.extend(_columns(spec))
@@ -239,7 +263,7 @@ def _body(spec: ScanSpec) -> CodeBlock:
         return code
     code.line(f"__shared__ jm_state_t jm_totals[{WARPS}];")
     if spec.staged:
-        code.line(f"__shared__ jm_state_t jm_buf[{STAGED}];")
+        code.line(f"__shared__ jm_state_t jm_buf[{tile + tile // 32}];")
     if spec.path == BLOCK_SCAN:
         code.line("\n".join(_row_offsets(spec, "(jm_index_t)jm_block_x()")))
         code.line(f"jm_state_t jm_carry = {identity(spec)};")
@@ -249,7 +273,7 @@ def _body(spec: ScanSpec) -> CodeBlock:
     # The look-back path: the tile the block takes, its carry from the earlier tiles' tree.
     scan = CodeBlock("\n".join(_row_offsets(spec, "jm_row")), f"jm_state_t jm_carry = {identity(spec)};")
     scan.extend(_tile(spec, BLOCK, "jm_thread_x()", scan_lookback.carry(spec, WARPS)))
-    code.extend(scan_lookback.tiles(spec, TILE, BLOCK, scan))
+    code.extend(scan_lookback.tiles(spec, tile, BLOCK, scan))
     return code
 
 

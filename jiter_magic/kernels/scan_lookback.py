@@ -1,6 +1,6 @@
 """The CUDA look-back scan of long rows: one pass over the input, deterministic for a given shape.
 
-Each block scans one tile (BLOCK x ITEMS consecutive elements of a row), taking its tile from a
+Each block scans one tile (BLOCK x TILE_ITEMS consecutive elements of a row), taking it from a
 global counter, so that every tile it waits for was taken by a block already running or done (the
 waits cannot deadlock). A tile needs the fold of the tiles before it (its carry). Classic
 decoupled look-back folds whatever earlier tiles have published when it looks, a grouping that
@@ -40,6 +40,8 @@ HEAD = 16  # int64 words before the flags: the tile counter alone in its 128-byt
 PACKED = 1  # 1: an entry's flag in each 8-byte word of its state (no fences); 0: separate flags, two fences
 BACKOFF = 0  # ns a waiting lane sleeps between polls of an entry (0: poll back to back)
 PERSIST = 0  # blocks of the scan launch, each looping over tiles (the GPU's resident blocks or more); 0: a tile each
+TILE_ITEMS = 16  # elements a thread of a staged tile, where its states fit (0: scan_cuda.ITEMS, as on other paths)
+KEEP_STAGED = 1  # 1: a thread's running states wait out the look-back in its staged slots; 0: in registers
 MIN_BLOCKS = 0  # the kernel's blocks an SM at least (__launch_bounds__' second argument, caps registers); 0: none
 
 

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from scan_functions import ADD, AFFINE, KEEP_MAX, cummax, cummin, cumprod, cumsum, linear, logcumsumexp  # noqa: E402
 
 from jiter_magic import ValuesIndices, create_multi_output_scan_fn, create_scan_fn  # noqa: E402
-from jiter_magic.kernels import scan_cuda  # noqa: E402
+from jiter_magic.kernels import scan_cuda, scan_lookback  # noqa: E402
 from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, LOOKBACK_SCAN, WARP_SCAN  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -151,7 +151,7 @@ def test_a_scans_panel_shows_its_cuda_kernel_and_the_gpu():
         shown.close()
 
 
-TILE = scan_cuda.TILE
+TILE = scan_cuda.BLOCK * (scan_lookback.TILE_ITEMS or scan_cuda.ITEMS)  # a look-back tile of 4-byte states
 # Rows of 1 element, a tile less one, one, one more, 6 tiles (a count no power of two), 38, 1001.
 FORCED_COUNTS = (1, TILE - 1, TILE, TILE + 1, 5 * TILE + 3, 37 * TILE + 11, 1000 * TILE + 1)
 

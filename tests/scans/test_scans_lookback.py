@@ -100,15 +100,22 @@ def run_tiles(tiles, resident, seed):
         while len(programs) < tiles and len(programs) - len(carries) < resident:
             programs[len(programs)] = tile_program(len(programs), published, rng)
             runnable.append(len(programs) - 1)
-        assert runnable, "deadlock: every running tile waits"
-        at = rng.randrange(len(runnable))
-        runnable[at], runnable[-1] = runnable[-1], runnable[at]
-        t = runnable.pop()
-        try:
-            published.waiting.setdefault(next(programs[t]), []).append(t)
-        except StopIteration as done:
-            carries[t] = done.value
+        step_one(runnable, programs, published, carries, rng)
     return carries, published
+
+
+def step_one(runnable, programs, published, carries, rng):
+    """One step of a random runnable tile; the tile, if that step finished it."""
+    assert runnable, "deadlock: every running tile waits"
+    at = rng.randrange(len(runnable))
+    runnable[at], runnable[-1] = runnable[-1], runnable[at]
+    t = runnable.pop()
+    try:
+        published.waiting.setdefault(next(programs[t]), []).append(t)
+    except StopIteration as done:
+        carries[t] = done.value
+        return t
+    return None
 
 
 @pytest.mark.parametrize("tiles", TILE_COUNTS)
@@ -142,16 +149,9 @@ def run_persistent(tiles, blocks, seed):
         if tile < tiles:
             start(tile)
     while len(carries) < tiles:
-        assert runnable, "deadlock: every running tile waits"
-        at = rng.randrange(len(runnable))
-        runnable[at], runnable[-1] = runnable[-1], runnable[at]
-        t = runnable.pop()
-        try:
-            published.waiting.setdefault(next(programs[t]), []).append(t)
-        except StopIteration as done:
-            carries[t] = done.value
-            if following[t] < tiles:
-                start(following[t])
+        t = step_one(runnable, programs, published, carries, rng)
+        if t is not None and following[t] < tiles:
+            start(following[t])
     return carries
 
 

@@ -123,17 +123,17 @@ def test_the_look_back_publishes_a_state_before_its_flag_and_never_spins_for_eve
 # The look-back's tuning constants (bench/sweep_scan.py's variants), each compiled for the kinds
 # of state the sweep's rows and the GPU tests take: one value, a half input, 8 bytes, a value and
 # its index, two values, exclusive (a reversed scan is the same source, its direction an argument).
-LOOKBACK_VARIANTS = ({"PACKED": 0, "BACKOFF": 200}, {"PERSIST": 2048, "BACKOFF": 100}, {"MIN_BLOCKS": 5})
+LOOKBACK_VARIANTS = ({"PACKED": 0, "BACKOFF": 200, "KEEP_STAGED": 0}, {"PERSIST": 2048, "BACKOFF": 100, "TILE_ITEMS": 32},
+                     {"MIN_BLOCKS": 5, "TILE_ITEMS": 0}, {"TILE_ITEMS": 8, "KEEP_STAGED": 0})
 
 
 @pytest.mark.parametrize("variant", LOOKBACK_VARIANTS)
 def test_each_look_back_variant_compiles(variant, monkeypatch):
     for name, value in variant.items():
         monkeypatch.setattr(scan_lookback, name, value)
-    staged = {"staged": True, "path": "lookback_scan", "arch": "sm_90"}
     for fn, dtypes, extra in ((cumsum, ("float32",), {}), (cumsum, ("float16",), {}), (cumsum, ("int64",), {}),
                               (cummax, ("float32",), {}), (linear, ("float32", "float32"), {}),
-                              (cumsum, ("float32",), {"exclusive": True})):
-        source = compile_cuda(fn, *dtypes, **staged, **extra)
+                              (cumsum, ("float32",), {"exclusive": True}), (cumsum, ("float64",), {"staged": False})):
+        source = compile_cuda(fn, *dtypes, **{"staged": True, "path": "lookback_scan", "arch": "sm_90", **extra})
         assert ("__nanosleep" in source) == ("BACKOFF" in variant)
         assert ("for (;;)" in source) == ("PERSIST" in variant)
