@@ -1,14 +1,15 @@
 """Tuning sweep of the CUDA scan paths: bench_scan.py's GPU rows with other kernel constants.
 
 Each variant runs in a fresh process over an empty kernel cache, with constants of
-kernels/scan_cuda.py (BLOCK, ITEMS, BUSY_THREADS, SEGMENT, MIN_ROWS) or kernels/scan_lookback.py
-(PACKED, BACKOFF, PERSIST, MIN_BLOCKS) patched before any kernel is built, and times jiter_magic
-on every row against a device-to-device copy of the same bytes in the same process (CUDA events,
-median of --repeat calls in two rounds). Every result is checked first: cumsum and logcumsumexp
-against torch in float64, a linear recurrence's first steps against a sequential float64 loop and
-64 positions along each row against a float64 loop over the 1024 steps before each (a in [0.95,
-1): earlier steps weigh less than 1e-11), and a second call must give the same bits. Prints one
-table, row by variant, in GB/s (bytes read plus written).
+kernels/scan_cuda.py (BLOCK, ITEMS, BUSY_THREADS, SEGMENT, MIN_ROWS), kernels/scan_lookback.py
+(WINDOW, TILE_ITEMS, KEEP_STAGED, PERSIST, MIN_BLOCKS) or kernels/scan_entries.py (PACKED,
+BACKOFF) patched before any kernel is built, and times jiter_magic on every row against a
+device-to-device copy of the same bytes in the same process (CUDA events, median of --repeat calls
+in two rounds). Every result is checked first: cumsum and logcumsumexp against torch in float64, a
+linear recurrence's first steps against a sequential float64 loop and 64 positions along each row
+against a float64 loop over the 1024 steps before each (a in [0.95, 1): earlier steps weigh less
+than 1e-11), and a second call must give the same bits. Prints one table, row by variant, in GB/s
+(bytes read plus written).
 
 Usage on the GPU machine:
   python3 bench/sweep_scan.py [--only TEXT] [--lookback] [--variants 'ITEMS=16;BLOCK=512,ITEMS=4']
@@ -32,11 +33,11 @@ LOOKBACK_ROWS = [("cumsum", (1 << 28,), -1), ("cumsum", (64, 1 << 22), -1), ("li
 
 def patch(variant: str) -> None:
     """Set the scan paths' constants named in `variant` and the ones derived from them."""
-    from jiter_magic.kernels import scan_cuda, scan_lookback
+    from jiter_magic.kernels import scan_cuda, scan_entries, scan_lookback
 
     for item in filter(None, variant.split(",")):
         name, value = item.split("=")
-        module = next((m for m in (scan_cuda, scan_lookback) if hasattr(m, name)), None)
+        module = next((m for m in (scan_cuda, scan_lookback, scan_entries) if hasattr(m, name)), None)
         if module is None:
             raise SystemExit(f"no scan kernel constant {name}")
         setattr(module, name, int(value))

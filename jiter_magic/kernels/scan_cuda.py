@@ -11,14 +11,14 @@ carry of the row's earlier tiles, and carries the tile's total on.
   (ITEMS steps' loads in flight before their stores). Where the columns are too few to keep the
   GPU busy, each is split along the scan into segments, one a block row (`blocks`): stage 0 folds
   each segment, stage 1 scans it from the fold of the segments before it.
-- lookback_scan: a few long rows, a block a tile, its carry from a deterministic look-back over a
-  tree of earlier tiles' folds (scan_lookback.py): the input is read once.
+- lookback_scan: a few long rows, a block a tile, its carry from a deterministic look-back over
+  fixed entries of earlier tiles (scan_lookback.py, scan_window.py): the input is read once.
 """
 from __future__ import annotations
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.scan import ScanBinding
-from jiter_magic.kernels import scan_lookback
+from jiter_magic.kernels import scan_entries, scan_lookback
 from jiter_magic.kernels.base import Grid
 from jiter_magic.kernels.scan_common import (
     ARGS,
@@ -91,7 +91,7 @@ def partials_size(spec: ScanSpec, layout: ScanLayout, blocks: int) -> int:
         return scan_lookback.workspace_words(spec, layout.rows, layout.count, BLOCK * items_of(spec))
     if spec.path != COLUMN_SCAN or blocks == 1:
         return 0
-    return layout.rows * blocks * scan_lookback.state_words(spec)
+    return layout.rows * blocks * scan_entries.state_words(spec)
 
 
 def launches(spec: ScanSpec, layout: ScanLayout, blocks: int) -> list[tuple[Grid, int]]:

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from jiter_magic.kernels import scan_cuda, scan_lookback
+from jiter_magic.kernels import scan_cuda, scan_entries, scan_lookback
 from jiter_magic.kernels.scan_lookback import entry, tree_size
 from jiter_magic.planning.scan_plan import LOOKBACK_SCAN, ScanSpec
 
@@ -178,6 +178,7 @@ def test_a_carry_reads_at_most_one_entry_a_bit():
 
 
 def test_workspace_and_launches(monkeypatch):
+    monkeypatch.setattr(scan_lookback, "WINDOW", 0)  # the tree's entries (the window's: test_scans_paths)
     spec = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=LOOKBACK_SCAN, kept_ndim=1)
     pairs = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=LOOKBACK_SCAN, kept_ndim=1, indexed=True)
     linear = ScanSpec(("float32", "float32"), "float32", "float32", (), ("1", "0"), path=LOOKBACK_SCAN, kept_ndim=1,
@@ -186,13 +187,13 @@ def test_workspace_and_launches(monkeypatch):
     assert tree_size(tiles) == 2 * tiles - 1
     # Packed: the counter's 128-byte line, then an 8-byte word a 4-byte piece of each entry's state,
     # all zeroed by stage 0.
-    assert (scan_lookback.pieces(spec), scan_lookback.pieces(pairs), scan_lookback.pieces(linear)) == (1, 4, 2)
+    assert (scan_entries.pieces(spec), scan_entries.pieces(pairs), scan_entries.pieces(linear)) == (1, 4, 2)
     words = 16 + 2 * tiles - 1
     assert scan_lookback.workspace_words(spec, 1, 1 << 28, scan_cuda.TILE) == words
     assert scan_lookback.launches(spec, 1, 1 << 28, scan_cuda.TILE) == [((-(-words // scan_cuda.TILE), 1, 1), 0),
                                                                          ((tiles, 1, 1), 1)]
     assert scan_lookback.workspace_words(pairs, 3, 5 * scan_cuda.TILE + 1, scan_cuda.TILE) == 16 + 3 * 10 * 4
-    monkeypatch.setattr(scan_lookback, "PACKED", 0)
+    monkeypatch.setattr(scan_entries, "PACKED", 0)
     flags = 16 + tiles  # the counter's 128-byte line and 2 * tiles - 1 int32 flags
     assert scan_lookback.workspace_words(spec, 1, 1 << 28, scan_cuda.TILE) == flags + 2 * tiles - 1
     assert scan_lookback.launches(spec, 1, 1 << 28, scan_cuda.TILE) == [((-(-flags // scan_cuda.TILE), 1, 1), 0),

@@ -50,16 +50,16 @@ def test_a_reversed_scan_walks_from_the_last_element_with_negated_steps():
 
 def test_launches_and_partials_of_each_path():
     spec = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=LOOKBACK_SCAN, kept_ndim=1)
-    long_rows = layout((3, 1 << 20), 1)  # 512 tiles a row: 1023 entries of its tree, a word each (packed)
+    long_rows = layout((3, 1 << 20), 1)  # 512 tiles a row: A(t) and I(t) each, a word each (packed)
     assert scan_cuda.launches(spec, long_rows, 1) == [((2, 1, 1), 0), ((3 * 512, 1, 1), 1)]
-    assert scan_cuda.partials_size(spec, long_rows, 1) == 16 + 3 * 1023
+    assert scan_cuda.partials_size(spec, long_rows, 1) == 16 + 3 * 1024
     # Staged, a look-back tile takes TILE_ITEMS elements a thread where its states fit: 16 of 4 or 8
-    # bytes (256 tiles a row: 511 entries), 8 of 16 bytes (a value and its index).
+    # bytes (256 tiles a row), 8 of 16 bytes (a value and its index).
     staged = dataclasses.replace(spec, staged=True)
     assert scan_cuda.items_of(staged) == 16 and scan_cuda.items_of(dataclasses.replace(staged, state=2)) == 16
     assert scan_cuda.items_of(dataclasses.replace(staged, indexed=True)) == 8
     assert scan_cuda.launches(staged, long_rows, 1) == [((1, 1, 1), 0), ((3 * 256, 1, 1), 1)]
-    assert scan_cuda.partials_size(staged, long_rows, 1) == 16 + 3 * 511
+    assert scan_cuda.partials_size(staged, long_rows, 1) == 16 + 3 * 512
     columns = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=COLUMN_SCAN, kept_ndim=1, state=2)
     tall = layout((1 << 20, 8), 0)
     assert scan_cuda.launches(columns, tall, 1) == [((1, 1, 1), 1)]
