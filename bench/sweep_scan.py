@@ -12,7 +12,7 @@ than 1e-11), and a second call must give the same bits. Prints one table, row by
 (bytes read plus written).
 
 Usage on the GPU machine:
-  python3 bench/sweep_scan.py [--only TEXT] [--lookback] [--variants 'ITEMS=16;BLOCK=512,ITEMS=4']
+  python3 bench/sweep_scan.py [--only TEXT] [--lookback] [--budget S] [--variants 'ITEMS=16;BLOCK=512,ITEMS=4']
 (variants separated by ';', a variant's constants by ','; the shipped constants are always the first
 column; --lookback: only the rows that take the look-back path).
 """
@@ -24,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_VARIANTS = "ITEMS=16;ITEMS=4;BLOCK=512;BLOCK=128;BUSY_THREADS=1048576"
@@ -122,6 +123,7 @@ def main() -> None:
     parser.add_argument("--lookback", action="store_true", help="only the rows that take the look-back path")
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--timeout", type=int, default=300, help="seconds a variant's process may take")
+    parser.add_argument("--budget", type=float, default=None, help="seconds for the whole sweep, then none started")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -129,15 +131,20 @@ def main() -> None:
         return
     table: dict[str, dict[str, float]] = {}
     variants = [""] + [v for v in args.variants.split(";") if v]
+    start = time.monotonic()
     for variant in variants:
+        left = args.timeout if args.budget is None else min(args.timeout, args.budget - (time.monotonic() - start))
+        if left < 5:
+            print(f"variant {variant or 'shipped'} skipped: the budget is spent", flush=True)
+            continue
         command = [sys.executable, __file__, "--child", variant, "--repeat", str(args.repeat)]
         command += ["--only", args.only] if args.only else []
         command += ["--lookback"] if args.lookback else []
         env = dict(os.environ, JITER_MAGIC_CACHE_DIR=subprocess.check_output(["mktemp", "-d"], text=True).strip())
         try:
-            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout, check=False)
+            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=left, check=False)
         except subprocess.TimeoutExpired:
-            print(f"variant {variant or 'shipped'} ran past {args.timeout} s", flush=True)
+            print(f"variant {variant or 'shipped'} ran past {left:.0f} s", flush=True)
             continue
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         if not lines:

@@ -280,7 +280,7 @@ def _body(spec: ScanSpec) -> CodeBlock:
 def render_cuda(binding: ScanBinding, spec: ScanSpec) -> str:
     code = CodeBlock(_shuffles(spec))
     if spec.path == LOOKBACK_SCAN:
-        code.line(scan_lookback.device_code(spec))
+        code.line(scan_lookback.device_code(spec, WARPS))
     bounds = scan_lookback.launch_bounds(BLOCK) if spec.path == LOOKBACK_SCAN else BLOCK
     with code.block(f'extern "C" __global__ void __launch_bounds__({bounds}) jm_kernel(const jm_Args {ARGS})'):
         code.extend(_body(spec))

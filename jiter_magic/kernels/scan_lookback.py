@@ -65,10 +65,11 @@ def launch_bounds(block: int) -> str:
     return f"{block}, {MIN_BLOCKS}" if MIN_BLOCKS else f"{block}"
 
 
-def device_code(spec: ScanSpec) -> str:
-    """The functions a look-back kernel calls, after the state's type and `jm_up`/`jm_from`."""
+def device_code(spec: ScanSpec, warps: int) -> str:
+    """The functions a look-back kernel of `warps` warps a block calls, after the state's type and
+    `jm_up`/`jm_from`."""
     if WINDOW:
-        return scan_window.device_code(spec, WINDOW)
+        return scan_window.device_code(spec, min(WINDOW, warps))
     fold = step(spec, "jm_carry", "jm_o")
     level = step(spec, "jm_from(jm_e, jm_k - 1)", "jm_level")
     publish, read = scan_entries.publish, scan_entries.read
