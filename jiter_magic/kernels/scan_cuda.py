@@ -270,7 +270,7 @@ def _body(spec: ScanSpec) -> CodeBlock:
         with code.block(f"for (jm_index_t jm_j0 = 0; jm_j0 < {ARGS}.jm_count; jm_j0 += {tile})"):
             code.extend(_tile(spec, BLOCK, "jm_thread_x()"))
         return code
-    # The look-back path: the tile the block takes, its carry from the earlier tiles' tree.
+    # The look-back path: the tile the block takes, its carry from earlier tiles' entries.
     scan = CodeBlock("\n".join(_row_offsets(spec, "jm_row")), f"jm_state_t jm_carry = {identity(spec)};")
     scan.extend(_tile(spec, BLOCK, "jm_thread_x()", scan_lookback.carry(spec, WARPS)))
     code.extend(scan_lookback.tiles(spec, tile, BLOCK, scan))
