@@ -5,7 +5,7 @@ threads to whatever ran; this instead wraps the call's few large steps with `per
 reports each one's own time, the medians over ROUNDS new processes: `import jiter_magic`; the
 first call's arguments described (the array adapter's module loaded), its kernel built (the
 backend's modules, the compiler's identity, the source rendered and hashed, the disk entry read)
-and loaded (cuModuleLoadData, or the host library), the C call path's loading thread started,
+and loaded (cuModuleLoadData, or the host library), the C call path's extension modules loaded,
 the dtypes and layout resolved, the launch, the rest of the call (the rest of planning, the
 outputs' allocation), and waiting for the device; then how much of the total went to the cyclic
 garbage collector's runs, wherever they fell (a run set off here also walks what `import torch`
@@ -40,6 +40,7 @@ start = time.perf_counter()
 import jiter_magic
 imported = time.perf_counter()
 from jiter_magic.runtime import dispatch, loader, plan
+from jiter_magic.kernels import specialize
 from jiter_magic.native import call_path as fast_call
 spent = {}
 
@@ -56,8 +57,8 @@ def timed(owner, name, label):
 timed(dispatch.Dispatcher, "describe", "describe")
 timed(loader.KernelLoader, "_build_now", "build")
 timed(loader.KernelLoader, "_loaded", "load")
-timed(fast_call.NativeModule, "get", "C call path load")
-timed(dispatch, "resolve_call", "resolve")
+timed(fast_call.NativeCallPath, "load", "C call path load")
+timed(specialize, "resolve_call", "resolve")
 timed(plan.CallPlan, "launch", "launch")
 fn = jiter_magic.create_jit_fn(%r, alpha=1.0)
 created = time.perf_counter()

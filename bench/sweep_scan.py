@@ -1,18 +1,19 @@
 """Tuning sweep of the CUDA scan paths: bench_scan.py's GPU rows with other kernel constants.
 
 Each variant runs in a fresh process over an empty kernel cache, with constants of
-kernels/scan_cuda.py (BLOCK, ITEMS, BUSY_THREADS, SEGMENT, MIN_ROWS), kernels/scan_lookback.py
-(WINDOW, TILE_ITEMS, KEEP_STAGED, PERSIST, MIN_BLOCKS) or kernels/scan_entries.py (PACKED,
-BACKOFF) patched before any kernel is built, and times jiter_magic on every row against a
-device-to-device copy of the same bytes in the same process (CUDA events, median of --repeat calls
-in two rounds). Every result is checked first: cumsum and logcumsumexp against torch in float64, a
-linear recurrence's first steps against a sequential float64 loop and 64 positions along each row
-against a float64 loop over the 1024 steps before each (a in [0.95, 1): earlier steps weigh less
-than 1e-11), and a second call must give the same bits. Prints one table, row by variant, in GB/s
-(bytes read plus written).
+kernels/scan_cuda.py (BLOCK, ITEMS, SMALL_ITEMS, BUSY_THREADS, SEGMENT, MIN_ROWS),
+kernels/scan_lookback.py (WINDOW, TILE_ITEMS, KEEP_STAGED, PERSIST, MIN_BLOCKS) or
+kernels/scan_entries.py (PACKED, BACKOFF) patched before any kernel is built, and times jiter_magic
+on every row against a device-to-device copy of the same bytes in the same process (CUDA events,
+median of --repeat calls in two rounds). Every result is checked first: cumsum and logcumsumexp
+against torch in float64, a linear recurrence's first steps against a sequential float64 loop and
+64 positions along each row against a float64 loop over the 1024 steps before each (a in [0.95, 1):
+earlier steps weigh less than 1e-11), and a second call must give the same bits. Prints one table,
+row by variant, in GB/s (bytes read plus written).
 
 Usage on the GPU machine:
-  python3 bench/sweep_scan.py [--only TEXT] [--lookback] [--budget S] [--variants 'ITEMS=16;BLOCK=512,ITEMS=4']
+  python3 bench/sweep_scan.py [--only TEXT] [--lookback] [--budget S] [--timeout S]
+      [--variants 'ITEMS=16;BLOCK=512,ITEMS=4']
 (variants separated by ';', a variant's constants by ','; the shipped constants are always the first
 column; --lookback: only the rows that take the look-back path).
 """
@@ -27,7 +28,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_VARIANTS = "ITEMS=16;ITEMS=4;BLOCK=512;BLOCK=128;BUSY_THREADS=1048576"
+DEFAULT_VARIANTS = "SMALL_ITEMS=8;ITEMS=16;BLOCK=512;BLOCK=128;BUSY_THREADS=262144"
 LOOKBACK_ROWS = [("cumsum", (1 << 28,), -1), ("cumsum", (64, 1 << 22), -1), ("linear", (1, 1, 1 << 26), -1),
                  ("linear", (1, 64, 1 << 18), -1)]
 
@@ -43,10 +44,9 @@ def patch(variant: str) -> None:
             raise SystemExit(f"no scan kernel constant {name}")
         setattr(module, name, int(value))
     scan_cuda.WARPS = scan_cuda.BLOCK >> 5
-    scan_cuda.TILE = scan_cuda.BLOCK * scan_cuda.ITEMS
     scan_cuda.WARP_COUNT = 32 * scan_cuda.ITEMS * 4
+    scan_cuda.TILE = scan_cuda.BLOCK * scan_cuda.ITEMS
     scan_cuda.LOOKBACK_COUNT = 8 * scan_cuda.TILE
-    scan_cuda.STAGED = scan_cuda.TILE + scan_cuda.TILE // 32
 
 
 def child(variant: str, only: str | None, lookback: bool, repeat: int) -> None:

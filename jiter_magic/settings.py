@@ -73,28 +73,20 @@ def _seconds_or_off(text: str) -> float | None:
     return math.inf if text.lower() in ("off", "no", "false", "none") else _seconds(text)
 
 
-def _arch(text: str) -> str:
-    """Read as written (lower case); whether NVRTC compiles for it is checked where NVRTC is
-    known, compilers/nvrtc_archs.py, which warns and uses the default the same way."""
-    return text.lower()
-
-
-def _text(text: str) -> str:
-    return text
-
-
 def _panel(text: str) -> str | None:
     lowered = text.lower()
     return lowered if lowered in ("auto", "static", "widget") else None
 
 
 _SWITCH = "1, 0, true, false, yes, no, on or off"
-CACHE_DIR = Setting[str]("JITER_MAGIC_CACHE_DIR", "", _text, "a directory")
+CACHE_DIR = Setting[str]("JITER_MAGIC_CACHE_DIR", "", str, "a directory")
 DISK_CACHE = Setting("JITER_MAGIC_DISK_CACHE", True, _switch, _SWITCH)
 CACHE_MAX_BYTES = Setting("JITER_MAGIC_CACHE_MAX_BYTES", 1 << 30, _size,
                           "a positive size in bytes, such as 1073741824, 500M or 2G")
 CACHE_LOCK_TIMEOUT = Setting("JITER_MAGIC_CACHE_LOCK_TIMEOUT", 60.0, _seconds, "seconds, a number >= 0")
-CUDA_ARCH = Setting("JITER_MAGIC_CUDA_ARCH", "sm_90", _arch, "a CUDA architecture NVRTC compiles for")
+# Read as written (lower case); whether NVRTC compiles for it is checked where NVRTC is known,
+# compilers/nvrtc_archs.py, which warns and uses the default the same way.
+CUDA_ARCH = Setting("JITER_MAGIC_CUDA_ARCH", "sm_90", str.lower, "a CUDA architecture NVRTC compiles for")
 DEBUG = Setting("JITER_MAGIC_DEBUG", False, _switch, _SWITCH)
 FAST_CALL = Setting("JITER_MAGIC_FAST_CALL", True, _switch, _SWITCH)
 # inf: never (the notice is off).

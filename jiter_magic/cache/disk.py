@@ -124,7 +124,8 @@ class DiskCache:
 
     def entries(self) -> tuple[int, int]:
         """(number of entries, bytes on disk), counting only the library's own entries."""
-        sizes = [info.st_size for kind, _path, info in self._own_files() if kind == "entry" and _regular(info)]
+        sizes = [info.st_size for kind, _path, info in self._own_files()
+                 if kind == "entry" and stat.S_ISREG(info.st_mode)]
         return len(sizes), sum(sizes)
 
     def clear(self) -> None:
@@ -144,7 +145,7 @@ class DiskCache:
         the entry just written is kept even when it alone is larger."""
         bound = max_bytes()
         found = [(info.st_mtime_ns, info.st_size, path) for kind, path, info in self._own_files()
-                 if kind == "entry" and _regular(info)]
+                 if kind == "entry" and stat.S_ISREG(info.st_mode)]
         total = sum(size for _mtime, size, _path in found)
         for _mtime, size, path in sorted(found):
             if total <= bound:
@@ -204,10 +205,6 @@ class DiskCache:
                       CacheWarning, 5)
 
 
-def _regular(info: os.stat_result) -> bool:
-    return stat.S_ISREG(info.st_mode)
-
-
 class NullDiskCache:
     """The disk layer when it is turned off: never finds, never stores, never locks."""
 
@@ -254,11 +251,11 @@ class DiskCaches:
             cache._lock = threading.Lock()
 
 
-def disk_cache(root: str | None = None) -> DiskCache | NullDiskCache:
-    """The disk layer for the current environment, or at another `root`."""
+def disk_cache() -> DiskCache | NullDiskCache:
+    """The disk layer for the current environment."""
     if not disk_cache_enabled():
         return NullDiskCache()
-    return RUNTIME.part(DiskCaches).at(os.path.abspath(os.path.expanduser(root)) if root else cache_root())
+    return RUNTIME.part(DiskCaches).at(cache_root())
 
 
 def stats() -> dict:

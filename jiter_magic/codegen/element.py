@@ -68,7 +68,6 @@ def element_body(binding: Binding, spec: KernelSpec, loaded: dict[int, str], sto
     return code
 
 
-
 def vector_elements(binding: Binding, spec: KernelSpec, loaded: dict[int, str], width: int) -> CodeBlock:
     """Statements for `width` elements a thread holds as vectors: `loaded[i]` is array input i's
     storage expression of lane `jm_k`; output j's lanes land in `jm_y{j}` (declared here), which

@@ -96,13 +96,6 @@ def is_indexed_combine(functor: Functor) -> bool:
     return not functor.returns_value and [p.is_reference for p in functor.parameters] == [False] * 4 + [True] * 2
 
 
-def _check_indexed_combine(functor: Functor) -> None:
-    if not is_indexed_combine(functor):
-        raise BindError(f"the combine function of a reduction with indices takes two values and their indices "
-                        f"and writes the one it keeps through two references, such as `{_INDEXED_COMBINE}`; "
-                        f"{functor.name} is: {functor.signature}")
-
-
 def chosen_map(functions: dict[str, Functor], map_name: str | None, combine: Functor, finalize: Functor | None,
                kwarg_names: list[str]) -> Functor | None:
     """The map function `map=` names, by default the last function that is neither combine nor
@@ -132,10 +125,12 @@ def bind_reduction(code: str, map_name: str | None, combine: object, finalize: o
     """Find the named functions in `code` and bind the map's parameters; errors name what was wrong."""
     functions = {f.name: f for f in parse_definitions(code)}
     combine_fn = named_function(functions, combine, "combine")
-    if indexed:
-        _check_indexed_combine(combine_fn)
-    else:
+    if not indexed:
         check_arity(combine_fn, "combine", "two accumulator values, such as `T add(T a, T b)`")
+    elif not is_indexed_combine(combine_fn):
+        raise BindError(f"the combine function of a reduction with indices takes two values and their indices "
+                        f"and writes the one it keeps through two references, such as `{_INDEXED_COMBINE}`; "
+                        f"{combine_fn.name} is: {combine_fn.signature}")
     finalize_fn = None
     if finalize is not None:
         finalize_fn = named_function(functions, finalize, "finalize")

@@ -34,10 +34,6 @@ class LazySignature:
         return found
 
 
-def _python_name(name: str) -> bool:
-    return name.isidentifier() and not keyword.iskeyword(name)
-
-
 def signature_of(binding: Binding, kwargs: dict[str, object]) -> inspect.Signature:
     """`(x, y, /, *, alpha=1.0, out=None)`; the generic `(*args, out=None, **kwargs)` when a C++
     parameter name is no Python name (`in`, `from`, ...)."""
@@ -45,7 +41,7 @@ def signature_of(binding: Binding, kwargs: dict[str, object]) -> inspect.Signatu
 
     Parameter = inspect.Parameter
     names = (*binding.input_names, *binding.extra_names)
-    if not all(_python_name(name) for name in names):
+    if not all(name.isidentifier() and not keyword.iskeyword(name) for name in names):
         return inspect.Signature([Parameter("args", Parameter.VAR_POSITIONAL),
                                   Parameter("out", Parameter.KEYWORD_ONLY, default=None),
                                   Parameter("kwargs", Parameter.VAR_KEYWORD)])

@@ -31,6 +31,7 @@ from typing import ClassVar
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.reduction import ReductionBinding
+from jiter_magic.kernels import reduce_cuda_loads as loads
 from jiter_magic.kernels import reduce_cuda_parts as parts
 from jiter_magic.kernels.reduce_common import ARGS, kept_offsets, kept_operands, render_with, state_type, stored
 from jiter_magic.kernels.reduce_cuda_parts import BLOCK, WARPS
@@ -47,6 +48,10 @@ MAX_GRID_BLOCKS = 1024  # blocks a row at most on the grid path (stage 1 folds t
 FILL_ROWS = 2 * 132
 LONG_ROW_COUNT = 1 << 16  # rows this long, fewer than FILL_ROWS of them: spread over several blocks
 RUN_COUNT = BLOCK * 4  # dense runs this long at least on the dense runs path
+# Reductions with indices (argmax) only, for a sweep (bench/sweep_reduce.py) to try others:
+INDEXED_COLUMN_BYTES = 4  # bytes of neighbouring columns a thread reads as one access on the columns path
+INDEXED_MAX_GRID_BLOCKS = MAX_GRID_BLOCKS  # blocks a row at most on the grid path
+INDEXED_MIN_BLOCKS = 0  # blocks an SM that __launch_bounds__ asks registers for (0: none asked)
 
 Grid = tuple[int, int, int]
 
@@ -231,15 +236,17 @@ def _aligned_width(inputs: tuple[str, ...], pointers: list[int], strides: list[i
 
 def _column_width(layout: ReductionLayout, inputs: tuple[str, ...], pointers: list[int]) -> int:
     """Neighbouring columns a thread folds together on the columns path: as many 1- or 2-byte
-    elements as fill 4 bytes, read as one access (a warp then reads 128 bytes of a reduced row, not
-    32 or 64), where every group of them starts aligned: the innermost kept size a multiple of
-    the width, aligned pointers, every other stride a multiple of it. 4-byte and wider: 1."""
+    elements as fill 4 bytes (with indices INDEXED_COLUMN_BYTES, at most 8 elements), read as one
+    access (a warp then reads 128 bytes of a reduced row, not 32 or 64), where every group of them
+    starts aligned: the innermost kept size a multiple of the width, aligned pointers, every other
+    stride a multiple of it. Elements as wide as those bytes or wider: 1."""
     sizes = {DTYPES[d].itemsize for d in inputs}
-    if len(sizes) != 1 or (size := sizes.pop()) >= 4:
+    wanted = INDEXED_COLUMN_BYTES if layout.indexed else 4
+    if len(sizes) != 1 or (size := sizes.pop()) >= wanted:
         return 1
-    width = 4 // size
+    width = min(wanted // size, 8)
     strides = [s for st in layout.input_kept_strides for s in st[1:]] + [s for st in layout.reduced_strides for s in st]
-    if layout.kept_sizes[0] % width or any(p % 4 for p in pointers) or any(s % width for s in strides):
+    if layout.kept_sizes[0] % width or any(p % (width * size) for p in pointers) or any(s % width for s in strides):
         return 1
     return width
 
@@ -247,7 +254,8 @@ def _column_width(layout: ReductionLayout, inputs: tuple[str, ...], pointers: li
 def grid_blocks(layout: ReductionLayout) -> int:
     """Blocks a row on the grid path: enough for the count, fewer the more rows there are."""
     wanted = -(-layout.count // GRID_ELEMENTS)
-    return max(1, min(wanted, MAX_GRID_BLOCKS, max(1, 4096 // max(layout.rows, 1))))
+    most = INDEXED_MAX_GRID_BLOCKS if layout.indexed else MAX_GRID_BLOCKS
+    return max(1, min(wanted, most, max(1, 4096 // max(layout.rows, 1))))
 
 
 def block_of(spec: ReductionSpec) -> Grid:
@@ -269,7 +277,12 @@ def launches(spec: ReductionSpec, rows: int, blocks: int) -> list[tuple[Grid, Gr
 
 
 def render_cuda(binding: ReductionBinding, spec: ReductionSpec) -> str:
-    code = parts.folds(binding, spec)
-    with code.block(f'extern "C" __global__ void __launch_bounds__({BLOCK}) jm_kernel(const jm_Args {ARGS})'):
-        code.extend(path_of(spec).body(binding, spec))
+    kernel = CodeBlock()
+    # With indices, INDEXED_MIN_BLOCKS blocks an SM asks the compiler to fit the registers to them.
+    bounds = f"{BLOCK}, {INDEXED_MIN_BLOCKS}" if spec.indexed and INDEXED_MIN_BLOCKS else str(BLOCK)
+    with kernel.block(f'extern "C" __global__ void __launch_bounds__({bounds}) jm_kernel(const jm_Args {ARGS})'):
+        kernel.extend(path_of(spec).body(binding, spec))
+    code = loads.helpers(binding, spec, kernel.text())
+    code.extend(parts.folds(binding, spec))
+    code.extend(kernel)
     return render_with(binding, spec, "cuda", code.text() + "\n")

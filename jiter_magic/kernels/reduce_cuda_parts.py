@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.reduction import ReductionBinding
+from jiter_magic.kernels import reduce_cuda_loads as loads
 from jiter_magic.kernels.reduce_common import (
     ARGS,
     element,
@@ -56,10 +57,13 @@ def dense_row(binding: ReductionBinding, spec: ReductionSpec, lane: str, step: i
     grid path) sharing it: `count` elements from input i's offset `base.format(i, i + 1)` (the
     runs path: one run of a row), the first of them reduced element `{first}0`."""
     ins, vec = range(len(spec.inputs)), spec.vec
+    stride = step * vec if isinstance(step, int) else f"(jm_index_t)({step}) * {vec}"
     code = CodeBlock(f"{state_type(spec)} jm_acc = {initial(spec)};")
+    if loads.batched(spec):
+        code.extend(loads.dense_loop(binding, spec, lane, str(stride), base, count, first))
+        return code
     unrolled(code, spec)
-    with code.block(f"for (jm_index_t jm_j = (jm_index_t)({lane}) * {vec}; jm_j < {count}; "
-                    f"jm_j += {step * vec if isinstance(step, int) else f'(jm_index_t)({step}) * {vec}'})"):
+    with code.block(f"for (jm_index_t jm_j = (jm_index_t)({lane}) * {vec}; jm_j < {count}; jm_j += {stride})"):
         for i in ins:
             vector = f"jm_vec<{ctype(spec.inputs[i])}, {vec}>"
             pointer = f"{ARGS}.jm_in{i} + {base.format(i, i + 1)} + jm_j"
@@ -98,7 +102,7 @@ def columns(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
     """The columns path, `spec.vec` neighbouring output elements a thread (1, or _column_width's):
     each reduced element's group of them read as one access and folded into one accumulator each,
     then the block's 8 rows of threads folded in their order through shared memory."""
-    width, ins, state = spec.vec, range(len(spec.inputs)), state_type(spec)
+    width, state = spec.vec, state_type(spec)
     operands = kept_operands(spec)
     code = CodeBlock(f"__shared__ {state} jm_shared[{WARPS * 33 * width}];")
     code.line(f"const jm_index_t jm_row = ((jm_index_t)jm_block_x() * 32 + jm_thread_x()) * {width};")
@@ -106,22 +110,11 @@ def columns(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
     code.extend(CodeBlock(*kept_offsets(spec, "jm_active ? jm_row : 0", operands)))
     code.line(f"{state} jm_acc[{width}];")
     code.line(f"for (int jm_c = 0; jm_c < {width}; ++jm_c) jm_acc[jm_c] = {initial(spec)};")
-    unrolled(code, spec)
-    with code.block(f"for (jm_index_t jm_r = jm_active ? (jm_index_t)jm_thread_y() : {ARGS}.jm_count; "
-                    f"jm_r < {ARGS}.jm_count; jm_r += {WARPS})"):
-        code.line("jm_index_t " + ", ".join(f"jm_o{i} = jm_k{i + 1}" for i in ins) + ";")
-        for line in reduced_offsets(spec, "jm_r"):
-            code.line(line)
-        loaded = [f"{ARGS}.jm_in{i}[jm_o{i}]" for i in ins]  # one column a thread: plain loads
-        if width > 1:
-            for i in ins:
-                vector = f"jm_vec<{ctype(spec.inputs[i])}, {width}>"
-                code.line(f"const {vector} jm_v{i} = *reinterpret_cast<const {vector}*>({ARGS}.jm_in{i} + jm_o{i});")
-            loaded = [f"jm_v{i}.jm_v[jm_c]" for i in ins]
-        code.line("#pragma unroll")
-        with code.block(f"for (int jm_c = 0; jm_c < {width}; ++jm_c)"):
-            value = element(binding, spec, loaded, "jm_r")
-            code.line(f"jm_acc[jm_c] = {folded_element(binding, spec, 'jm_acc[jm_c]', value)};")
+    start = f"jm_active ? (jm_index_t)jm_thread_y() : {ARGS}.jm_count"
+    if loads.batched(spec):
+        code.extend(loads.column_loop(binding, spec, lambda index: reduced_offsets(spec, index), start, WARPS))
+    else:
+        _column_folds(binding, spec, code, start)
     code.line("#pragma unroll")
     with code.block(f"for (int jm_c = 0; jm_c < {width}; ++jm_c)"):
         code.line(f"jm_shared[(jm_c * {WARPS} + jm_thread_y()) * 33 + jm_thread_x()] = jm_acc[jm_c];")
@@ -137,6 +130,26 @@ def columns(binding: ReductionBinding, spec: ReductionSpec) -> CodeBlock:
             code.line(stored(binding, spec, "jm_total", f"{ARGS}.jm_count",
                              f"jm_k{{0}} + jm_c * {ARGS}.jm_kstride{{0}}[0]"))
     return code
+
+
+def _column_folds(binding: ReductionBinding, spec: ReductionSpec, code: CodeBlock, start: str) -> None:
+    """The columns path's loop of plain folds, one reduced element at a time from `start`."""
+    width, ins = spec.vec, range(len(spec.inputs))
+    unrolled(code, spec)
+    with code.block(f"for (jm_index_t jm_r = {start}; jm_r < {ARGS}.jm_count; jm_r += {WARPS})"):
+        code.line("jm_index_t " + ", ".join(f"jm_o{i} = jm_k{i + 1}" for i in ins) + ";")
+        for line in reduced_offsets(spec, "jm_r"):
+            code.line(line)
+        loaded = [f"{ARGS}.jm_in{i}[jm_o{i}]" for i in ins]  # one column a thread: plain loads
+        if width > 1:
+            for i in ins:
+                vector = f"jm_vec<{ctype(spec.inputs[i])}, {width}>"
+                code.line(f"const {vector} jm_v{i} = *reinterpret_cast<const {vector}*>({ARGS}.jm_in{i} + jm_o{i});")
+            loaded = [f"jm_v{i}.jm_v[jm_c]" for i in ins]
+        code.line("#pragma unroll")
+        with code.block(f"for (int jm_c = 0; jm_c < {width}; ++jm_c)"):
+            value = element(binding, spec, loaded, "jm_r")
+            code.line(f"jm_acc[jm_c] = {folded_element(binding, spec, 'jm_acc[jm_c]', value)};")
 
 
 def stage_one(binding: ReductionBinding, spec: ReductionSpec, store: str) -> CodeBlock:

@@ -1,14 +1,14 @@
 """The CUDA scan kernel paths, each deterministic for a given shape (fixed orders of combines).
 
 A tile scan is the step every row path takes: a group of threads (a warp, or a block of BLOCK)
-scans ITEMS consecutive elements a thread in registers, the threads' totals by shuffles within
+scans `items_of(spec)` consecutive elements a thread in registers, the threads' totals by shuffles within
 each warp, the warps' totals through shared memory, then writes each result combined with the
 carry of the row's earlier tiles, and carries the tile's total on.
 - warp_scan: rows of up to WARP_COUNT elements, a warp a row (WARPS a block).
 - block_scan: longer rows, a block a row, tile after tile.
 - column_scan: neighbouring rows next to each other in memory (a scan along a leading dim): a
   thread a row, stepping along the scan, so that a warp reads 32 neighbouring elements each step
-  (ITEMS steps' loads in flight before their stores). Where the columns are too few to keep the
+  (`items_of(spec)` steps' loads in flight before their stores). Where the columns are too few to keep the
   GPU busy, each is split along the scan into segments, one a block row (`blocks`): stage 0 folds
   each segment, stage 1 scans it from the fold of the segments before it.
 - lookback_scan: a few long rows, a block a tile, its carry from a deterministic look-back over
@@ -36,16 +36,27 @@ from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, LOOKBACK_SCA
 
 BLOCK = 256  # threads a block, on every path
 WARPS = BLOCK >> 5  # warps a block
-ITEMS = 8  # consecutive elements a thread scans in registers, a tile
-TILE = BLOCK * ITEMS  # elements a block's tile
+ITEMS = 8  # consecutive elements a thread scans in registers (a column: steps loaded together), states over 4 bytes
+# A state of 4 bytes at most takes twice as many: more loads in flight and fewer shuffles a value,
+# with registers to spare; an 8-byte state (a linear recurrence's pair) lost a quarter of its speed
+# with 16 (bench/results/2026-12-07-h100-gpu-run). The look-back path's tiles take their own
+# length (scan_lookback.TILE_ITEMS, `items_of`).
+SMALL_ITEMS = 16
+TILE = BLOCK * ITEMS  # elements a block's tile at least (the look-back path's rows are counted in these)
 WARP_COUNT = 32 * ITEMS * 4  # rows this short get a warp each
 MIN_ROWS = 512  # fewer rows than this, and long: the look-back path spreads each over many blocks
 LOOKBACK_COUNT = 8 * TILE  # elements a row at least, for the look-back path
 MAX_GRID_BLOCKS = 1024
-BUSY_THREADS = 1 << 18  # threads that keep a large GPU's memory busy: columns are split along the scan up to it
+# Columns are split along the scan until this many threads run: a split column is read twice (stage
+# 0 folds each segment), which costs more than idle lanes once a few hundred threads an SM load.
+BUSY_THREADS = 1 << 15
 SEGMENT = 64  # steps along the scan a column's segment takes at least
 STAGE_BYTES = 16  # the largest state a tile stages through shared memory (2048 of them and padding: 34 KiB)
-STAGED = BLOCK * ITEMS + BLOCK * ITEMS // 32  # states of a block's staging buffer, padded (`_at`)
+
+
+def staged_states(items: int) -> int:
+    """States of a block's staging buffer: a tile of BLOCK x `items`, padded (`_at`)."""
+    return BLOCK * items + BLOCK * items // 32
 
 
 def choose_path(layout: ScanLayout, inputs: tuple[str, ...], pointers: list[int]) -> tuple[str, int, int]:
@@ -60,17 +71,18 @@ def choose_path(layout: ScanLayout, inputs: tuple[str, ...], pointers: list[int]
     return (WARP_SCAN if layout.count <= WARP_COUNT else BLOCK_SCAN), 1, 1
 
 
-def _lookback_items(size: int) -> int:
-    """Elements a thread of a staged look-back tile of `size`-byte states: TILE_ITEMS, or fewer (as
-    many as fit the staging budget of STAGE_BYTES x ITEMS bytes a thread, ITEMS at least)."""
-    return min(scan_lookback.TILE_ITEMS or ITEMS, max(ITEMS, STAGE_BYTES * ITEMS // size))
-
-
 def items_of(spec: ScanSpec) -> int:
-    """Elements a thread of a tile of `spec`'s path."""
-    if spec.path != LOOKBACK_SCAN or not spec.staged:
+    """Consecutive elements a thread of `spec`'s path scans in registers (a column's steps loaded
+    together): SMALL_ITEMS for a state of 4 bytes at most, ITEMS above. A staged look-back tile
+    takes scan_lookback.TILE_ITEMS instead (0: ITEMS), fewer where its states would pass the staging
+    budget of STAGE_BYTES x ITEMS bytes a thread (ITEMS at least): each tile's look-back waits cost
+    less the more elements share them."""
+    size = 16 if spec.indexed else DTYPES[spec.accumulate].itemsize * spec.state
+    if spec.path == LOOKBACK_SCAN and spec.staged:
+        return min(scan_lookback.TILE_ITEMS or ITEMS, max(ITEMS, STAGE_BYTES * ITEMS // size))
+    if spec.path == LOOKBACK_SCAN:
         return ITEMS
-    return _lookback_items(16 if spec.indexed else DTYPES[spec.accumulate].itemsize * spec.state)
+    return SMALL_ITEMS if size <= 4 else ITEMS
 
 
 def staged(path: str, accumulate: str, state: int, indexed: bool) -> bool:
@@ -124,8 +136,8 @@ def _shuffles(spec: ScanSpec) -> str:
 
 
 def _tile(spec: ScanSpec, threads: int, tid: str, look_back: CodeBlock | None = None) -> CodeBlock:
-    """One tile of `threads` x ITEMS elements from position `jm_j0` of the row at `jm_k`: each
-    thread's ITEMS in registers, a scan of the threads' totals (by warp shuffles, a block's warps'
+    """One tile of `threads` x `items_of(spec)` elements from position `jm_j0` of the row at `jm_k`:
+    each thread's items in registers, a scan of the threads' totals (by warp shuffles, a block's warps'
     totals through `jm_totals` in shared memory), results stored from the carry `jm_carry` (set by
     `look_back` once the warps' totals are known, where given), which moves on by the tile's
     total. Every thread of the group runs it."""
@@ -138,7 +150,7 @@ def _tile(spec: ScanSpec, threads: int, tid: str, look_back: CodeBlock | None = 
     code = CodeBlock() if kept else CodeBlock(f"jm_state_t jm_v[{items}];")
     code.line(f"jm_state_t jm_t = {ident};")
     code.line(f"const jm_index_t jm_first = jm_j0 + (jm_index_t)({tid}) * {items};")
-    if spec.staged:  # the group reads the tile densely into shared memory, each thread then its ITEMS
+    if spec.staged:  # the group reads the tile densely into shared memory, each thread then its items
         with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
             code.line(f"const int jm_x = jm_i * {threads} + (int)({tid});")
             code.line(f"if (jm_j0 + jm_x < {ARGS}.jm_count) jm_buf[{_at('jm_x')}] = "
@@ -173,29 +185,32 @@ def _tile(spec: ScanSpec, threads: int, tid: str, look_back: CodeBlock | None = 
     counted = "jm_j" if spec.exclusive else "jm_j + 1"
     if kept and spec.exclusive:  # the slot before is overwritten by then: its state carried over
         code.line(f"jm_state_t jm_was = {ident};")
-    with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
-        code.line("const jm_index_t jm_j = jm_first + jm_i;")
-        code.line(f"if (jm_j >= {ARGS}.jm_count) break;")
-        if kept:
-            code.line(f"const jm_state_t jm_here = {mine};")
-        if spec.exclusive:
-            earlier = step(spec, "jm_prefix", "jm_was" if kept else "jm_v[jm_i - 1]")
-            code.line(f"const jm_state_t jm_r = jm_i == 0 ? jm_prefix : {earlier};")
-            if kept:
-                code.line("jm_was = jm_here;")
-        else:
-            code.line(f"const jm_state_t jm_r = {step(spec, 'jm_prefix', 'jm_here' if kept else 'jm_v[jm_i]')};")
-        if spec.staged:
-            code.line(f"{mine} = jm_r;")
-        else:
-            code.line(store_call(spec, "jm_j", "jm_r", counted))
-    if spec.staged:  # then the group writes the tile densely
-        code.line(sync)
+    # The stores in a scope of their own, spelled `if (true)` as in the row paths' measured kernels
+    # (once the grid path's stage condition), so that those stay byte for byte what was timed.
+    with code.block("if (true)"):
         with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
-            code.line(f"const jm_index_t jm_j = jm_j0 + jm_i * {threads} + (int)({tid});")
-            code.line(f"if (jm_j < {ARGS}.jm_count) "
-                      + store_call(spec, "jm_j", f"jm_buf[{_at(f'jm_i * {threads} + (int)({tid})')}]", counted))
-        code.line(sync)
+            code.line("const jm_index_t jm_j = jm_first + jm_i;")
+            code.line(f"if (jm_j >= {ARGS}.jm_count) break;")
+            if kept:
+                code.line(f"const jm_state_t jm_here = {mine};")
+            if spec.exclusive:
+                earlier = step(spec, "jm_prefix", "jm_was" if kept else "jm_v[jm_i - 1]")
+                code.line(f"const jm_state_t jm_r = jm_i == 0 ? jm_prefix : {earlier};")
+                if kept:
+                    code.line("jm_was = jm_here;")
+            else:
+                code.line(f"const jm_state_t jm_r = {step(spec, 'jm_prefix', 'jm_here' if kept else 'jm_v[jm_i]')};")
+            if spec.staged:
+                code.line(f"{mine} = jm_r;")
+            else:
+                code.line(store_call(spec, "jm_j", "jm_r", counted))
+        if spec.staged:  # then the group writes the tile densely
+            code.line(sync)
+            with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
+                code.line(f"const jm_index_t jm_j = jm_j0 + jm_i * {threads} + (int)({tid});")
+                code.line(f"if (jm_j < {ARGS}.jm_count) "
+                          + store_call(spec, "jm_j", f"jm_buf[{_at(f'jm_i * {threads} + (int)({tid})')}]", counted))
+            code.line(sync)
     code.line("jm_carry = jm_total;")
     return code
 
@@ -203,7 +218,8 @@ def _tile(spec: ScanSpec, threads: int, tid: str, look_back: CodeBlock | None = 
 def _columns(spec: ScanSpec) -> CodeBlock:
     """A thread a column (a row of the layout), its segment `jm_block_y()` of the scan: stage 0
     folds the segment into the partials, stage 1 folds the earlier segments' partials into its
-    carry and scans the segment from it, ITEMS steps' loads issued before their stores."""
+    carry and scans the segment from it, `items_of(spec)` steps' loads issued before their stores."""
+    items = items_of(spec)
     code = CodeBlock(f"const jm_index_t jm_row = (jm_index_t)jm_block_x() * {BLOCK} + jm_thread_x();")
     code.line(f"if (jm_row >= {ARGS}.jm_rows) return;")
     code.line(f"const jm_index_t jm_segs = {ARGS}.jm_blocks, jm_seg = ({ARGS}.jm_count + jm_segs - 1) / jm_segs;")
@@ -219,11 +235,11 @@ def _columns(spec: ScanSpec) -> CodeBlock:
         code.line("return;")
     code.line(f"for (jm_index_t jm_q = 0; jm_q < jm_block_y(); ++jm_q) "
               f"jm_s = {step(spec, 'jm_s', f'jm_parts[jm_q * {ARGS}.jm_rows + jm_row]')};")
-    with code.block(f"for (jm_index_t jm_j0 = jm_begin; jm_j0 < jm_end; jm_j0 += {ITEMS})"):
-        code.line(f"jm_state_t jm_e[{ITEMS}];")
-        with code.block(f"for (int jm_i = 0; jm_i < {ITEMS}; ++jm_i)"):
+    with code.block(f"for (jm_index_t jm_j0 = jm_begin; jm_j0 < jm_end; jm_j0 += {items})"):
+        code.line(f"jm_state_t jm_e[{items}];")
+        with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
             code.line(f"if (jm_j0 + jm_i < jm_end) jm_e[jm_i] = {element_call(spec, 'jm_j0 + jm_i')};")
-        with code.block(f"for (int jm_i = 0; jm_i < {ITEMS} && jm_j0 + jm_i < jm_end; ++jm_i)"):
+        with code.block(f"for (int jm_i = 0; jm_i < {items} && jm_j0 + jm_i < jm_end; ++jm_i)"):
             code.line("const jm_index_t jm_j = jm_j0 + jm_i;")
             if spec.exclusive:
                 code.line(store_call(spec, "jm_j", "jm_s", "jm_j"))
@@ -236,7 +252,7 @@ def _columns(spec: ScanSpec) -> CodeBlock:
 
 def _at(index: str) -> str:
     """A staging buffer's slot of tile position `index`: one padding slot every 32, so that a
-    thread's ITEMS consecutive states and a warp's dense run spread over the banks."""
+    thread's consecutive states and a warp's dense run spread over the banks."""
     return f"({index}) + (({index}) >> 5)"
 
 
@@ -245,7 +261,8 @@ def _row_offsets(spec: ScanSpec, row: str) -> list[str]:
 
 
 def _body(spec: ScanSpec) -> CodeBlock:
-    tile = 32 * ITEMS if spec.path == WARP_SCAN else BLOCK * items_of(spec)
+    items = items_of(spec)
+    tile, staged = (32 if spec.path == WARP_SCAN else BLOCK) * items, staged_states(items)
     code = CodeBlock()
     if spec.path == COLUMN_SCAN:
         code.extend(_columns(spec))
@@ -256,14 +273,14 @@ def _body(spec: ScanSpec) -> CodeBlock:
         code.line("\n".join(_row_offsets(spec, "jm_row")))
         code.line(f"jm_state_t jm_carry = {identity(spec)};")
         if spec.staged:  # a warp's own part of the block's buffer
-            code.line(f"__shared__ jm_state_t jm_stage[{STAGED}];")
-            code.line(f"jm_state_t* const jm_buf = jm_stage + (jm_thread_x() >> 5) * {STAGED // WARPS};")
+            code.line(f"__shared__ jm_state_t jm_stage[{staged}];")
+            code.line(f"jm_state_t* const jm_buf = jm_stage + (jm_thread_x() >> 5) * {staged // WARPS};")
         with code.block(f"for (jm_index_t jm_j0 = 0; jm_j0 < {ARGS}.jm_count; jm_j0 += {tile})"):
             code.extend(_tile(spec, 32, "jm_thread_x() & 31"))
         return code
     code.line(f"__shared__ jm_state_t jm_totals[{WARPS}];")
     if spec.staged:
-        code.line(f"__shared__ jm_state_t jm_buf[{tile + tile // 32}];")
+        code.line(f"__shared__ jm_state_t jm_buf[{staged}];")
     if spec.path == BLOCK_SCAN:
         code.line("\n".join(_row_offsets(spec, "(jm_index_t)jm_block_x()")))
         code.line(f"jm_state_t jm_carry = {identity(spec)};")

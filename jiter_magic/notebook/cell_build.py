@@ -9,8 +9,6 @@ A failure fails the cell with an error IPython renders as its message alone (`Ce
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from IPython.core.error import UsageError
@@ -91,8 +89,10 @@ def _create(cell: str, options: CellOptions) -> JitFunction | CellFunction:
 
 
 def _compile(fn: JitFunction | CellFunction, options: CellOptions) -> None:
-    """Build the default specialization now (a reduction's or scan's default kernel), so that a broken functor
-    fails the cell with the mapped compiler log, and a --dtype the function refuses is a UsageError."""
+    """Build the default specialization now (a reduction's or scan's default kernel), its notice
+    silenced (the summary line after the cell says what was built), its failures as the cell's: what
+    a --dtype made the function refuse a UsageError naming it, a missing toolchain or a compile
+    error the cell's own error (after the failed attempt's panel)."""
     dtypes = options.dtypes
     if len(dtypes) == 1:
         dtypes = dtypes * fn.num_inputs
@@ -101,20 +101,10 @@ def _compile(fn: JitFunction | CellFunction, options: CellOptions) -> None:
         warnings.warn(f"%%jiterator {options.name} --backend cuda: no GPU found here, so the kernel is only compiled "
                       f"(for {default_arch()}, to check it); calling {options.name} needs CUDA inputs on a GPU",
                       RuntimeWarning, stacklevel=2)
-    with _build_failures_fail_the_cell(fn, options, backend, (DTypeError, BindError, ScalarOverflowError)):
-        fn.compile(*dtypes, backend=backend)
-
-
-@contextmanager
-def _build_failures_fail_the_cell(fn: JitFunction | CellFunction, options: CellOptions, backend: str | None,
-                                  refused: tuple[type[Exception], ...]) -> Iterator[None]:
-    """A build at cell time, its notice silenced (the summary line after the cell says what was
-    built), its failures as the cell's: what a --dtype made `refused` a UsageError naming it, a
-    missing toolchain or a compile error the cell's own error (after the failed attempt's panel)."""
     try:
         with compile_notice.silenced():
-            yield
-    except refused as exc:
+            fn.compile(*dtypes, backend=backend)
+    except (DTypeError, BindError, ScalarOverflowError) as exc:
         if not options.dtypes:
             raise
         raise UsageError(f"--dtype {','.join(options.dtypes)}: {exc}") from None

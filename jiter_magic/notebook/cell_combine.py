@@ -31,11 +31,10 @@ from jiter_magic.scan import ScanFunction
 from jiter_magic.scan import rebuild as rebuild_scan
 from jiter_magic.state import RUNTIME
 
-# The keys a `--reduce` or `--scan` line gives to the function (and dim to the calls); every other
-# key=value is a default of one of the map's extra arguments, as on an elementwise line.
-COMBINE_KEYS = ("identity", "combine", "map", "finalize", "dim")
-ROLE_KEYS = ("combine", "map", "finalize")  # keys whose value names a function of the cell
-KINDS = ("reduce", "scan")  # the flags of the kinds built on a combine
+# Of the keys a `--reduce` or `--scan` line gives to the function (identity, these, and dim to the
+# calls), those whose value names a function of the cell; every other key=value is a default of one
+# of the map's extra arguments, as on an elementwise line.
+ROLE_KEYS = ("combine", "map", "finalize")
 
 # Stands for "no dim given to this call": a reduction's `fn(x, dim=None)` must still reduce every dim.
 _UNSET: Any = object()

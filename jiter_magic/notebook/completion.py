@@ -16,8 +16,7 @@ from typing import Any, cast
 from IPython.core.completer import CompletionContext, SimpleCompletion, SimpleMatcherResult, context_matcher
 
 MAGIC = "%%jiterator"
-BENCH_OPTIONS = ("--against", "-n", "-w")
-BENCH_VALUED = ("--against", "-n", "-w")  # options followed by a value
+BENCH_OPTIONS = ("--against", "-n", "-w")  # each followed by a value
 BENCH_LINE = re.compile(r"\s*(?:[A-Za-z_]\w*\s*=\s*)?%jiterator_bench\s")  # also `r = %jiterator_bench ...`
 OPTIONS = ("--outputs", "--backend", "--dtype", "--reduce", "--scan", "--no-panel", "--quiet", "--help")
 REDUCE_KEYS = ("identity=", "combine=", "map=", "finalize=", "dim=")  # a --reduce or --scan line's own keys
@@ -74,8 +73,7 @@ def _complete_reduce(before: str, token: str, cell: str) -> list[SimpleCompletio
             return []
         names = dict.fromkeys(_FUNCTION_NAME.findall(cell.partition("\n")[2]))  # in order, once each
         return [SimpleCompletion(name, type="function") for name in names if name.startswith(token)]
-    given = {w.partition("=")[0] + "=" for w in before.split()[:-1] if "=" in w} if word else \
-        {w.partition("=")[0] + "=" for w in before.split() if "=" in w}
+    given = {w.partition("=")[0] + "=" for w in (before.split()[:-1] if word else before.split()) if "=" in w}
     return [SimpleCompletion(k, type="keyword") for k in REDUCE_KEYS if k.startswith(token) and k not in given]
 
 
@@ -110,7 +108,7 @@ def _complete_bench(before: str, context: CompletionContext,
     for word in words:  # every earlier word must be an option or an option's value, else CALL has begun
         if expects_value:
             expects_value = False
-        elif word in BENCH_VALUED:
+        elif word in BENCH_OPTIONS:
             expects_value = True
         else:
             return []

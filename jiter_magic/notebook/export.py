@@ -24,9 +24,8 @@ from typing import Any
 from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 
-from jiter_magic.notebook.widgets import STATIC_CLASS
+from jiter_magic.notebook.widgets import STATIC_CLASS, WIDGET_VIEW
 
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 PANEL_MARK = '<div class="jiter-magic">'  # how static_html (panel_html.py) opens
 CELL_MAGICS = ("%%jiterator ", "%%jiterator\n", "%%jiterator_backward")

@@ -58,7 +58,6 @@ def listing_html(text: str, what: str) -> str:
             + "\n".join(rows) + "</pre></div>")
 
 
-
 @functools.cache  # NVRTC's list does not change within a process
 def cuda_archs() -> tuple[str, ...]:
     """The architectures the Kernel tab offers for PTX and SASS: those this NVRTC compiles for

@@ -40,7 +40,7 @@ from jiter_magic.notebook.cell_build import (
 from jiter_magic.notebook.cell_line import CELL_USAGE, NEEDS_A_NAME, cell_options
 from jiter_magic.notebook.completion import jiterator_matcher
 from jiter_magic.notebook.panel_html import human_size
-from jiter_magic.notebook.report import combining_summary, format_cache_stats, summary
+from jiter_magic.notebook.report import format_cache_stats, summary
 from jiter_magic.tools.results import BenchmarkResult
 
 BACKWARD_NEEDS_A_NAME = ("%%jiterator_backward needs the name of a function jitted earlier (by %%jiterator or "
@@ -126,9 +126,11 @@ class JiteratorMagics(Magics):
             widgets.rebound(previous, options.name)  # its panels say the name now points elsewhere
         self.shell.push({options.name: fn})
         if not options.quiet:
-            print(summary(fn, options.name) if isinstance(fn, JitFunction) else combining_summary(fn, options.name))
-        if options.panel:  # titled by the cell's NAME, not the C++ function's (`sum_sq`, not `sq`)
-            display(_panel_bundle(fn, options.name), raw=True)
+            print(summary(fn, options.name))
+        if options.panel:  # the one panel of every kind, titled by the cell's NAME, not the C++ function's (`sum_sq`)
+            from jiter_magic.notebook import widgets
+
+            display(widgets.mimebundle(fn, name=options.name), raw=True)
 
     @magic_arguments("%jiterator_backward")  # shown as `%%jiterator_backward` in the usage line
     @argument("name", help="the notebook name of a function jitted earlier")
@@ -217,13 +219,6 @@ class JiteratorMagics(Magics):
         return result
 
 
-def _panel_bundle(fn: KernelFunction, name: str) -> dict:
-    """What `display(fn)` shows, titled `name`: the one panel of every kind (widgets.py)."""
-    from jiter_magic.notebook import widgets
-
-    return widgets.mimebundle(fn, name=name)
-
-
 def _plain_help(function) -> None:
     """IPython puts the usage behind an reST '::' and indents it; `%%jiterator?` shows the docstring
     as plain text, so it should open with the usage line itself, flush left."""
@@ -237,10 +232,9 @@ def _plain_help(function) -> None:
 
 
 _USAGE_PREFIX = "::\n\n  %"  # what IPython's MagicHelpFormatter writes in place of 'usage: '
-_plain_help(JiteratorMagics.jiterator)
-_plain_help(JiteratorMagics.jiterator_backward)
-_plain_help(JiteratorMagics.jiterator_cache)
-_plain_help(JiteratorMagics.jiterator_bench)
+for _magic in (JiteratorMagics.jiterator, JiteratorMagics.jiterator_backward, JiteratorMagics.jiterator_cache,
+               JiteratorMagics.jiterator_bench):
+    _plain_help(_magic)
 
 
 def parse_cell_line(line: str, ipython_names: Container[str] = frozenset()) -> CellOptions:

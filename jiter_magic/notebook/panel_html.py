@@ -58,7 +58,7 @@ def static_html(fn: KernelFunction, name: str | None = None) -> str:
              if rows else f"<p><i>no {kind.noun} {kind.built} yet</i></p>")
     return (
         f'<div class="jiter-magic"><p><b>{html.escape(name or fn.name)}</b> {kind.summary_html(fn)}<br>'
-        f"{kind.facts_html(fn)}</p>"
+        f"{'; '.join(f'{fact.name}: {fact.html}' for fact in kind.facts(fn))}</p>"
         f"{highlight(fn.code)}{table}{_generated_html(fn.specializations)}</div>"  # C++, as the live panel shows it
     )
 

@@ -69,9 +69,6 @@ class PanelKind:
         """The static text's lines of facts, between the title and the kernels."""
         return ["; ".join(f"{fact.name}: {fact.value}" for fact in self.facts(fn))]
 
-    def facts_html(self, fn: Any) -> str:
-        return "; ".join(f"{fact.name}: {fact.html}" for fact in self.facts(fn))
-
     def header_facts(self, fn: Any) -> list[str]:
         """The live header's facts as HTML, after the summary and before where calls run."""
         shown = [f"{fact.name} {fact.html}" for fact in self.facts(fn) if fact.in_header]

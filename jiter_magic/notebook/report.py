@@ -9,10 +9,13 @@ from jiter_magic.runtime.inspection import cuda_available, cuda_device_name
 _HOW = {"disk": "loaded from the disk cache", "memory": "reused from memory (an equal function had it)"}
 
 
-def summary(fn: JitFunction, bound_to: str) -> str:
+def summary(fn: KernelFunction, bound_to: str) -> str:
     """The line after a `%%jiterator` cell: what was built, for which device, how and how fast;
-    `bound_to` is the notebook name, followed by the C++ function's where the two differ."""
+    `bound_to` is the notebook name, followed by the C++ function's where the two differ. A
+    reduction's or scan's names its dtypes as '(float32) -> float32, accumulating float32' (the
+    kernel's shape is the panel's)."""
     built = fn.specializations[-1]
+    spec, elementwise = built.spec, isinstance(fn, JitFunction)
     if built.backend == "cpu":
         where = "the CPU"
     elif cuda_available():
@@ -21,25 +24,9 @@ def summary(fn: JitFunction, bound_to: str) -> str:
         where = f"CUDA {built.target} (no GPU found: compiled only, to check it)"
     how = f"compiled in {built.compile_seconds:.2f} s" if built.cache_event == "compiled" else _HOW[built.cache_event]
     words = f"; {len(fn.warnings)} compiler warning(s): see {bound_to}.warnings" if fn.warnings else ""
-    spec = built.spec
-    dtypes = spec.dtypes_text()
     name = bound_to if bound_to == fn.name else f"{bound_to} ({fn.name})"
-    return f"{name}: {how} for {where}, {dtypes}{words}"
-
-
-def combining_summary(fn: KernelFunction, bound_to: str) -> str:
-    """The line after a `%%jiterator --reduce` or `--scan` cell, as `summary` says it of an elementwise
-    one: '(float32) -> float32, accumulating float32' names the dtypes (the kernel's shape is the panel's)."""
-    built = fn.specializations[-1]
-    if built.backend == "cpu":
-        where = "the CPU"
-    else:
-        where = f"CUDA {built.target} ({cuda_device_name()})"
-    event = built.cache_event
-    how = f"compiled in {built.compile_seconds:.2f} s" if event == "compiled" else _HOW[event]
-    words = f"; {len(fn.warnings)} compiler warning(s): see {bound_to}.warnings" if fn.warnings else ""
-    spec = built.spec
-    name = bound_to if bound_to == fn.name else f"{bound_to} ({fn.name})"
+    if elementwise:
+        return f"{name}: {how} for {where}, {spec.dtypes_text()}{words}"
     state = getattr(spec, "state", 1)  # a scan's state of several values, a result each
     output = f"({spec.output}, int64 index)" if spec.indexed else spec.output if state == 1 else \
         f"{state} x {spec.output}"

@@ -37,8 +37,6 @@ from jiter_magic.notebook.panel_kinds import kind_of
 from jiter_magic.state import RUNTIME
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-# JITER_MAGIC_PANEL=static forces the static form (e.g. when storing notebook outputs), =widget the panel.
-PANEL_ENV = settings.PANEL.name
 
 
 # A panel reopened from a saved notebook is drawn from its saved state, without a kernel behind it:
@@ -257,13 +255,7 @@ def mimebundle(fn: KernelFunction, include: Container[str] | None = None,
         bundle.update(panel(fn, name).widget._repr_mimebundle_())
     bundle["text/plain"] = static_text(fn, name)
     bundle["text/html"] = static_html(fn, name)
-    return selected(bundle, include, exclude)
-
-
-def selected(bundle: dict[str, Any], include: Container[str] | None,
-             exclude: Container[str] | None) -> dict[str, Any]:
-    """The forms of `bundle` that `_repr_mimebundle_`'s include and exclude ask for."""
-    if include:
+    if include:  # the forms `_repr_mimebundle_`'s include and exclude ask for
         bundle = {k: v for k, v in bundle.items() if k in include}
     if exclude:
         bundle = {k: v for k, v in bundle.items() if k not in exclude}

@@ -85,6 +85,11 @@ class ReductionLayout:
         return len(self.reduced_sizes) == 1 and all(s == (1,) for s in self.reduced_strides)
 
     @property
+    def indexed(self) -> bool:
+        """Whether the call also writes each result's index: kept strides of an indices' output too."""
+        return len(self.kept_strides) == len(self.reduced_strides) + 2
+
+    @property
     def input_kept_strides(self) -> tuple[tuple[int, ...], ...]:
         """The kept strides of the inputs alone (not the outputs')."""
         return self.kept_strides[1:1 + len(self.reduced_strides)]

@@ -112,6 +112,7 @@ class ReductionSpec:
     vec: int = 1  # elements a vector load: along rows (CUDA row and grid paths), or columns a thread (columns)
     indexed: bool = False  # also the index of each result (an int64 output), as argmax gives
     indices_given: bool = False  # with indices: input 1 holds each element's index (a tree's fold)
+    index32: bool = False  # with indices: a thread's loop carries its index in 32 bits (fewer than 2^31 reduced)
 
     def describe(self) -> str:
         """One line for people: dtypes, the kernel shape and its loop dims."""
@@ -119,5 +120,6 @@ class ReductionSpec:
         vector = f", {self.vec}-wide loads" if self.vec > 1 else ""
         output = f"({self.output}, int64 index)" if self.indexed else self.output
         given = ", indices given" if self.indices_given else ""
+        narrow = ", 32-bit loop indices" if self.index32 else ""
         return (f"reduce ({ins}{given}) -> {output} accumulating {self.accumulate}, {self.path} "
-                f"{self.kept_ndim}-d kept x {self.reduced_ndim}-d reduced{vector}")
+                f"{self.kept_ndim}-d kept x {self.reduced_ndim}-d reduced{vector}{narrow}")

@@ -25,6 +25,7 @@ from jiter_magic.errors import (
 )
 from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.kernels import reduce_cuda, reduce_host
+from jiter_magic.kernels.reduce_cuda_loads import narrow
 from jiter_magic.planning.dtypes import dtype_name
 from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.reduce_layout import dense_strides, loop_values, plan_reduction_layout
@@ -268,7 +269,8 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
     spec = ReductionSpec(inputs, result, accumulate, tuple(scalar_kind(v) for v in extras),
                          identity_literal(identity, accumulate), path=path, kept_ndim=max(len(layout.kept_sizes), 1),
                          reduced_ndim=max(len(layout.reduced_sizes), 1), vec=vec, indexed=indexed,
-                         indices_given=binding.indices_given)
+                         indices_given=binding.indices_given,
+                         index32=device >= 0 and indexed and not binding.indices_given and narrow(layout.count))
     launches = reduce_cuda.launches(spec, layout.rows, blocks) if device >= 0 else [((1, 1, 1), (1, 1, 1), 0)]
     geometry = loop_values(layout.kept_sizes, layout.kept_strides, spec.kept_ndim) + \
         loop_values(layout.reduced_sizes, layout.reduced_strides, spec.reduced_ndim)

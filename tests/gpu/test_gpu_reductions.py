@@ -389,3 +389,39 @@ def test_unrolled_folds_with_indices_of_odd_sizes(shape, dim, path, vec):
     else:
         expected = x.max(dim=dim)
         assert torch.equal(indices, expected.indices) and torch.equal(values, expected.values)
+
+
+def _first_maxima(x, dim):
+    """torch's values and indices of the first maximum (a NaN's where there is one) over `dim`."""
+    if dim is None:
+        index = torch.argmax(x)
+        return x.view(-1)[index], index
+    if isinstance(dim, tuple):  # dims (0, 2) of a 3-d array: the kept dim first, the reduced ones in order
+        found = x.movedim(1, 0).reshape(x.shape[1], -1).max(dim=1)
+    else:
+        found = x.max(dim=dim)
+    return found.values, found.indices
+
+
+@pytest.mark.parametrize("variant", [{}, {"INDEXED_INDEX32": 0}, {"INDEXED_LOADS": 0}, {"INDEXED_LOADS": 2},
+                                     {"INDEXED_LOADS": 8},
+                                     {"INDEXED_COLUMN_BYTES": 8}, {"INDEXED_COLUMN_BYTES": 16},
+                                     {"INDEXED_MIN_BLOCKS": 8}, {"INDEXED_MAX_GRID_BLOCKS": 792}], ids=str)
+def test_swept_variants_of_argmax_against_torch(variant, monkeypatch):
+    """bench/sweep_reduce.py's variants of the kernels with indices (kernels/reduce_cuda.py,
+    reduce_cuda_loads.py) give torch's values and first indices on every path, with batches'
+    remainders, ties and NaNs."""
+    from jiter_magic.kernels import reduce_cuda, reduce_cuda_loads
+
+    for name, value in variant.items():
+        monkeypatch.setattr(reduce_cuda_loads if hasattr(reduce_cuda_loads, name) else reduce_cuda, name, value)
+    for shape, dim in (((3001, 136), 0), (((1 << 22) + 24,), None), ((300, 8200), 1), ((300, 1000), 1),
+                       ((9, 300, 1030), (0, 2))):
+        argmax = _argmax()  # a fresh function: built under the variant
+        x = torch.randint(0, 7, shape, device="cuda").to(torch.bfloat16)
+        x.view(-1)[[4099, 70001]] = float("nan")
+        values, indices = argmax(x, dim=dim)
+        expected_values, expected_indices = _first_maxima(x, dim)
+        assert torch.equal(indices, expected_indices), (shape, dim, _spec(argmax).describe())
+        assert _spec(argmax).index32 == variant.get("INDEXED_INDEX32", 1)
+        torch.testing.assert_close(values, expected_values, rtol=0, atol=0, equal_nan=True)

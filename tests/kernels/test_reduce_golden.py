@@ -42,13 +42,30 @@ CASES = {
     "grid_dot_strided": (DOT, ("float32", "float16"), {"path": "grid", "kept_ndim": 2, "reduced_ndim": 2}),
     "grid_argmax_f32_vec4": (ARGMAX, ("float32",), {"path": "grid", "vec": 4}),
     "grid_argmax_strided": (ARGMAX, ("int8",), {"path": "grid", "reduced_ndim": 2}),
+    # As a call plans them where fewer than 2^31 elements are reduced: 32-bit indices in the loops.
+    "columns_argmax_bf16_index32": (ARGMAX, ("bfloat16",), {"path": "columns", "vec": 2, "index32": True}),
+    "grid_argmax_f32_index32": (ARGMAX, ("float32",), {"path": "grid", "vec": 4, "index32": True}),
 }
+
+
+def _source(fn, dtypes, fields):
+    """fn.source's text, or where `fields` name `index32` (which `fn.spec` does not take) the
+    render of its spec with it."""
+    if "index32" not in fields:
+        return fn.source(*dtypes, **fields)
+    from dataclasses import replace
+
+    from jiter_magic.kernels.reduce_family import REDUCTION
+
+    plain = {k: v for k, v in fields.items() if k != "index32"}
+    spec = replace(fn.spec(*dtypes, **plain), index32=fields["index32"])
+    return REDUCTION.render(fn.binding, spec, "cuda")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_reduction_source_matches_golden(name):
     fn, dtypes, fields = CASES[name]
-    source = fn.source(*dtypes, **fields)
+    source = _source(fn, dtypes, fields)
     path = GOLDEN / f"{name}.{'cpp' if name.startswith('host') else 'cu'}"
     if REGENERATE:
         path.write_text(source)

@@ -117,9 +117,52 @@ def test_reductions_with_indices_compile(path, dtype, arch):
     assert "int64_t* jm_out_index;" in source and "atomic" not in source
     if path in (WARP_ROWS, BLOCK_ROWS, DENSE_RUNS, GRID):
         compile_cuda(argmax, dtype, path=path, vec=2, arch=arch)  # the index of a vector's element
-    if path != GRID:  # (the grid path unrolls its dense rows only, read with vec > 1)
-        assert "#pragma unroll 4" in source  # a pair's loads unrolled: more of them in flight
+    if path != GRID:  # (the grid path batches its dense rows only, read with vec > 1)
+        assert "jm_pick_next(" in source  # a pair's loads in batches: more of them in flight
 
+
+
+@pytest.mark.parametrize(("constant", "value"), [("INDEXED_LOADS", 0), ("INDEXED_LOADS", 2), ("INDEXED_LOADS", 8),
+                                                 ("INDEXED_MIN_BLOCKS", 8)])
+def test_the_swept_variants_of_reductions_with_indices_compile(constant, value, monkeypatch):
+    """bench/sweep_reduce.py's variants of the batched loads (reduce_cuda_loads.py; 0: the unrolled
+    loop of before) and of the launch bounds, on each path that folds elements of their own
+    positions, with vector loads or several columns a thread (INDEXED_COLUMN_BYTES gives 4 and 8)."""
+    from jiter_magic import create_multi_output_reduction_fn
+    from jiter_magic.kernels import reduce_cuda, reduce_cuda_loads
+
+    module = reduce_cuda_loads if constant == "INDEXED_LOADS" else reduce_cuda
+    monkeypatch.setattr(module, constant, value)
+    argmax = create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")
+    cases = [(WARP_ROWS, "float32", 4), (BLOCK_ROWS, "bfloat16", 8), (DENSE_RUNS, "float16", 8), (GRID, "float32", 4),
+             (COLUMNS, "bfloat16", 2), (COLUMNS, "bfloat16", 4), (COLUMNS, "int8", 8), (COLUMNS, "float32", 2)]
+    for path, dtype, vec in cases:
+        source = compile_cuda(argmax, dtype, path=path, vec=vec, arch="sm_90")
+        assert ("jm_pick_next(" in source) == (constant != "INDEXED_LOADS" or value > 0)
+        assert ("__launch_bounds__(256, 8)" in source) == (constant == "INDEXED_MIN_BLOCKS")
+
+
+@pytest.mark.parametrize(("path", "vec"), [(WARP_ROWS, 2), (BLOCK_ROWS, 1), (COLUMNS, 2), (COLUMNS, 1),
+                                           (DENSE_RUNS, 2), (GRID, 2), (GRID, 1)])
+@pytest.mark.parametrize("arch", ARCHES)
+def test_32_bit_loop_indices_compile(path, vec, arch):
+    """Argmax's loops with 32-bit indices (`index32`, planned where fewer than 2^31 elements are
+    reduced): float, half, 8-bit and 64-bit integer elements (an int64 accumulator), 2 a load or
+    column where given; the grid's strided shares (vec 1) keep 64-bit indices."""
+    from dataclasses import replace
+
+    from jiter_magic import create_multi_output_reduction_fn
+    from jiter_magic.kernels.reduce_family import REDUCTION
+
+    argmax = create_multi_output_reduction_fn(KEEP_MAX, combine="keep_max")
+    for dtype in ("float32", "float64", "float16", "int8", "int64"):
+        spec = replace(argmax.spec(dtype, path=path, vec=vec, reduced_ndim=2 if path == DENSE_RUNS else 1),
+                       index32=True)
+        source = REDUCTION.render(argmax.binding, spec, "cuda")
+        if arch not in _COMPILERS:
+            _COMPILERS[arch] = NvrtcCompiler(arch)
+        assert _COMPILERS[arch].compile(source, argmax.name).binary[:4] == b"\x7fELF"
+        assert ("jm_pick_narrow(" in source) == (path != GRID or vec > 1)
 
 
 @pytest.mark.parametrize(("path", "accumulate", "output", "arch"),

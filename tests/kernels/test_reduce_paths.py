@@ -125,16 +125,75 @@ def test_cuda_calls_plan_the_new_paths_from_metadata():
     assert (everything.spec.path, everything.spec.vec, everything.blocks) == (GRID, 4, MAX_GRID_BLOCKS)
 
 
-def test_indexed_folds_unroll_their_loads_and_plain_ones_do_not():
+def test_argmax_loops_carry_32_bit_indices_where_fewer_than_2_to_the_31_are_reduced(monkeypatch):
+    from jiter_magic import create_multi_output_reduction_fn
+    from jiter_magic.kernels import reduce_cuda_loads
+    from tests.kernels.test_reduce_golden import ARGMAX
+
+    assert _planned(ARGMAX, (4096, 65536), "bfloat16", 0).spec.index32
+    assert _planned(ARGMAX, (1 << 28,), "float32", None).spec.index32
+    assert _planned(ARGMAX, (3, 1 << 30), "float32", None).spec.index32 is False  # 3 * 2^30 elements reduced
+    assert _planned(ARGMAX, (3, 1 << 30), "float32", 1).spec.index32  # 2^30 a row
+    assert _planned(ARGMAX, (4096, 65536), "bfloat16", 0, device=-1).spec.index32 is False  # the host: 64-bit
+    assert not _planned(create_reduction_fn(ADD, 0, combine="add"), (1 << 20,), "float32", None).spec.index32
+    from jiter_magic.integrations.reduce_parts import tree_parts
+
+    fold = tree_parts(create_multi_output_reduction_fn(ARGMAX.binding.code, combine="keep_max")).fold
+    given = [ArrayDesc("float32", (64, 8), (8, 1), 1 << 20), ArrayDesc("int64", (64, 8), (8, 1), 1 << 21)]
+    planned = plan_call(fold.calls.binding, given, "torch", 0, fold.identity, [], {"dim": 1, "keepdim": False},
+                        None, None)
+    assert planned.spec.indices_given and not planned.spec.index32  # given indices keep 64 bits
+    monkeypatch.setattr(reduce_cuda_loads, "INDEXED_INDEX32", 0)
+    assert not _planned(ARGMAX, (4096, 65536), "bfloat16", 0).spec.index32
+
+
+def test_indexed_folds_load_in_batches_and_plain_ones_do_not(monkeypatch):
+    """With indices a thread loads INDEXED_LOADS steps before folding them in order, its first
+    step starting the accumulators (kernels/reduce_cuda_loads.py); plain folds keep their loop,
+    and INDEXED_LOADS = 0 gives the unrolled loop of before."""
+    from jiter_magic.kernels import reduce_cuda_loads
     from tests.kernels.test_reduce_golden import ARGMAX, SUMSQ
 
     for path, vec in ((WARP_ROWS, 4), (BLOCK_ROWS, 4), (COLUMNS, 2), (DENSE_RUNS, 4), (GRID, 4)):
-        assert "#pragma unroll 4\n" in ARGMAX.source("bfloat16", path=path, vec=vec)
-        assert "#pragma unroll 4\n" not in SUMSQ.source("bfloat16", path=path, vec=vec)
+        source = ARGMAX.source("bfloat16", path=path, vec=vec)
+        assert "for (int jm_u = 0; jm_u < 4; ++jm_u)" in source and "jm_pick_next(" in source
+        assert "#pragma unroll 4\n" not in source and "jm_pick_element(" not in source.split("jm_kernel")[-1]
+        plain = SUMSQ.source("bfloat16", path=path, vec=vec)
+        assert "#pragma unroll 4\n" not in plain and "jm_u" not in plain
     runs = ARGMAX.source("float32", path=DENSE_RUNS, vec=4, reduced_ndim=2)
-    assert "(int64_t)(jm_first + jm_j + jm_e)" in runs  # an element's index counts over the whole row
-    assert "jm_j < jm_a.jm_rsize[0]" in runs and "jm_a.jm_in0 + jm_o0 + jm_j" in runs
+    # An element's index counts over the whole row, the first step's too.
+    assert "(int64_t)(jm_first + jm_j + jm_u * (1024) + jm_e)" in runs and "(int64_t)(jm_first + jm_j)}" in runs
+    assert "for (; jm_j + 3 * (1024) < jm_a.jm_rsize[0]; jm_j += 4 * (1024))" in runs
+    assert "jm_a.jm_in0 + jm_o0 + jm_j + jm_u * (1024)" in runs
     assert "jm_total = jm_pick(jm_total, jm_acc);" in runs  # a block's runs folded in order
+    strided = ARGMAX.source("int8", path=GRID, reduced_ndim=2)
+    assert "jm_pick_next" not in strided and "jm_pick_element(" in strided  # strided shares keep their loop
+    monkeypatch.setattr(reduce_cuda_loads, "INDEXED_LOADS", 0)
+    for path, vec in ((WARP_ROWS, 4), (BLOCK_ROWS, 4), (COLUMNS, 2), (DENSE_RUNS, 4), (GRID, 4)):
+        source = ARGMAX.source("bfloat16", path=path, vec=vec)
+        assert "#pragma unroll 4\n" in source and "jm_pick_next" not in source
+
+
+def test_swept_constants_of_reductions_with_indices(monkeypatch):
+    """INDEXED_COLUMN_BYTES and INDEXED_MAX_GRID_BLOCKS change argmax's columns and grid paths,
+    never a plain reduction's."""
+    from jiter_magic.kernels import reduce_cuda
+
+    columns = layout((4096, 65536), (0,))
+    indexed = plan_reduction_layout((4096, 65536), [((4096, 65536), (65536, 1))], (0,), False, indexed=True)
+    everything = plan_reduction_layout((1 << 28,), [((1 << 28,), (1,))], (0,), False, indexed=True)
+    assert indexed.indexed and not columns.indexed and everything.indexed
+    assert choose_path(indexed, ("bfloat16",), [4096]) == choose_path(columns, ("bfloat16",), [4096]) == (COLUMNS, 2)
+    monkeypatch.setattr(reduce_cuda, "INDEXED_COLUMN_BYTES", 8)
+    monkeypatch.setattr(reduce_cuda, "INDEXED_MAX_GRID_BLOCKS", 792)
+    assert choose_path(indexed, ("bfloat16",), [4096]) == (COLUMNS, 4)
+    assert choose_path(indexed, ("float32",), [4096]) == (COLUMNS, 2)
+    assert choose_path(indexed, ("bfloat16",), [4100]) == (COLUMNS, 1)  # 4-byte aligned, not 8
+    assert choose_path(columns, ("bfloat16",), [4096]) == (COLUMNS, 2) and grid_blocks(layout((1 << 28,), (0,))) == 1024
+    assert grid_blocks(everything) == 792
+    monkeypatch.setattr(reduce_cuda, "INDEXED_COLUMN_BYTES", 16)
+    assert choose_path(indexed, ("bfloat16",), [4096]) == (COLUMNS, 8)
+    assert choose_path(indexed, ("int8",), [4096]) == (COLUMNS, 8)  # at most 8 columns a thread
 
 
 def test_grid_blocks_and_launches():

@@ -76,12 +76,14 @@ def test_kept_loop_dims_compile():
 
 @pytest.mark.parametrize("path", CUDA_SCAN_PATHS)
 def test_ptx_keeps_the_state_in_registers(path):
-    """No local memory: each thread's ITEMS states and the kernel's arguments stay in registers and
-    the parameter bank (a loop that could not be unrolled, or a helper taking the arguments' address
-    that was not inlined, would spill them)."""
-    for staged in (False, True) if path != "column_scan" else (False,):
-        ptx = linear.inspect(path=path, kind="ptx", staged=staged)
-        assert ".entry jm_kernel" in ptx and ".local" not in ptx
+    """No local memory: each thread's states (8 of a linear recurrence's pair, 16 of a float32
+    cumsum's value) and the kernel's arguments stay in registers and the parameter bank (a loop that
+    could not be unrolled, or a helper taking the arguments' address that was not inlined, would
+    spill them)."""
+    for function in (linear, cumsum):
+        for staged in (False, True) if path != "column_scan" else (False,):
+            ptx = function.inspect(path=path, kind="ptx", staged=staged)
+            assert ".entry jm_kernel" in ptx and ".local" not in ptx
 
 
 def test_host_assembly_and_the_kinds_that_fit_a_path():

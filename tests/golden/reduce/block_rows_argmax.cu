@@ -84,6 +84,11 @@ struct jm_Args {
   alignas(8) int64_t jm_rstride0[1];
 };
 static_assert(sizeof(jm_Args) == 112, "jm_Args layout: does a macro in the code string redefine a type?");
+__device__ __forceinline__ jm_state_t jm_pick_next(jm_state_t jm_a, jm_state_t jm_b) {
+  jm_state_t jm_r = jm_a;
+  keep_max<jm_acc_t>(jm_a.v, jm_a.i, jm_b.v, jm_b.i, jm_r.v, jm_r.i);
+  return jm_r;
+}
 __device__ __forceinline__ jm_state_t jm_warp_fold(jm_state_t jm_v) {
   #pragma unroll
   for (int jm_off = 16; jm_off > 0; jm_off >>= 1) {
@@ -112,12 +117,35 @@ extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) 
   { const jm_index_t jm_c = jm_krest;
     jm_k0 += jm_c * jm_a.jm_kstride0[0]; jm_k1 += jm_c * jm_a.jm_kstride1[0]; jm_k2 += jm_c * jm_a.jm_kstride2[0]; }
   jm_state_t jm_acc = jm_state_t{((jm_acc_t)(0.0)), -1};
-  #pragma unroll 4
-  for (jm_index_t jm_j = (jm_index_t)(jm_thread_x()) * 4; jm_j < jm_a.jm_count; jm_j += 1024) {
-    const jm_vec<float, 4> jm_v0 = *reinterpret_cast<const jm_vec<float, 4>*>(jm_a.jm_in0 + jm_k1 + jm_j);
+  jm_vec<float, 4> jm_b0[4];
+  jm_index_t jm_j = (jm_index_t)(jm_thread_x()) * 4;
+  if (jm_j < jm_a.jm_count) {
+    jm_b0[0] = *reinterpret_cast<const jm_vec<float, 4>*>(jm_a.jm_in0 + jm_k1 + jm_j);
+    jm_acc = jm_state_t{jm_b0[0].jm_v[0], (int64_t)(jm_j)};
+    #pragma unroll
+    for (int jm_e = 1; jm_e < 4; ++jm_e) {
+      jm_acc = jm_pick_next(jm_acc, jm_state_t{jm_b0[0].jm_v[jm_e], (int64_t)(jm_j + jm_e)});
+    }
+    jm_j += 1024;
+  }
+  for (; jm_j + 3 * (1024) < jm_a.jm_count; jm_j += 4 * (1024)) {
+    #pragma unroll
+    for (int jm_u = 0; jm_u < 4; ++jm_u) {
+      jm_b0[jm_u] = *reinterpret_cast<const jm_vec<float, 4>*>(jm_a.jm_in0 + jm_k1 + jm_j + jm_u * (1024));
+    }
+    #pragma unroll
+    for (int jm_u = 0; jm_u < 4; ++jm_u) {
+      #pragma unroll
+      for (int jm_e = 0; jm_e < 4; ++jm_e) {
+        jm_acc = jm_pick_next(jm_acc, jm_state_t{jm_b0[jm_u].jm_v[jm_e], (int64_t)(jm_j + jm_u * (1024) + jm_e)});
+      }
+    }
+  }
+  for (; jm_j < jm_a.jm_count; jm_j += 1024) {
+    jm_b0[0] = *reinterpret_cast<const jm_vec<float, 4>*>(jm_a.jm_in0 + jm_k1 + jm_j);
     #pragma unroll
     for (int jm_e = 0; jm_e < 4; ++jm_e) {
-      jm_acc = jm_pick_element(jm_acc, jm_state_t{jm_v0.jm_v[jm_e], (int64_t)(jm_j + jm_e)});
+      jm_acc = jm_pick_next(jm_acc, jm_state_t{jm_b0[0].jm_v[jm_e], (int64_t)(jm_j + jm_e)});
     }
   }
   jm_acc = jm_block_fold(jm_acc, jm_shared);

@@ -84,6 +84,11 @@ struct jm_Args {
   alignas(8) int64_t jm_rstride0[1];
 };
 static_assert(sizeof(jm_Args) == 112, "jm_Args layout: does a macro in the code string redefine a type?");
+__device__ __forceinline__ jm_state_t jm_pick_next(jm_state_t jm_a, jm_state_t jm_b) {
+  jm_state_t jm_r = jm_a;
+  keep_max<jm_acc_t>(jm_a.v, jm_a.i, jm_b.v, jm_b.i, jm_r.v, jm_r.i);
+  return jm_r;
+}
 __device__ __forceinline__ jm_state_t jm_warp_fold(jm_state_t jm_v) {
   #pragma unroll
   for (int jm_off = 16; jm_off > 0; jm_off >>= 1) {
@@ -114,16 +119,52 @@ extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) 
     jm_k0 += jm_c * jm_a.jm_kstride0[0]; jm_k1 += jm_c * jm_a.jm_kstride1[0]; jm_k2 += jm_c * jm_a.jm_kstride2[0]; }
   jm_state_t jm_acc[2];
   for (int jm_c = 0; jm_c < 2; ++jm_c) jm_acc[jm_c] = jm_state_t{((jm_acc_t)(0.0)), -1};
-  #pragma unroll 4
-  for (jm_index_t jm_r = jm_active ? (jm_index_t)jm_thread_y() : jm_a.jm_count; jm_r < jm_a.jm_count; jm_r += 8) {
-    jm_index_t jm_o0 = jm_k1;
-    jm_index_t jm_rrest = jm_r;
-    { const jm_index_t jm_c = jm_rrest;
-      jm_o0 += jm_c * jm_a.jm_rstride0[0]; }
-    const jm_vec<jm_bfloat16, 2> jm_v0 = *reinterpret_cast<const jm_vec<jm_bfloat16, 2>*>(jm_a.jm_in0 + jm_o0);
+  jm_vec<jm_bfloat16, 2> jm_b0[4];
+  jm_index_t jm_r = jm_active ? (jm_index_t)jm_thread_y() : jm_a.jm_count;
+  if (jm_r < jm_a.jm_count) {
+    {
+      jm_index_t jm_o0 = jm_k1;
+      jm_index_t jm_rrest = jm_r;
+      { const jm_index_t jm_c = jm_rrest;
+        jm_o0 += jm_c * jm_a.jm_rstride0[0]; }
+      jm_b0[0] = *reinterpret_cast<const jm_vec<jm_bfloat16, 2>*>(jm_a.jm_in0 + jm_o0);
+    }
     #pragma unroll
     for (int jm_c = 0; jm_c < 2; ++jm_c) {
-      jm_acc[jm_c] = jm_pick_element(jm_acc[jm_c], jm_state_t{jm_to_float(jm_v0.jm_v[jm_c]), (int64_t)(jm_r)});
+      jm_acc[jm_c] = jm_state_t{jm_to_float(jm_b0[0].jm_v[jm_c]), (int64_t)(jm_r)};
+    }
+    jm_r += 8;
+  }
+  for (; jm_r + 3 * (8) < jm_a.jm_count; jm_r += 4 * (8)) {
+    #pragma unroll
+    for (int jm_u = 0; jm_u < 4; ++jm_u) {
+      {
+        jm_index_t jm_o0 = jm_k1;
+        jm_index_t jm_rrest = jm_r + jm_u * (8);
+        { const jm_index_t jm_c = jm_rrest;
+          jm_o0 += jm_c * jm_a.jm_rstride0[0]; }
+        jm_b0[jm_u] = *reinterpret_cast<const jm_vec<jm_bfloat16, 2>*>(jm_a.jm_in0 + jm_o0);
+      }
+    }
+    #pragma unroll
+    for (int jm_u = 0; jm_u < 4; ++jm_u) {
+      #pragma unroll
+      for (int jm_c = 0; jm_c < 2; ++jm_c) {
+        jm_acc[jm_c] = jm_pick_next(jm_acc[jm_c], jm_state_t{jm_to_float(jm_b0[jm_u].jm_v[jm_c]), (int64_t)(jm_r + jm_u * (8))});
+      }
+    }
+  }
+  for (; jm_r < jm_a.jm_count; jm_r += 8) {
+    {
+      jm_index_t jm_o0 = jm_k1;
+      jm_index_t jm_rrest = jm_r;
+      { const jm_index_t jm_c = jm_rrest;
+        jm_o0 += jm_c * jm_a.jm_rstride0[0]; }
+      jm_b0[0] = *reinterpret_cast<const jm_vec<jm_bfloat16, 2>*>(jm_a.jm_in0 + jm_o0);
+    }
+    #pragma unroll
+    for (int jm_c = 0; jm_c < 2; ++jm_c) {
+      jm_acc[jm_c] = jm_pick_next(jm_acc[jm_c], jm_state_t{jm_to_float(jm_b0[0].jm_v[jm_c]), (int64_t)(jm_r)});
     }
   }
   #pragma unroll

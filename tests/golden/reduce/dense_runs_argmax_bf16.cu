@@ -84,6 +84,11 @@ struct jm_Args {
   alignas(8) int64_t jm_rstride0[2];
 };
 static_assert(sizeof(jm_Args) == 128, "jm_Args layout: does a macro in the code string redefine a type?");
+__device__ __forceinline__ jm_state_t jm_pick_next(jm_state_t jm_a, jm_state_t jm_b) {
+  jm_state_t jm_r = jm_a;
+  keep_max<jm_acc_t>(jm_a.v, jm_a.i, jm_b.v, jm_b.i, jm_r.v, jm_r.i);
+  return jm_r;
+}
 __device__ __forceinline__ jm_state_t jm_warp_fold(jm_state_t jm_v) {
   #pragma unroll
   for (int jm_off = 16; jm_off > 0; jm_off >>= 1) {
@@ -134,12 +139,35 @@ extern "C" __global__ void __launch_bounds__(256) jm_kernel(const jm_Args jm_a) 
     { const jm_index_t jm_c = jm_rrest;
       jm_o0 += jm_c * jm_a.jm_rstride0[1]; }
     jm_state_t jm_acc = jm_state_t{((jm_acc_t)(0.0)), -1};
-    #pragma unroll 4
-    for (jm_index_t jm_j = (jm_index_t)(jm_thread_x()) * 8; jm_j < jm_a.jm_rsize[0]; jm_j += 2048) {
-      const jm_vec<jm_bfloat16, 8> jm_v0 = *reinterpret_cast<const jm_vec<jm_bfloat16, 8>*>(jm_a.jm_in0 + jm_o0 + jm_j);
+    jm_vec<jm_bfloat16, 8> jm_b0[4];
+    jm_index_t jm_j = (jm_index_t)(jm_thread_x()) * 8;
+    if (jm_j < jm_a.jm_rsize[0]) {
+      jm_b0[0] = *reinterpret_cast<const jm_vec<jm_bfloat16, 8>*>(jm_a.jm_in0 + jm_o0 + jm_j);
+      jm_acc = jm_state_t{jm_to_float(jm_b0[0].jm_v[0]), (int64_t)(jm_first + jm_j)};
+      #pragma unroll
+      for (int jm_e = 1; jm_e < 8; ++jm_e) {
+        jm_acc = jm_pick_next(jm_acc, jm_state_t{jm_to_float(jm_b0[0].jm_v[jm_e]), (int64_t)(jm_first + jm_j + jm_e)});
+      }
+      jm_j += 2048;
+    }
+    for (; jm_j + 3 * (2048) < jm_a.jm_rsize[0]; jm_j += 4 * (2048)) {
+      #pragma unroll
+      for (int jm_u = 0; jm_u < 4; ++jm_u) {
+        jm_b0[jm_u] = *reinterpret_cast<const jm_vec<jm_bfloat16, 8>*>(jm_a.jm_in0 + jm_o0 + jm_j + jm_u * (2048));
+      }
+      #pragma unroll
+      for (int jm_u = 0; jm_u < 4; ++jm_u) {
+        #pragma unroll
+        for (int jm_e = 0; jm_e < 8; ++jm_e) {
+          jm_acc = jm_pick_next(jm_acc, jm_state_t{jm_to_float(jm_b0[jm_u].jm_v[jm_e]), (int64_t)(jm_first + jm_j + jm_u * (2048) + jm_e)});
+        }
+      }
+    }
+    for (; jm_j < jm_a.jm_rsize[0]; jm_j += 2048) {
+      jm_b0[0] = *reinterpret_cast<const jm_vec<jm_bfloat16, 8>*>(jm_a.jm_in0 + jm_o0 + jm_j);
       #pragma unroll
       for (int jm_e = 0; jm_e < 8; ++jm_e) {
-        jm_acc = jm_pick_element(jm_acc, jm_state_t{jm_to_float(jm_v0.jm_v[jm_e]), (int64_t)(jm_first + jm_j + jm_e)});
+        jm_acc = jm_pick_next(jm_acc, jm_state_t{jm_to_float(jm_b0[0].jm_v[jm_e]), (int64_t)(jm_first + jm_j + jm_e)});
       }
     }
     jm_total = jm_pick(jm_total, jm_acc);
