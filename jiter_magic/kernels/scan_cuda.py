@@ -39,8 +39,7 @@ WARPS = BLOCK >> 5  # warps a block
 ITEMS = 8  # consecutive elements a thread scans in registers (a column: steps loaded together), states over 4 bytes
 # A state of 4 bytes at most takes twice as many: more loads in flight and fewer shuffles a value,
 # with registers to spare; an 8-byte state (a linear recurrence's pair) lost a quarter of its speed
-# with 16 (bench/results/2026-12-07-h100-gpu-run). The look-back path's tiles take their own
-# length (scan_lookback.TILE_ITEMS, `items_of`).
+# with 16 (bench/results/2026-12-07-h100-gpu-run). A look-back tile's length is `items_of`'s own.
 SMALL_ITEMS = 16
 TILE = BLOCK * ITEMS  # elements a block's tile at least (the look-back path's rows are counted in these)
 WARP_COUNT = 32 * ITEMS * 4  # rows this short get a warp each
@@ -74,15 +73,12 @@ def choose_path(layout: ScanLayout, inputs: tuple[str, ...], pointers: list[int]
 def items_of(spec: ScanSpec) -> int:
     """Consecutive elements a thread of `spec`'s path scans in registers (a column's steps loaded
     together): SMALL_ITEMS for a state of 4 bytes at most, ITEMS above. A staged look-back tile
-    takes scan_lookback.TILE_ITEMS instead (0: ITEMS), fewer where its states would pass the staging
-    budget of STAGE_BYTES x ITEMS bytes a thread (ITEMS at least): each tile's look-back waits cost
-    less the more elements share them."""
+    takes scan_lookback.TILE_ITEMS (0: ITEMS) as far as its states fit STAGE_BYTES x ITEMS bytes a
+    thread: the longer the tile, the more elements share each tile's look-back waits."""
     size = 16 if spec.indexed else DTYPES[spec.accumulate].itemsize * spec.state
-    if spec.path == LOOKBACK_SCAN and spec.staged:
-        return min(scan_lookback.TILE_ITEMS or ITEMS, max(ITEMS, STAGE_BYTES * ITEMS // size))
-    if spec.path == LOOKBACK_SCAN:
-        return ITEMS
-    return SMALL_ITEMS if size <= 4 else ITEMS
+    if spec.path != LOOKBACK_SCAN:
+        return SMALL_ITEMS if size <= 4 else ITEMS
+    return min(scan_lookback.TILE_ITEMS or ITEMS, max(ITEMS, STAGE_BYTES * ITEMS // size)) if spec.staged else ITEMS
 
 
 def staged(path: str, accumulate: str, state: int, indexed: bool) -> bool:
@@ -185,8 +181,7 @@ def _tile(spec: ScanSpec, threads: int, tid: str, look_back: CodeBlock | None = 
     counted = "jm_j" if spec.exclusive else "jm_j + 1"
     if kept and spec.exclusive:  # the slot before is overwritten by then: its state carried over
         code.line(f"jm_state_t jm_was = {ident};")
-    # The stores in a scope of their own, spelled `if (true)` as in the row paths' measured kernels
-    # (once the grid path's stage condition), so that those stay byte for byte what was timed.
+    # `if (true)`: once the grid path's stage condition, kept so that the row paths' kernels stay as timed.
     with code.block("if (true)"):
         with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
             code.line("const jm_index_t jm_j = jm_first + jm_i;")
