@@ -141,27 +141,38 @@ def main() -> None:
         command += ["--only", args.only] if args.only else []
         command += ["--lookback"] if args.lookback else []
         env = dict(os.environ, JITER_MAGIC_CACHE_DIR=subprocess.check_output(["mktemp", "-d"], text=True).strip())
+        name = variant or "shipped"
         try:
             done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=left, check=False)
-        except subprocess.TimeoutExpired:
-            print(f"variant {variant or 'shipped'} ran past {left:.0f} s", flush=True)
-            continue
-        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-        if not lines:
-            print(f"variant {variant or 'shipped'} failed:\n{done.stderr[-2000:]}", flush=True)
-            continue
-        for row, figures in json.loads(lines[-1][7:]).items():
-            table.setdefault(row, {})[variant or "shipped"] = figures
-            print(f"{variant or 'shipped'} | {row} | " + _figures(figures), flush=True)  # kept if a later one hangs
+            out, err, failed = done.stdout, done.stderr, done.returncode != 0
+        except subprocess.TimeoutExpired as stopped:  # the rows it finished before still count
+            out, err, failed = "", stopped.stderr.decode(errors="replace") if stopped.stderr else "", False
+            print(f"variant {name} ran past {left:.0f} s", flush=True)
+        found = _found(out, err)
+        if failed or not found:
+            print(f"variant {name} failed:\n{err[-2000:]}", flush=True)
+        for row, figures in found.items():
+            table.setdefault(row, {})[name] = figures
+            print(f"{name} | {row} | " + _figures(figures), flush=True)  # kept if a later one hangs
     for row, by_variant in table.items():
         print(row)
         for variant, figures in by_variant.items():
             print(f"   {variant:28s} " + _figures(figures))
 
 
+def _found(out: str, err: str) -> dict:
+    """A child's rows: its RESULT line, or (stopped before it) the rows it printed as each ended."""
+    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    if lines:
+        return json.loads(lines[-1][7:])
+    rows = (line.partition(' {"ours"') for line in err.splitlines())
+    return {label: json.loads(sep[1:] + rest) for label, sep, rest in rows if sep}
+
+
 def _figures(figures: dict) -> str:
     return (f"{figures['ours']:7.0f} GB/s  copy {figures['copy']:6.0f}  {figures['ours'] / figures['copy']:5.1%}  "
             f"{figures['path']}  {'bit-equal' if figures['same'] else 'NOT BIT-EQUAL'}")
+
 
 if __name__ == "__main__":
     main()
