@@ -25,6 +25,7 @@ START=$SECONDS
 BUDGET=${COMPARE_BUDGET_S:-540}
 ROUNDS=${COMPARE_ROUNDS:-2}
 REPO=$PWD
+[ -n "${OUT:-}" ] && trap 'bash "$(dirname "$0")/pack_out.sh" "$OUT"' EXIT  # the device's $OUT: 8 files come back (pack_out.sh)
 OUT=${OUT:-$REPO/gpu-out}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)  # absolute: the baseline runs from another folder

@@ -9,6 +9,7 @@
 #                                    its baseline is bench/.baseline-cpu-jiter_magic.tar (git archive REV jiter_magic)
 # The baseline is bench/.baseline-jiter_magic.tar (compare_gpu.sh says how to make it).
 set -u -o pipefail
+[ -n "${OUT:-}" ] && trap 'bash "$(dirname "$0")/pack_out.sh" "$OUT"' EXIT  # the device's $OUT: 8 files come back (pack_out.sh)
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 JITER_MAGIC_NOTICE_AFTER=off

@@ -16,6 +16,7 @@
 # comes from the carried wheels (the machine's python3 has numba, no numexpr), and a contender
 # still missing is left out of the tables with a note.
 set -u -o pipefail
+[ -n "${OUT:-}" ] && trap 'bash "$(dirname "$0")/pack_out.sh" "$OUT"' EXIT  # the device's $OUT: 8 files come back (pack_out.sh)
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD JITER_MAGIC_NOTICE_AFTER=off  # no "compiling ..." lines in notebook outputs
