@@ -38,9 +38,9 @@ FIELDS = "vwxy"  # a state's value names
 
 @lru_cache(maxsize=256)
 def scan_args(spec: ScanSpec) -> ReduceArgs:
-    """Outputs (each state value, or values then indices), inputs, the partials of a look-back scan,
-    rows, count, blocks a row, whether the walk is reversed (an index counts in the array's order) and
-    the launch's stage (a grid scan's two), the extras, then the kept sizes, each operand's kept
+    """Outputs (each state value, or values then indices), inputs, a workspace (a look-back scan's,
+    split columns' partials), rows, count, blocks a row, whether the walk is reversed (an index counts
+    in the array's order) and the launch's stage (of two launches), the extras, then the kept sizes, each operand's kept
     strides, each operand's step along the scan and its start."""
     if spec.indexed:
         fields = [("jm_out0", f"{ctype(spec.output)}*", 0), ("jm_out1", "int64_t*", 0)]

@@ -1,4 +1,4 @@
-"""The CUDA scan kernel paths, each deterministic for a given shape (fixed orders, no atomics).
+"""The CUDA scan kernel paths, each deterministic for a given shape (fixed orders of combines).
 
 A tile scan is the step every row path takes: a group of threads (a warp, or a block of BLOCK)
 scans `items_of(spec)` consecutive elements a thread in registers, the threads' totals by shuffles within
@@ -10,17 +10,15 @@ carry of the row's earlier tiles, and carries the tile's total on.
   thread a row, stepping along the scan, so that a warp reads 32 neighbouring elements each step
   (`items_of(spec)` steps' loads in flight before their stores). Where the columns are too few to keep the
   GPU busy, each is split along the scan into segments, one a block row (`blocks`): stage 0 folds
-  each segment, stage 1 scans it from the fold of the segments before it, as the grid path does.
-- grid_scan: a few long rows, `blocks` blocks a row, each a contiguous share of it. Stage 0 folds
-  each share into a partial, stage 1 folds a share's earlier partials in order into its carry and
-  scans the share from it (the same kernel launched twice). The input is read twice: a single
-  pass with decoupled look-back would read it once, but its grouping of the earlier tiles depends
-  on timing, so a float combine's rounding would differ from run to run.
+  each segment, stage 1 scans it from the fold of the segments before it.
+- lookback_scan: a few long rows, a block a tile, its carry from a deterministic look-back over
+  fixed entries of earlier tiles (scan_lookback.py, scan_window.py): the input is read once.
 """
 from __future__ import annotations
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.scan import ScanBinding
+from jiter_magic.kernels import scan_entries, scan_lookback
 from jiter_magic.kernels.base import Grid
 from jiter_magic.kernels.scan_common import (
     ARGS,
@@ -34,30 +32,25 @@ from jiter_magic.kernels.scan_common import (
     store_call,
 )
 from jiter_magic.planning.dtypes import DTYPES
-from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, GRID_SCAN, WARP_SCAN, ScanLayout, ScanSpec
+from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, LOOKBACK_SCAN, WARP_SCAN, ScanLayout, ScanSpec
 
 BLOCK = 256  # threads a block, on every path
 WARPS = BLOCK >> 5  # warps a block
 ITEMS = 8  # consecutive elements a thread scans in registers (a column: steps loaded together), states over 4 bytes
 # A state of 4 bytes at most takes twice as many: more loads in flight and fewer shuffles a value,
 # with registers to spare; an 8-byte state (a linear recurrence's pair) lost a quarter of its speed
-# with 16 (bench/results/2026-12-07-h100-gpu-run).
+# with 16 (bench/results/2026-12-07-h100-gpu-run). A look-back tile's length is `items_of`'s own.
 SMALL_ITEMS = 16
+TILE = BLOCK * ITEMS  # elements a block's tile at least (the look-back path's rows are counted in these)
 WARP_COUNT = 32 * ITEMS * 4  # rows this short get a warp each
-MIN_ROWS = 512  # fewer rows than this, and long: the grid path spreads each over several blocks
-GRID_COUNT = BLOCK * ITEMS * 4  # elements a block of the grid path scans at least
+MIN_ROWS = 512  # fewer rows than this, and long: the look-back path spreads each over many blocks
+LOOKBACK_COUNT = 8 * TILE  # elements a row at least, for the look-back path
 MAX_GRID_BLOCKS = 1024
 # Columns are split along the scan until this many threads run: a split column is read twice (stage
 # 0 folds each segment), which costs more than idle lanes once a few hundred threads an SM load.
 BUSY_THREADS = 1 << 15
 SEGMENT = 64  # steps along the scan a column's segment takes at least
 STAGE_BYTES = 16  # the largest state a tile stages through shared memory (2048 of them and padding: 34 KiB)
-
-
-def items_of(spec: ScanSpec) -> int:
-    """Consecutive elements a thread scans in registers (a column's steps loaded together)."""
-    small = not spec.indexed and DTYPES[spec.accumulate].itemsize * spec.state <= 4
-    return SMALL_ITEMS if small else ITEMS
 
 
 def staged_states(items: int) -> int:
@@ -71,17 +64,28 @@ def choose_path(layout: ScanLayout, inputs: tuple[str, ...], pointers: list[int]
         # Few columns: each split along the scan into segments, scanned from the fold of the ones before.
         wanted = -(-BUSY_THREADS // max(layout.rows, 1))
         return COLUMN_SCAN, 1, max(1, min(wanted, layout.count // SEGMENT, MAX_GRID_BLOCKS))
-    if layout.rows < MIN_ROWS and layout.count >= 2 * GRID_COUNT:
-        blocks = min(-(-layout.count // GRID_COUNT), MAX_GRID_BLOCKS, max(1, 4096 // max(layout.rows, 1)))
-        return GRID_SCAN, 1, blocks
+    tiles = layout.rows * -(-layout.count // TILE)
+    if layout.rows < MIN_ROWS and layout.count >= LOOKBACK_COUNT and tiles <= scan_lookback.MAX_TILES:
+        return LOOKBACK_SCAN, 1, 1
     return (WARP_SCAN if layout.count <= WARP_COUNT else BLOCK_SCAN), 1, 1
+
+
+def items_of(spec: ScanSpec) -> int:
+    """Consecutive elements a thread of `spec`'s path scans in registers (a column's steps loaded
+    together): SMALL_ITEMS for a state of 4 bytes at most, ITEMS above. A staged look-back tile
+    takes scan_lookback.TILE_ITEMS (0: ITEMS) as far as its states fit STAGE_BYTES x ITEMS bytes a
+    thread: the longer the tile, the more elements share each tile's look-back waits."""
+    size = 16 if spec.indexed else DTYPES[spec.accumulate].itemsize * spec.state
+    if spec.path != LOOKBACK_SCAN:
+        return SMALL_ITEMS if size <= 4 else ITEMS
+    return min(scan_lookback.TILE_ITEMS or ITEMS, max(ITEMS, STAGE_BYTES * ITEMS // size)) if spec.staged else ITEMS
 
 
 def staged(path: str, accumulate: str, state: int, indexed: bool) -> bool:
     """Whether a row path's tiles go through shared memory: where a tile of states fits (STAGE_BYTES
     a state at most), so that a warp's loads and stores each cover a dense run."""
     size = 16 if indexed else DTYPES[accumulate].itemsize * state
-    return path in (WARP_SCAN, BLOCK_SCAN, GRID_SCAN) and size <= STAGE_BYTES
+    return path in (WARP_SCAN, BLOCK_SCAN, LOOKBACK_SCAN) and size <= STAGE_BYTES
 
 
 def block_of(spec: ScanSpec) -> Grid:
@@ -89,11 +93,13 @@ def block_of(spec: ScanSpec) -> Grid:
 
 
 def partials_size(spec: ScanSpec, layout: ScanLayout, blocks: int) -> int:
-    """int64 words of the partials of the grid path and of split columns: a state a block (or a
-    segment) of each row (a value is 8 bytes at most, a pair 16), none on the other paths."""
-    if spec.path not in (GRID_SCAN, COLUMN_SCAN) or blocks == 1:
+    """int64 words of a call's workspace: the look-back's, or the partials of split columns (a
+    state a segment of each row); none on the other paths."""
+    if spec.path == LOOKBACK_SCAN:
+        return scan_lookback.workspace_words(spec, layout.rows, layout.count, BLOCK * items_of(spec))
+    if spec.path != COLUMN_SCAN or blocks == 1:
         return 0
-    return layout.rows * blocks * (2 if spec.indexed else spec.state)
+    return layout.rows * blocks * scan_entries.state_words(spec)
 
 
 def launches(spec: ScanSpec, layout: ScanLayout, blocks: int) -> list[tuple[Grid, int]]:
@@ -105,7 +111,7 @@ def launches(spec: ScanSpec, layout: ScanLayout, blocks: int) -> list[tuple[Grid
     if spec.path == COLUMN_SCAN:  # stage 0 folds each segment, stage 1 scans it from its carry
         grid = (-(-layout.rows // BLOCK), blocks, 1)
         return [(grid, 0), (grid, 1)] if blocks > 1 else [(grid, 1)]
-    return [((blocks, layout.rows, 1), 0), ((blocks, layout.rows, 1), 1)]
+    return scan_lookback.launches(spec, layout.rows, layout.count, BLOCK * items_of(spec))
 
 
 def _shuffles(spec: ScanSpec) -> str:
@@ -125,15 +131,20 @@ def _shuffles(spec: ScanSpec) -> str:
     return text
 
 
-def _tile(spec: ScanSpec, threads: int, tid: str, store_when: str | None = None) -> CodeBlock:
+def _tile(spec: ScanSpec, threads: int, tid: str, look_back: CodeBlock | None = None) -> CodeBlock:
     """One tile of `threads` x `items_of(spec)` elements from position `jm_j0` of the row at `jm_k`:
     each thread's items in registers, a scan of the threads' totals (by warp shuffles, a block's warps'
-    totals through `jm_totals` in shared memory), results stored from the carry `jm_carry` (where
-    `store_when` holds), which moves on by the tile's total. Every thread of the group runs it."""
-    ident = identity(spec)
+    totals through `jm_totals` in shared memory), results stored from the carry `jm_carry` (set by
+    `look_back` once the warps' totals are known, where given), which moves on by the tile's
+    total. Every thread of the group runs it."""
+    ident, items = identity(spec), items_of(spec)
     sync = "__syncwarp();" if threads == 32 else "__syncthreads();"
-    items = items_of(spec)
-    code = CodeBlock(f"jm_state_t jm_v[{items}];", f"jm_state_t jm_t = {ident};")
+    mine = f"jm_buf[{_at(f'(int)({tid}) * {items} + jm_i')}]"  # a thread's own slots of a staged tile
+    # The look-back path may keep a thread's running states in its own staged slots across the
+    # look-back, not in registers: the same combines, fewer registers, more blocks an SM.
+    kept = look_back is not None and spec.staged and scan_lookback.KEEP_STAGED
+    code = CodeBlock() if kept else CodeBlock(f"jm_state_t jm_v[{items}];")
+    code.line(f"jm_state_t jm_t = {ident};")
     code.line(f"const jm_index_t jm_first = jm_j0 + (jm_index_t)({tid}) * {items};")
     if spec.staged:  # the group reads the tile densely into shared memory, each thread then its items
         with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
@@ -143,9 +154,9 @@ def _tile(spec: ScanSpec, threads: int, tid: str, store_when: str | None = None)
         code.line(sync)
     with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
         code.line("const jm_index_t jm_j = jm_first + jm_i;")
-        value = f"jm_buf[{_at(f'(int)({tid}) * {items} + jm_i')}]" if spec.staged else element_call(spec, "jm_j")
+        value = mine if spec.staged else element_call(spec, "jm_j")
         code.line(f"if (jm_j < {ARGS}.jm_count) jm_t = {step(spec, 'jm_t', value)};")
-        code.line("jm_v[jm_i] = jm_t;")
+        code.line(f"{mine if kept else 'jm_v[jm_i]'} = jm_t;")
     if spec.staged:
         code.line(sync)
     code.line(f"const int jm_lane = (int)({tid}) & 31, jm_warp = (int)({tid}) >> 5;")
@@ -159,23 +170,33 @@ def _tile(spec: ScanSpec, threads: int, tid: str, store_when: str | None = None)
     else:
         code.line("if (jm_lane == 31) jm_totals[jm_warp] = jm_t;")
         code.line("__syncthreads();")
+        if look_back is not None:
+            code.extend(look_back)
+            code.line("jm_prefix = jm_carry;")
         with code.block(f"for (int jm_w = 0; jm_w < {threads // 32}; ++jm_w)"):
             code.line(f"if (jm_w < jm_warp) jm_prefix = {step(spec, 'jm_prefix', 'jm_totals[jm_w]')};")
             code.line(f"jm_total = {step(spec, 'jm_total', 'jm_totals[jm_w]')};")
         code.line("__syncthreads();")
     code.line(f"jm_prefix = {step(spec, 'jm_prefix', 'jm_before')};")
     counted = "jm_j" if spec.exclusive else "jm_j + 1"
-    with code.block(f"if ({store_when or 'true'})"):
+    if kept and spec.exclusive:  # the slot before is overwritten by then: its state carried over
+        code.line(f"jm_state_t jm_was = {ident};")
+    # `if (true)`: once the grid path's stage condition, kept so that the row paths' kernels stay as timed.
+    with code.block("if (true)"):
         with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
             code.line("const jm_index_t jm_j = jm_first + jm_i;")
             code.line(f"if (jm_j >= {ARGS}.jm_count) break;")
+            if kept:
+                code.line(f"const jm_state_t jm_here = {mine};")
             if spec.exclusive:
-                earlier = step(spec, "jm_prefix", "jm_v[jm_i - 1]")
+                earlier = step(spec, "jm_prefix", "jm_was" if kept else "jm_v[jm_i - 1]")
                 code.line(f"const jm_state_t jm_r = jm_i == 0 ? jm_prefix : {earlier};")
+                if kept:
+                    code.line("jm_was = jm_here;")
             else:
-                code.line(f"const jm_state_t jm_r = {step(spec, 'jm_prefix', 'jm_v[jm_i]')};")
+                code.line(f"const jm_state_t jm_r = {step(spec, 'jm_prefix', 'jm_here' if kept else 'jm_v[jm_i]')};")
             if spec.staged:
-                code.line(f"jm_buf[{_at(f'(int)({tid}) * {items} + jm_i')}] = jm_r;")
+                code.line(f"{mine} = jm_r;")
             else:
                 code.line(store_call(spec, "jm_j", "jm_r", counted))
         if spec.staged:  # then the group writes the tile densely
@@ -261,25 +282,18 @@ def _body(spec: ScanSpec) -> CodeBlock:
         with code.block(f"for (jm_index_t jm_j0 = 0; jm_j0 < {ARGS}.jm_count; jm_j0 += {tile})"):
             code.extend(_tile(spec, BLOCK, "jm_thread_x()"))
         return code
-    # The grid path: block x's share of row y, a whole number of tiles long.
-    code.line("const jm_index_t jm_b = jm_block_x(), jm_row = jm_block_y();")
-    code.line(f"const jm_index_t jm_share = ({ARGS}.jm_count + {ARGS}.jm_blocks * {tile} - 1) / "
-              f"({ARGS}.jm_blocks * {tile}) * {tile};")
-    code.line(f"const jm_index_t jm_begin = jm_b * jm_share, jm_end = jm_begin + jm_share < {ARGS}.jm_count ? "
-              f"jm_begin + jm_share : {ARGS}.jm_count;")
-    code.line("\n".join(_row_offsets(spec, "jm_row")))
-    code.line(f"jm_state_t* const jm_parts = (jm_state_t*){ARGS}.jm_partials + jm_row * {ARGS}.jm_blocks;")
-    code.line(f"jm_state_t jm_carry = {identity(spec)};")
-    code.line(f"if ({ARGS}.jm_stage == 1) for (jm_index_t jm_q = 0; jm_q < jm_b; ++jm_q) "
-              f"jm_carry = {step(spec, 'jm_carry', 'jm_parts[jm_q]')};")
-    with code.block(f"for (jm_index_t jm_j0 = jm_begin; jm_j0 < jm_end; jm_j0 += {tile})"):
-        code.extend(_tile(spec, BLOCK, "jm_thread_x()", f"{ARGS}.jm_stage == 1"))
-    code.line(f"if ({ARGS}.jm_stage == 0 && jm_thread_x() == 0) jm_parts[jm_b] = jm_carry;")
+    # The look-back path: the tile the block takes, its carry from earlier tiles' entries.
+    scan = CodeBlock("\n".join(_row_offsets(spec, "jm_row")), f"jm_state_t jm_carry = {identity(spec)};")
+    scan.extend(_tile(spec, BLOCK, "jm_thread_x()", scan_lookback.carry(spec, WARPS)))
+    code.extend(scan_lookback.tiles(spec, tile, BLOCK, scan))
     return code
 
 
 def render_cuda(binding: ScanBinding, spec: ScanSpec) -> str:
     code = CodeBlock(_shuffles(spec))
-    with code.block(f'extern "C" __global__ void __launch_bounds__({BLOCK}) jm_kernel(const jm_Args {ARGS})'):
+    if spec.path == LOOKBACK_SCAN:
+        code.line(scan_lookback.device_code(spec, WARPS))
+    bounds = scan_lookback.launch_bounds(BLOCK) if spec.path == LOOKBACK_SCAN else BLOCK
+    with code.block(f'extern "C" __global__ void __launch_bounds__({bounds}) jm_kernel(const jm_Args {ARGS})'):
         code.extend(_body(spec))
     return render_scan(binding, spec, "cuda", code.text() + "\n")

@@ -19,11 +19,11 @@ from jiter_magic.planning.reduce_spec import accumulate_dtype, identity_literal,
 
 # The kernel shapes (kernels/scan_*.py): on the host rows (split over the threads where they are
 # few and long) or columns scanned together; on CUDA a warp a row, a block a row, a thread a column,
-# and a few long rows split over many blocks (a fold of each block's share, then the scan from its carry).
+# and a few long rows split into tiles, a block each, scanned in one pass from a look-back's carry.
 SCAN_ROWS, SCAN_COLUMNS = "scan_rows", "scan_columns"
-WARP_SCAN, BLOCK_SCAN, COLUMN_SCAN, GRID_SCAN = "warp_scan", "block_scan", "column_scan", "grid_scan"
+WARP_SCAN, BLOCK_SCAN, COLUMN_SCAN, LOOKBACK_SCAN = "warp_scan", "block_scan", "column_scan", "lookback_scan"
 HOST_SCAN_PATHS = (SCAN_ROWS, SCAN_COLUMNS)
-CUDA_SCAN_PATHS = (WARP_SCAN, BLOCK_SCAN, COLUMN_SCAN, GRID_SCAN)
+CUDA_SCAN_PATHS = (WARP_SCAN, BLOCK_SCAN, COLUMN_SCAN, LOOKBACK_SCAN)
 
 
 def scan_dim(dim: object, ndim: int) -> int:

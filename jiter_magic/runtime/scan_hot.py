@@ -5,7 +5,7 @@ by the adapter's fast key of its inputs and its `dim`, `reverse`, `exclusive` an
 the general path (reduce_call.py's `call`, with scan_call.py's plan) has planned such a call of
 one launch, it leaves the C call path's `HotPlan` under that key (reduce_hot.py's `keep_hot`), so
 that a later call only allocates its results, writes the pointers and launches. Calls of two
-launches (a grid scan, split columns) and options of other types (a bool or a NumPy int as `dim`)
+launches (a look-back scan, split columns) and options of other types (a bool or a NumPy int as `dim`)
 take the general path.
 """
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Scans on a CUDA GPU against torch's: every kernel path (a warp a row, a block a row, a thread a
-column, a few long rows over many blocks), dtypes, layouts, reverse, exclusive, out=, cummax with
-indices, a linear recurrence against a float64 loop, CuPy arrays, and the same result every run.
+column, a few long rows a block a tile with a look-back), dtypes, layouts, reverse, exclusive, out=,
+cummax with indices, a linear recurrence against a float64 loop, CuPy arrays, and the same result
+every run; the look-back path forced onto short and odd rows, and a row of more than 2^31 elements.
 
 Marked `gpu`; skipped without one.
 """
@@ -14,17 +15,18 @@ import pytest
 torch = pytest.importorskip("torch")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scans"))
-from scan_functions import cummax, cummin, cumprod, cumsum, linear, logcumsumexp  # noqa: E402
+from scan_functions import ADD, AFFINE, KEEP_MAX, cummax, cummin, cumprod, cumsum, linear, logcumsumexp  # noqa: E402
 
-from jiter_magic import ValuesIndices  # noqa: E402
-from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, GRID_SCAN, WARP_SCAN  # noqa: E402
+from jiter_magic import ValuesIndices, create_multi_output_scan_fn, create_scan_fn  # noqa: E402
+from jiter_magic.kernels import scan_cuda, scan_lookback  # noqa: E402
+from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, LOOKBACK_SCAN, WARP_SCAN  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
 TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.float32: 1e-4, torch.float64: 1e-10}
 # (shape, dim) of each path: short rows, long rows, a leading dim, a few very long rows.
 PATHS = {WARP_SCAN: ((300, 700), -1), BLOCK_SCAN: ((600, 20000), 1), COLUMN_SCAN: ((900, 300), 0),
-         GRID_SCAN: ((3, 1 << 20), -1)}
+         LOOKBACK_SCAN: ((3, 1 << 20), -1)}
 
 
 def sample(shape, dtype, seed=0):
@@ -55,7 +57,7 @@ def test_cumsum_on_each_path(path, dtype):
     shape, dim = PATHS[path]
     x = sample(shape, dtype)
     reference = torch.cumsum(x.double() if dtype.is_floating_point else x, dim)
-    scale = 30.0 if path == GRID_SCAN else 3.0  # long float sums: differently grouped roundings
+    scale = 30.0 if path == LOOKBACK_SCAN else 3.0  # long float sums: differently grouped roundings
     check(cumsum(x, dim=dim), reference.to(torch.cumsum(x[:1], dim).dtype), scale)
     assert last_path(cumsum) == path
 
@@ -173,6 +175,97 @@ def test_a_scans_panel_shows_its_cuda_kernel_and_the_gpu():
         assert shown.source.value.startswith(f"<p>PTX for {shown.arch.value}: ") and ".entry" in shown.source.value
     finally:
         shown.close()
+
+
+TILE = scan_cuda.BLOCK * (scan_lookback.TILE_ITEMS or scan_cuda.ITEMS)  # a look-back tile of 4-byte states
+# Rows of 1 element, a tile less one, one, one more, 6 tiles (a count no power of two), 38, 1001.
+FORCED_COUNTS = (1, TILE - 1, TILE, TILE + 1, 5 * TILE + 3, 37 * TILE + 11, 1000 * TILE + 1)
+
+
+@pytest.fixture
+def forced(monkeypatch):
+    """Fresh functions whose calls all take the look-back path, whatever their shape (the path's
+    choice replaced, the kernel real; fresh, so that no other test's plan is reused or kept)."""
+    monkeypatch.setattr(scan_cuda, "choose_path", lambda layout, inputs, pointers: (LOOKBACK_SCAN, 1, 1))
+    return (create_scan_fn(ADD, 0, combine="add"),
+            create_multi_output_scan_fn(KEEP_MAX, float("-inf"), combine="keep_max"),
+            create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine"))
+
+
+@pytest.mark.parametrize("count", FORCED_COUNTS)
+@pytest.mark.parametrize("rows", [1, 3])
+def test_look_back_forced_on_short_and_odd_rows(forced, count, rows):
+    add, keep_max, _ = forced
+    x = sample((rows, count), torch.int64)
+    flipped = torch.flip(torch.cumsum(torch.flip(x, [1]), 1), [1])
+    check(add(x, dim=1), torch.cumsum(x, 1))
+    assert last_path(add) == LOOKBACK_SCAN
+    check(add(x, dim=1, reverse=True), flipped)
+    check(add(x, dim=1, exclusive=True), torch.cumsum(x, 1) - x)
+    check(add(x, dim=1, exclusive=True, reverse=True), flipped - x)
+    ties = torch.randint(0, 4, (rows, count), device="cuda").float()  # many equal values: the later wins
+    got, want = keep_max(ties, dim=1), torch.cummax(ties, 1)
+    check(got.values, want.values)
+    check(got.indices, want.indices)
+    column = sample((count, rows), torch.int32)  # a scan along dim 0: strided rows
+    check(add(column, dim=0), torch.cumsum(column, 0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.int64, torch.uint8])
+def test_look_back_forced_dtypes(forced, dtype):
+    add = forced[0]
+    x = sample((2, 37 * TILE + 11), dtype)
+    reference = torch.cumsum(x.double() if dtype.is_floating_point else x, 1)
+    check(add(x, dim=1), reference.to(torch.cumsum(x[:, :1], 1).dtype), 30.0)
+
+
+def test_look_back_forced_linear_recurrence(forced):
+    affine = forced[2]
+    a = torch.rand(2, 20 * TILE + 5, device="cuda") * 0.1 + 0.9
+    b = torch.randn(2, 20 * TILE + 5, device="cuda")
+    _, h = affine(a, b, dim=1)
+    torch.testing.assert_close(h.double().cpu(), sequential(a, b, 1), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize(("shape", "forcing"), [((1 << 24,), False), ((5, 300001), False), ((3, 5 * TILE + 3), True)])
+def test_look_back_is_bit_equal_run_to_run(request, shape, forcing):
+    # A fresh function either way: `last_path` names the last kernel built, and the shared `cumsum`
+    # may plan this shape on a kernel an earlier test built (it read column_scan on the first H100 run).
+    add = request.getfixturevalue("forced")[0] if forcing else create_scan_fn(ADD, 0, combine="add")
+    x = sample(shape, torch.float32)
+    first = add(x, dim=-1)
+    assert last_path(add) == LOOKBACK_SCAN
+    for _ in range(5):
+        assert torch.equal(first, add(x, dim=-1))
+    check(first, torch.cumsum(x.double(), -1).float(), 100.0)
+
+
+def test_a_row_of_more_than_2_31_elements():
+    count = (1 << 31) + 5  # int8 in, int64 out: 19 GB
+    torch.cuda.empty_cache()  # memory the allocator keeps from earlier tests counts as taken
+    if torch.cuda.mem_get_info()[0] < 24 << 30:
+        pytest.skip("needs 24 GiB of free GPU memory")
+    x = torch.ones(count, dtype=torch.int8, device="cuda")
+    x[-3:] = 3
+    got = cumsum(x, dim=0)
+    assert last_path(cumsum) == LOOKBACK_SCAN and got.dtype == torch.int64
+    step = 1 << 28
+    for start in range(0, count - 3, step):  # 1, 2, 3, ... in pieces, not a second 17 GB array
+        end = min(start + step, count - 3)
+        assert torch.equal(got[start:end], torch.arange(start + 1, end + 1, device="cuda"))
+    assert got[-3:].tolist() == [count - 3 + 3, count - 3 + 6, count - 3 + 9]
+    del got
+    x[-3:] = 1
+    backward = cumsum(x, dim=0, reverse=True, exclusive=True)
+    assert backward[0].item() == count - 1 and backward[(1 << 31) + 1].item() == 3 and backward[-1].item() == 0
+
+
+def test_cupy_arrays_on_the_look_back_path():
+    cupy = pytest.importorskip("cupy")
+    x = cupy.random.standard_normal((2, 50000)).astype(cupy.float32)
+    got = cumsum(x, dim=1)
+    assert isinstance(got, cupy.ndarray) and last_path(cumsum) == LOOKBACK_SCAN
+    cupy.testing.assert_allclose(got, cupy.cumsum(x.astype(cupy.float64), axis=1), rtol=1e-4, atol=1e-3)
 
 
 # Gradients and torch.compile on CUDA: the CPU tests' twins (tests/scans/test_scans_autograd.py,

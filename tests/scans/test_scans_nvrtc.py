@@ -13,7 +13,7 @@ from scan_functions import ADD, cummax, cumsum, ema, linear, logcumsumexp
 from jiter_magic import create_scan_fn
 from jiter_magic.compilers.nvrtc import NvrtcCompiler
 from jiter_magic.errors import InvalidArgumentError
-from jiter_magic.kernels import scan_cuda
+from jiter_magic.kernels import scan_cuda, scan_entries, scan_lookback
 from jiter_magic.planning.scan_plan import CUDA_SCAN_PATHS
 
 try:
@@ -45,7 +45,9 @@ def test_every_path_and_kind_of_state_compiles(name, path, exclusive):
     fn = FUNCTIONS[name]
     for staged in (False, True) if path != "column_scan" else (False,):
         source = compile_cuda(fn, path=path, exclusive=exclusive, staged=staged, arch="sm_90")
-        assert "atomic" not in source  # deterministic: fixed orders, no atomics
+        # Deterministic: fixed orders, and no atomics but the look-back's tile counter (which tile a
+        # block scans, never how values group).
+        assert source.count("atomic") == (path == "lookback_scan")
         assert ("jm_buf[" in source) == staged
 
 
@@ -59,7 +61,7 @@ def test_dtypes_compile_on_each_path(dtype, arch):
 
 def test_staging_is_chosen_where_a_tile_of_states_fits_shared_memory():
     assert scan_cuda.staged("block_scan", "float32", 1, False) and scan_cuda.staged("warp_scan", "float64", 2, False)
-    assert scan_cuda.staged("grid_scan", "float32", 1, True)  # a value and its index: 16 bytes
+    assert scan_cuda.staged("lookback_scan", "float32", 1, True)  # a value and its index: 16 bytes
     assert not scan_cuda.staged("block_scan", "float64", 3, False) and not scan_cuda.staged("column_scan", "int64",
                                                                                              1, False)
     for path in CUDA_SCAN_PATHS[:2] + CUDA_SCAN_PATHS[3:]:
@@ -98,3 +100,54 @@ def test_every_offset_multiplies_a_whole_position_by_the_step(path):
         source = FUNCTIONS["linear"].source(path=path, staged=staged)
         positions = re.findall(r"jm_k\d+ \+ (.*?) \* jm_a\.jm_step\[", source)
         assert positions and all(p.startswith("(") and p.endswith(")") for p in positions), positions
+
+
+def test_the_look_back_publishes_a_state_before_its_flag_and_never_spins_for_ever(monkeypatch):
+    """Packed (the default): each 8-byte word of an entry carries its flag and is written and read
+    whole, with no fence; apart: a state is written, fenced, then flagged, and a reader spins on the
+    flag, fences, then reads the state past L1. Either way a spin that never ends traps (the launch
+    fails) instead of hanging the GPU."""
+    monkeypatch.setattr(scan_lookback, "WINDOW", 0)  # the tree; the window publishes and reads the same way
+    source = cumsum.source(path="lookback_scan")
+    assert "__threadfence" not in source and "jm_flags" not in source
+    put = source[source.index("void jm_put("):]
+    assert put.index("st.relaxed.gpu.b64") < put.index("<< 32 | 1ull")
+    wait = source[source.index("jm_get(const long long* jm_slot"):]
+    assert wait.index("ld.relaxed.gpu.b64") < wait.index("!= 0u") < wait.index("__trap()") < wait.index("memcpy(")
+    monkeypatch.setattr(scan_entries, "PACKED", 0)
+    source = cumsum.source(path="lookback_scan")
+    publish = source[source.index("if (jm_lane == 0) {"):]
+    assert publish.index("jm_put(") < publish.index("__threadfence();") < publish.index("= 1;")
+    wait = source[source.index("jm_get(const int* jm_flag"):]
+    assert wait.index("volatile int*)jm_flag == 0") < wait.index("__trap()") < wait.index("__threadfence()") \
+        < wait.index("__ldcg(")
+
+
+# The look-back's tuning constants (bench/sweep_scan.py's variants), each compiled for the kinds
+# of state the sweep's rows and the GPU tests take: one value, a half input, 8 bytes, a value and
+# its index, two values, exclusive (a reversed scan is the same source, its direction an argument).
+LOOKBACK_VARIANTS = ({"PACKED": 0, "BACKOFF": 200, "KEEP_STAGED": 0}, {"PERSIST": 2048, "BACKOFF": 100, "TILE_ITEMS": 32},
+                     {"MIN_BLOCKS": 5, "TILE_ITEMS": 0, "WINDOW": 0}, {"TILE_ITEMS": 8, "KEEP_STAGED": 0, "WINDOW": 1},
+                     {"WINDOW": 0, "PACKED": 0, "PERSIST": 2048}, {"WINDOW": 4, "PACKED": 0})
+
+
+@pytest.mark.parametrize("variant", LOOKBACK_VARIANTS)
+def test_each_look_back_variant_compiles(variant, monkeypatch):
+    for name, value in variant.items():
+        monkeypatch.setattr(scan_entries if hasattr(scan_entries, name) else scan_lookback, name, value)
+    for fn, dtypes, extra in ((cumsum, ("float32",), {}), (cumsum, ("float16",), {}), (cumsum, ("int64",), {}),
+                              (cummax, ("float32",), {}), (linear, ("float32", "float32"), {}),
+                              (cumsum, ("float32",), {"exclusive": True}), (cumsum, ("float64",), {"staged": False})):
+        source = compile_cuda(fn, *dtypes, **{"staged": True, "path": "lookback_scan", "arch": "sm_90", **extra})
+        assert ("__nanosleep" in source) == ("BACKOFF" in variant)
+        assert ("for (;;)" in source) == ("PERSIST" in variant)
+
+
+def test_the_window_publishes_its_aggregate_before_it_waits_and_its_fold_after():
+    """A(t) first (it waits on nothing, and later tiles wait on it), then the warps' reads of the
+    window, a barrier, and I(t) = E(t) then A(t) from thread 0."""
+    source = cumsum.source(path="lookback_scan", staged=True)
+    body = source[source.index("const jm_index_t jm_base = jm_row * 2 * jm_tiles;"):]
+    assert body.index("jm_put(jm_slots + (jm_base + jm_tile)") < body.index("jm_window(") \
+        < body.index("__syncthreads();") < body.index("jm_put(jm_slots + (jm_base + jm_tiles + jm_tile)")
+    assert "jm_index_t jm_s = jm_tile - 256 + jm_q;" in source  # 8 warps: 256 tiles
