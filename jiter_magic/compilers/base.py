@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from jiter_magic.codegen.names import KERNEL_FILE, USER_FILE
 
@@ -13,8 +12,7 @@ _USER_CONTEXT = rf"^{USER_FILE}: "  # g++: "jiterator: In instantiation of ...":
 _KERNEL_LOCATION = rf"^(?:{KERNEL_FILE}|\S*jm_\w+\.(?:cu|cpp))(?:\((\d+)\)|:(\d+)(?::\d+)?):\s*"
 
 
-@dataclass(frozen=True, slots=True)
-class CompileResult:
+class CompileResult(NamedTuple):
     binary: bytes
     log: str  # the compiler's own output (warnings on success), already mapped to user lines
 

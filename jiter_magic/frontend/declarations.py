@@ -9,7 +9,7 @@ types (`T`, `my`): that is a typo in the name, refused here rather than left to 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jiter_magic.errors import ParseError
 from jiter_magic.frontend.tokens import Token, join, match_angle, match_bracket, split_commas
@@ -28,8 +28,7 @@ _SUFFIX_CALLS = frozenset({"noexcept", "throw"})
 _NOT_FUNCTION = frozenset({"namespace", "struct", "class", "union", "enum", "typedef", "using", "=", ";"})
 
 
-@dataclass(frozen=True, slots=True)
-class Definition:
+class Definition(NamedTuple):
     name: str
     template: tuple[str, ...] | None
     return_type: list[Token]

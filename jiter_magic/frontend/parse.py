@@ -10,6 +10,7 @@ declarator is read and checked in parse_decl.py: a return type that names two ty
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from jiter_magic.errors import ArgumentTypeError, ParseError
 from jiter_magic.frontend.declarations import Definition, describe, read_definition, show
@@ -28,8 +29,7 @@ __all__ = ["Functor", "Parameter", "Token", "parse_definitions", "parse_functor"
 EXAMPLE = "`template <typename T> T my_kernel(T x, T y) { return x + y; }`"
 
 
-@dataclass(frozen=True, slots=True)
-class Parameter:
+class Parameter(NamedTuple):
     """One parameter of the entry function, as declared."""
 
     name: str

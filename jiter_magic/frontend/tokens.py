@@ -6,7 +6,7 @@ so that neither imports the other.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jiter_magic.errors import ParseError
 
@@ -31,8 +31,7 @@ _OPEN = {"(": ")", "[": "]", "{": "}"}
 _CLOSE = {v: k for k, v in _OPEN.items()}
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(NamedTuple):
     kind: str
     text: str
     line: int  # 1-based line in the code string

@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jiter_magic.settings as settings
 from jiter_magic.cache.entry import cache_key, counters, sha256
@@ -88,8 +88,7 @@ def save_failed_source(source: str, name: str, backend: str, key: str) -> str:
     return path
 
 
-@dataclass(frozen=True, slots=True)
-class _Job:
+class _Job(NamedTuple):
     """One build: the function's name and code (for messages), what is built, and where."""
 
     name: str

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 KWARGS_LIMIT = 64  # keyword values a plan keeps C hot paths for
 
 
-@dataclass(frozen=True, slots=True)
+# A plan and its checks are compared by identity (eq=False): no code compares two plans by value,
+# and generating __eq__ and __hash__ for them is a quarter of their classes' cost at import.
+@dataclass(frozen=True, slots=True, eq=False)
 class PlanChecks:
     """What is checked on every call of a plan, beyond its key."""
 
@@ -35,7 +37,7 @@ class PlanChecks:
     storage: Callable[[Any, tuple], None] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CallPlan:
     """Everything a call with a known key needs besides its pointers and scalar values."""
 
