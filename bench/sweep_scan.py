@@ -2,14 +2,15 @@
 
 Each variant runs in a fresh process over an empty kernel cache, with constants of
 kernels/scan_cuda.py (BLOCK, ITEMS, SMALL_ITEMS, BUSY_THREADS, SEGMENT, MIN_ROWS),
-kernels/scan_lookback.py (WINDOW, TILE_ITEMS, KEEP_STAGED, PERSIST, MIN_BLOCKS) or
-kernels/scan_entries.py (PACKED, BACKOFF) patched before any kernel is built, and times jiter_magic
-on every row against a device-to-device copy of the same bytes in the same process (CUDA events,
-median of --repeat calls in two rounds). Every result is checked first: cumsum and logcumsumexp
-against torch in float64, a linear recurrence's first steps against a sequential float64 loop and
-64 positions along each row against a float64 loop over the 1024 steps before each (a in [0.95, 1):
-earlier steps weigh less than 1e-11), and a second call must give the same bits. Prints one table,
-row by variant, in GB/s (bytes read plus written).
+kernels/scan_lookback.py (WINDOW, TILE_ITEMS, KEEP_STAGED, PERSIST, MIN_BLOCKS),
+kernels/scan_entries.py (PACKED, BACKOFF) or kernels/scan_loads.py (STAGED_LOADS, FULL_TILES)
+patched before any kernel is built, and times jiter_magic on every row against a device-to-device
+copy of the same bytes in the same process (CUDA events, median of --repeat calls in two rounds).
+Every result is checked first: cumsum and logcumsumexp against torch in float64, a linear
+recurrence's first steps against a sequential float64 loop and 64 positions along each row against
+a float64 loop over the 1024 steps before each (a in [0.95, 1): earlier steps weigh less than
+1e-11), and a second call must give the same bits. Prints one table, row by variant, in GB/s
+(bytes read plus written).
 
 Usage on the GPU machine:
   python3 bench/sweep_scan.py [--only TEXT] [--lookback] [--budget S] [--timeout S]
@@ -28,18 +29,20 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_VARIANTS = "SMALL_ITEMS=8;ITEMS=16;BLOCK=512;BLOCK=128;BUSY_THREADS=262144"
+# STAGED_LOADS=0,FULL_TILES=0: a staged tile's elements stored as they are loaded (the sources before issue 46).
+DEFAULT_VARIANTS = ("STAGED_LOADS=0,FULL_TILES=0;FULL_TILES=0;SMALL_ITEMS=8;ITEMS=16;BLOCK=512;BLOCK=128;"
+                    "BUSY_THREADS=262144")
 LOOKBACK_ROWS = [("cumsum", (1 << 28,), -1), ("cumsum", (64, 1 << 22), -1), ("linear", (1, 1, 1 << 26), -1),
                  ("linear", (1, 64, 1 << 18), -1)]
 
 
 def patch(variant: str) -> None:
     """Set the scan paths' constants named in `variant` and the ones derived from them."""
-    from jiter_magic.kernels import scan_cuda, scan_entries, scan_lookback
+    from jiter_magic.kernels import scan_cuda, scan_entries, scan_loads, scan_lookback
 
     for item in filter(None, variant.split(",")):
         name, value = item.split("=")
-        module = next((m for m in (scan_cuda, scan_lookback, scan_entries) if hasattr(m, name)), None)
+        module = next((m for m in (scan_cuda, scan_lookback, scan_entries, scan_loads) if hasattr(m, name)), None)
         if module is None:
             raise SystemExit(f"no scan kernel constant {name}")
         setattr(module, name, int(value))
@@ -106,7 +109,9 @@ def _check_linear_windows(got, inputs, dim: int, window: int = 1024) -> None:
 
     a, b, got = (t.movedim(dim, -1) for t in (*inputs, got))
     count = a.shape[-1]
-    ends = torch.linspace(min(window, count) - 1, count - 1, 64, device=a.device).long()
+    # Integer steps: a float32 linspace rounds count - 1 = 2^26 - 1 up to 2^26, an index past the row.
+    first = min(window, count) - 1
+    ends = first + (count - 1 - first) * torch.arange(64, device=a.device) // 63
     steps = ends[:, None] - torch.arange(min(window, count) - 1, -1, -1, device=a.device)  # (64, window)
     h = torch.zeros(a.shape[:-1] + (64,), dtype=torch.float64, device=a.device)
     for t in range(steps.shape[1]):

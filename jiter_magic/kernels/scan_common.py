@@ -82,6 +82,23 @@ def _state_type(binding: ScanBinding, spec: ScanSpec, cuda: bool) -> str:
             f"  jm_state_t jm_r = jm_x;\n  {call};\n  return jm_r;\n}}\n")
 
 
+def shuffles(spec: ScanSpec) -> str:
+    """`jm_up(state, offset)` (the state of the lane `offset` below) and `jm_from(state, lane)`,
+    field by field."""
+    text = ""
+    for name, call in (("jm_up", "__shfl_up_sync"), ("jm_from", "__shfl_sync")):
+        head = f"__device__ __forceinline__ jm_state_t {name}(jm_state_t jm_s, int jm_off) {{\n"
+        if spec.indexed:
+            text += head + (f"  return jm_state_t{{{call}(0xffffffffu, jm_s.v, jm_off), "
+                            f"(int64_t){call}(0xffffffffu, (long long)jm_s.i, jm_off)}};\n}}\n")
+        elif spec.state == 1:
+            text += head + f"  return {call}(0xffffffffu, jm_s, jm_off);\n}}\n"
+        else:
+            text += head + "".join(f"  jm_s.{n} = {call}(0xffffffffu, jm_s.{n}, jm_off);\n"
+                                   for n in FIELDS[:spec.state]) + "  return jm_s;\n}\n"
+    return text
+
+
 def step(spec: ScanSpec, a: str, b: str) -> str:
     return f"jm_pick({a}, {b})" if spec.indexed else f"jm_step({a}, {b})"
 

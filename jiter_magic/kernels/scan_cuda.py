@@ -18,19 +18,20 @@ from __future__ import annotations
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.frontend.scan import ScanBinding
-from jiter_magic.kernels import scan_entries, scan_lookback
+from jiter_magic.kernels import scan_entries, scan_loads, scan_lookback
 from jiter_magic.kernels.base import Grid
 from jiter_magic.kernels.scan_common import (
     ARGS,
-    FIELDS,
     element_call,
     identity,
     offsets,
     operand_count,
     render_scan,
+    shuffles,
     step,
     store_call,
 )
+from jiter_magic.kernels.scan_loads import slot
 from jiter_magic.planning.dtypes import DTYPES
 from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, LOOKBACK_SCAN, WARP_SCAN, ScanLayout, ScanSpec
 
@@ -114,23 +115,6 @@ def launches(spec: ScanSpec, layout: ScanLayout, blocks: int) -> list[tuple[Grid
     return scan_lookback.launches(spec, layout.rows, layout.count, BLOCK * items_of(spec))
 
 
-def _shuffles(spec: ScanSpec) -> str:
-    """`jm_up(state, offset)` (the state of the lane `offset` below) and `jm_from(state, lane)`,
-    field by field."""
-    text = ""
-    for name, call in (("jm_up", "__shfl_up_sync"), ("jm_from", "__shfl_sync")):
-        head = f"__device__ __forceinline__ jm_state_t {name}(jm_state_t jm_s, int jm_off) {{\n"
-        if spec.indexed:
-            text += head + (f"  return jm_state_t{{{call}(0xffffffffu, jm_s.v, jm_off), "
-                            f"(int64_t){call}(0xffffffffu, (long long)jm_s.i, jm_off)}};\n}}\n")
-        elif spec.state == 1:
-            text += head + f"  return {call}(0xffffffffu, jm_s, jm_off);\n}}\n"
-        else:
-            text += head + "".join(f"  jm_s.{n} = {call}(0xffffffffu, jm_s.{n}, jm_off);\n"
-                                   for n in FIELDS[:spec.state]) + "  return jm_s;\n}\n"
-    return text
-
-
 def _tile(spec: ScanSpec, threads: int, tid: str, look_back: CodeBlock | None = None) -> CodeBlock:
     """One tile of `threads` x `items_of(spec)` elements from position `jm_j0` of the row at `jm_k`:
     each thread's items in registers, a scan of the threads' totals (by warp shuffles, a block's warps'
@@ -139,7 +123,7 @@ def _tile(spec: ScanSpec, threads: int, tid: str, look_back: CodeBlock | None = 
     total. Every thread of the group runs it."""
     ident, items = identity(spec), items_of(spec)
     sync = "__syncwarp();" if threads == 32 else "__syncthreads();"
-    mine = f"jm_buf[{_at(f'(int)({tid}) * {items} + jm_i')}]"  # a thread's own slots of a staged tile
+    mine = f"jm_buf[{slot(f'(int)({tid}) * {items} + jm_i')}]"  # a thread's own slots of a staged tile
     # The look-back path may keep a thread's running states in its own staged slots across the
     # look-back, not in registers: the same combines, fewer registers, more blocks an SM.
     kept = look_back is not None and spec.staged and scan_lookback.KEEP_STAGED
@@ -147,10 +131,7 @@ def _tile(spec: ScanSpec, threads: int, tid: str, look_back: CodeBlock | None = 
     code.line(f"jm_state_t jm_t = {ident};")
     code.line(f"const jm_index_t jm_first = jm_j0 + (jm_index_t)({tid}) * {items};")
     if spec.staged:  # the group reads the tile densely into shared memory, each thread then its items
-        with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
-            code.line(f"const int jm_x = jm_i * {threads} + (int)({tid});")
-            code.line(f"if (jm_j0 + jm_x < {ARGS}.jm_count) jm_buf[{_at('jm_x')}] = "
-                      f"{element_call(spec, 'jm_j0 + jm_x')};")
+        code.extend(scan_loads.read(spec, threads, tid, items))
         code.line(sync)
     with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
         code.line("const jm_index_t jm_j = jm_first + jm_i;")
@@ -204,7 +185,7 @@ def _tile(spec: ScanSpec, threads: int, tid: str, look_back: CodeBlock | None = 
             with code.block(f"for (int jm_i = 0; jm_i < {items}; ++jm_i)"):
                 code.line(f"const jm_index_t jm_j = jm_j0 + jm_i * {threads} + (int)({tid});")
                 code.line(f"if (jm_j < {ARGS}.jm_count) "
-                          + store_call(spec, "jm_j", f"jm_buf[{_at(f'jm_i * {threads} + (int)({tid})')}]", counted))
+                          + store_call(spec, "jm_j", f"jm_buf[{slot(f'jm_i * {threads} + (int)({tid})')}]", counted))
             code.line(sync)
     code.line("jm_carry = jm_total;")
     return code
@@ -243,12 +224,6 @@ def _columns(spec: ScanSpec) -> CodeBlock:
                 code.line(f"jm_s = {step(spec, 'jm_s', 'jm_e[jm_i]')};")
                 code.line(store_call(spec, "jm_j", "jm_s", "jm_j + 1"))
     return code
-
-
-def _at(index: str) -> str:
-    """A staging buffer's slot of tile position `index`: one padding slot every 32, so that a
-    thread's consecutive states and a warp's dense run spread over the banks."""
-    return f"({index}) + (({index}) >> 5)"
 
 
 def _row_offsets(spec: ScanSpec, row: str) -> list[str]:
@@ -290,7 +265,7 @@ def _body(spec: ScanSpec) -> CodeBlock:
 
 
 def render_cuda(binding: ScanBinding, spec: ScanSpec) -> str:
-    code = CodeBlock(_shuffles(spec))
+    code = CodeBlock(shuffles(spec))
     if spec.path == LOOKBACK_SCAN:
         code.line(scan_lookback.device_code(spec, WARPS))
     bounds = scan_lookback.launch_bounds(BLOCK) if spec.path == LOOKBACK_SCAN else BLOCK

@@ -135,6 +135,21 @@ def test_linear_recurrence_matches_a_float64_loop(shape, dim):
     torch.testing.assert_close(h.double().cpu(), sequential(a, b, dim), rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize(("shape", "path"), [((16, 500), WARP_SCAN), ((64, 3000), BLOCK_SCAN), ((2, 20000), LOOKBACK_SCAN)])
+def test_a_float64_pair_over_whole_and_ragged_tiles(shape, path):
+    """A staged state of 16 bytes (8 elements a thread): each path's rows end in whole tiles, read
+    without guards, and a ragged last one, forward and reversed."""
+    a = torch.rand(shape, device="cuda", dtype=torch.float64) * 0.1 + 0.9
+    b = torch.randn(shape, device="cuda", dtype=torch.float64)
+    fresh = create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine")
+    _, h = fresh(a, b, dim=1)
+    assert last_path(fresh) == path
+    torch.testing.assert_close(h.cpu(), sequential(a, b, 1), rtol=1e-9, atol=1e-9)
+    _, h = fresh(a, b, dim=1, reverse=True)
+    flipped = torch.flip(sequential(torch.flip(a, [1]), torch.flip(b, [1]), 1), [1])
+    torch.testing.assert_close(h.cpu(), flipped, rtol=1e-9, atol=1e-9)
+
+
 def test_layouts_out_and_empty():
     x = sample((40, 30, 50), torch.float32)
     for view, dim in ((x.transpose(0, 2), 1), (x[:, ::2], -1), (x.permute(1, 2, 0), 0), (x, 1)):

@@ -13,7 +13,7 @@ from scan_functions import ADD, cummax, cumsum, ema, linear, logcumsumexp
 from jiter_magic import create_scan_fn
 from jiter_magic.compilers.nvrtc import NvrtcCompiler
 from jiter_magic.errors import InvalidArgumentError
-from jiter_magic.kernels import scan_cuda, scan_entries, scan_lookback
+from jiter_magic.kernels import scan_cuda, scan_entries, scan_loads, scan_lookback
 from jiter_magic.planning.scan_plan import CUDA_SCAN_PATHS
 
 try:
@@ -151,3 +151,24 @@ def test_the_window_publishes_its_aggregate_before_it_waits_and_its_fold_after()
     assert body.index("jm_put(jm_slots + (jm_base + jm_tile)") < body.index("jm_window(") \
         < body.index("__syncthreads();") < body.index("jm_put(jm_slots + (jm_base + jm_tiles + jm_tile)")
     assert "jm_index_t jm_s = jm_tile - 256 + jm_q;" in source  # 8 warps: 256 tiles
+
+
+@pytest.mark.parametrize("variant", [{"STAGED_LOADS": 0, "FULL_TILES": 0}, {"STAGED_LOADS": 1, "FULL_TILES": 0},
+                                     {"KEEP_STAGED": 0}, {}])
+def test_each_way_of_loading_a_staged_tile_compiles(monkeypatch, variant):
+    """Issue 46: a staged tile's loads into registers first (STAGED_LOADS=1, shipped), unguarded
+    where the tile is whole (FULL_TILES=1, shipped), or each stored as it comes (0: the sources
+    before). Each kind of state on each staged path, plain and exclusive, the look-back's states
+    kept in the staged slots or not; none spills."""
+    for name, value in variant.items():
+        monkeypatch.setattr(scan_lookback if name == "KEEP_STAGED" else scan_loads, name, value)
+    kinds = [(cumsum, ("float32",)), (cumsum, ("float16",)), (cumsum, ("int64",)), (cummax, ("float32",)),
+             (linear, ("float32", "float32")), (linear, ("float64", "float64"))]
+    loads, full = scan_loads.STAGED_LOADS, scan_loads.STAGED_LOADS and scan_loads.FULL_TILES
+    for (fn, dtypes), path, exclusive in itertools.product(kinds, ("warp_scan", "block_scan", "lookback_scan"),
+                                                           (False, True)):
+        source = compile_cuda(fn, *dtypes, path=path, staged=True, exclusive=exclusive, arch="sm_90")
+        assert ("jm_n[jm_i] = jm_element(" in source) == bool(loads)
+        assert ("<= jm_a.jm_count) {" in source) == bool(full)
+    for path in ("block_scan", "lookback_scan"):
+        assert ".local" not in linear.inspect(path=path, kind="ptx", staged=True)
