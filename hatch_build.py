@@ -43,6 +43,8 @@ except ImportError:  # `python hatch_build.py` on a machine without hatchling (s
 
 NATIVE = "jiter_magic/native"
 REPORT = "_built.json"  # what was built and why not: read by jiter_magic/native/loader.py
+# The header both sources include: part of each module's digest (`source_digest`, as native/loader.py reads it).
+SHARED_HEADER = "vectorcall_type.h"
 NO_DEBUG = ["-g0", "-O2"]  # Python's own CFLAGS carry -g: tens of MB of debug info for torch's headers
 
 # Run by the interpreter being installed for: the facts the torch module is compiled against.
@@ -82,9 +84,21 @@ def extensions(root: str) -> list[Any]:
     from setuptools import Extension
 
     source = os.path.join(root, NATIVE)
+    header = [os.path.join(source, SHARED_HEADER)]  # rebuilt where it changed
     return [Extension("jiter_magic.native._fast_call", [os.path.join(source, "fast_call.cpp")], language="c++",
-                      extra_compile_args=["-std=c++17", "-Wall", *NO_DEBUG]),
-            Extension("jiter_magic.native._torch_call", [os.path.join(source, "torch_fast_call.cpp")], language="c++")]
+                      extra_compile_args=["-std=c++17", "-Wall", *NO_DEBUG], depends=header),
+            Extension("jiter_magic.native._torch_call", [os.path.join(source, "torch_fast_call.cpp")], language="c++",
+                      depends=header)]
+
+
+def source_digest(source: str) -> str:
+    """sha256 of a module's source followed by the header beside it that both sources include: an
+    editable install's loader refuses a module older than either (native/loader.py)."""
+    digest = hashlib.sha256()
+    for path in (source, os.path.join(os.path.dirname(source), SHARED_HEADER)):
+        with open(path, "rb") as handle:
+            digest.update(handle.read())
+    return digest.hexdigest()
 
 
 def configure_torch(ext: Any, torch: dict) -> None:
@@ -132,10 +146,8 @@ def compile_modules(root: str, build_lib: str, build_temp: str) -> tuple[dict[st
                 report[name] = {"built": False, "reason": why}
                 return
             made_for = {"torch": {k: torch[k] for k in ("version", "git", "abi")}} if torch is not None else {}
-            # The source's digest: an editable install's loader refuses a module older than its source.
-            with open(ext.sources[0], "rb") as handle:
-                digest = hashlib.sha256(handle.read()).hexdigest()
-            report[name] = {"built": True, "source": os.path.basename(ext.sources[0]), "sha256": digest, **made_for}
+            report[name] = {"built": True, "source": os.path.basename(ext.sources[0]),
+                            "sha256": source_digest(ext.sources[0]), **made_for}
 
     command = BuildNative(Distribution({"name": "jiter_magic", "ext_modules": extensions(root)}))
     command.build_lib, command.build_temp = build_lib, build_temp

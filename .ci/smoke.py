@@ -8,7 +8,6 @@ shared data, the nbconvert exporter's entry point, py.typed. Exits non-zero on t
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -58,7 +57,8 @@ def main(torch_module: str) -> None:
     check(exporters.get("jiter_html") == "jiter_magic.notebook.export:PanelHTMLExporter",
           "the nbconvert exporter jiter_html is registered")
     check((package / "py.typed").is_file(), "py.typed is installed")
-    check(not os.path.exists(package / "native" / "fast_call.cpp"), "the wheel carries modules, not their sources")
+    check(not any((package / "native" / name).exists() for name in ("fast_call.cpp", "vectorcall_type.h")),
+          "the wheel carries modules, not their sources")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import jiter_magic.settings as settings
 from jiter_magic._version import __version__
 from jiter_magic.cache.entry import CacheWarning
 from jiter_magic.errors import (
@@ -34,6 +33,7 @@ from jiter_magic.errors import (
     UnsupportedArrayError,
 )
 from jiter_magic.function import JitFunction
+from jiter_magic.kernel_function import for_caller
 from jiter_magic.runtime.build import Specialization
 
 __all__ = [
@@ -59,9 +59,7 @@ def create_jit_fn(code_string: str, **kwargs: object) -> JitFunction:
     try:
         return JitFunction(code_string, None, kwargs)
     except JiterError as error:  # a mistake in the code string or kwargs: the caller's line, no internals
-        if settings.DEBUG.get():
-            raise
-        raise error.with_traceback(None) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
+        raise for_caller(error) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
 
 
 def create_multi_output_jit_fn(code_string: str, num_outputs: int, **kwargs: object) -> JitFunction:
@@ -71,9 +69,7 @@ def create_multi_output_jit_fn(code_string: str, num_outputs: int, **kwargs: obj
     try:
         return JitFunction(code_string, num_outputs, kwargs)
     except JiterError as error:  # as in create_jit_fn
-        if settings.DEBUG.get():
-            raise
-        raise error.with_traceback(None) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
+        raise for_caller(error) from error.__cause__
 
 
 def create_reduction_fn(code_string: str, identity: object, map: str | None = None, *,  # noqa: A002 - the API's name
@@ -90,9 +86,7 @@ def create_reduction_fn(code_string: str, identity: object, map: str | None = No
     try:
         return ReductionFunction(code_string, identity, map, combine, finalize, kwargs)
     except JiterError as error:  # as in create_jit_fn
-        if settings.DEBUG.get():
-            raise
-        raise error.with_traceback(None) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
+        raise for_caller(error) from error.__cause__
 
 
 def create_multi_output_reduction_fn(code_string: str, identity: object = None, map: str | None = None, *,  # noqa: A002
@@ -113,9 +107,7 @@ def create_multi_output_reduction_fn(code_string: str, identity: object = None, 
         return ReductionFunction(code_string, 0 if identity is None else identity, map, combine, finalize, kwargs,
                                  indexed=True)
     except JiterError as error:  # as in create_jit_fn
-        if settings.DEBUG.get():
-            raise
-        raise error.with_traceback(None) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
+        raise for_caller(error) from error.__cause__
 
 
 def create_scan_fn(code_string: str, identity: object, map: str | None = None, *,  # noqa: A002 - the API's name
@@ -128,7 +120,6 @@ def create_scan_fn(code_string: str, identity: object, map: str | None = None, *
     with (0 for a sum, float('-inf') for a max); an exclusive scan's first result is it. `kwargs` name
     the map's extra scalar parameters, with their defaults. Calls take `dim=` (required),
     `reverse=`, `exclusive=`, `dtype=` and `out=`, with torch.cumsum's dtype rules."""
-    from jiter_magic.kernel_function import for_caller
     from jiter_magic.scan import ScanFunction
 
     try:
@@ -150,7 +141,6 @@ def create_multi_output_scan_fn(code_string: str, identity: object = None, map: 
     Values with indices (cummax): `combine` is a reduction with indices' (`void keep_max(T a,
     int64_t ia, T b, int64_t ib, T& value, int64_t& index)`, ties broken by index to be
     deterministic) and a call returns `ValuesIndices(values, indices)` as torch.cummax does."""
-    from jiter_magic.kernel_function import for_caller
     from jiter_magic.scan import ScanFunction
 
     try:

@@ -14,6 +14,15 @@ def device_name(device: int) -> str:
     return "the CPU" if device < 0 else f"cuda:{device}"
 
 
+def mixed_inputs(libraries: tuple[str, str], devices: tuple[int, int], what: str = "inputs") -> DeviceError:
+    """What a call (or a benchmark: `what`) raises on arrays of another library than the first
+    array's, else on another device: the first array's place, then the other's."""
+    if libraries[0] != libraries[1]:
+        return DeviceError(f"{what} mix {libraries[0]} and {libraries[1]} arrays; convert them to one library")
+    return DeviceError(f"{what} live on different devices ({device_name(devices[0])} and "
+                       f"{device_name(devices[1])}); move them to one device")
+
+
 class JiterError(Exception):
     """Base class of every error raised by jiter_magic."""
 

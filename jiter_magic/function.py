@@ -10,14 +10,13 @@ import pickle
 import weakref
 from typing import Any
 
-import jiter_magic.settings as settings
 from jiter_magic.arrays import tracing
 from jiter_magic.displayed import PanelDisplay
 from jiter_magic.errors import JiterError
 from jiter_magic.frontend.bind import bind
 from jiter_magic.frontend.parse import parse_functor
 from jiter_magic.frontend.signature import LazySignature, docstring_of
-from jiter_magic.kernel_function import KernelFunction, checked_kwargs, unpickled
+from jiter_magic.kernel_function import KernelFunction, checked_kwargs, for_caller, unpickled
 from jiter_magic.kernels.families import ELEMENTWISE
 from jiter_magic.planning.spec import CONTIGUOUS
 from jiter_magic.planning.values import scalar_value
@@ -87,9 +86,7 @@ class JitFunction(KernelFunction, PanelDisplay):
             # traceback drops the frames that found it and starts here, under the caller's lines.
             # `from` its own cause: a deliberate cause stays, an implicit context is not shown.
             # Other exceptions, a bug of jiter_magic's own among them, keep every frame.
-            if settings.DEBUG.get():
-                raise
-            raise error.with_traceback(None) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
+            raise for_caller(error) from error.__cause__  # JITER_MAGIC_DEBUG=1 shows all frames
 
     def _pickled_state(self) -> tuple[str, int | None, dict[str, object], str, str | None]:
         code_string, num_outputs, kwargs = self._made_from

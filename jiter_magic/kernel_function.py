@@ -27,8 +27,11 @@ if TYPE_CHECKING:
 
 def for_caller(error: JiterError) -> JiterError:
     """A mistake in a user's call or code string, to raise again where the user's line called:
-    its message says all, so its traceback starts there (JITER_MAGIC_DEBUG=1 keeps every frame)."""
-    return error if settings.DEBUG.get() else error.with_traceback(None)
+    its message says all, so its traceback starts there. JITER_MAGIC_DEBUG=1 keeps every frame, each
+    once: the traceback loses its first entry, the frame that caught the error, which raising it again
+    puts back."""
+    tb = error.__traceback__
+    return error.with_traceback(tb.tb_next if settings.DEBUG.get() and tb is not None else None)
 
 
 def checked_kwargs(kwargs: object, what: str) -> dict[str, object]:

@@ -50,7 +50,7 @@ from jiter_magic.integrations.dtensor_layout import Placements, as_global, local
 from jiter_magic.integrations.kinds import as_results, check_array_inputs, planned, requested_dtype
 from jiter_magic.integrations.reduce_parts import State, TreeParts, as_state, ended, placed_partial, tree_parts
 from jiter_magic.planning.dtypes import dtype_name
-from jiter_magic.planning.layout import contiguous_strides
+from jiter_magic.planning.reduce_layout import dense_strides
 from jiter_magic.planning.reduce_result import ReductionResult, check_flag
 from jiter_magic.runtime.reduce_call import ValuesIndices, extra_values, no_backward
 
@@ -125,7 +125,7 @@ def _result_placements(targets: Placements, planned: ReductionResult, keepdim: b
 
 def as_dtensors(function: Any, found: Any, mesh: DeviceMesh, placements: Placements, shape: tuple[int, ...]) -> Any:
     """A rank's local results as DTensors of the global shape, dense, as the eager call gives them."""
-    stride = contiguous_strides(shape, list(reversed(range(len(shape)))))
+    stride = dense_strides(shape)
     return as_results(function, as_global(as_state(found), mesh, placements, shape, stride))
 
 

@@ -107,6 +107,17 @@ class CudaPath(KernelPath):
         return code.text() + "\n"
 
 
+class LoopPath(CudaPath):
+    """A CUDA path whose Args carry the loop's sizes and each operand's strides (rows, tiles, strided
+    offsets), where the contiguous path needs the element count alone."""
+
+    def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
+        return loop_fields(spec)
+
+    def geometry(self, spec: KernelSpec, layout: Layout) -> tuple[int, ...]:
+        return loop_geometry(layout)
+
+
 def loop_fields(spec: KernelSpec) -> list[FieldSpec]:
     """Loop sizes and each operand's strides, innermost first."""
     fields: list[FieldSpec] = [("jm_sizes", "int64_t", "q" * spec.ndim, 8 * spec.ndim, spec.ndim)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body, vector_elements
-from jiter_magic.codegen.offsets import MODULO, operand_offsets
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.base import CallShape, params_of
 from jiter_magic.kernels.tile_code import (
@@ -19,10 +18,11 @@ from jiter_magic.kernels.tile_code import (
     TILE,
     WARP,
     TiledParams,
-    batch_loop,
+    accessible,
     operand_offset,
     stride,
-    tile_origin,
+    tile_batches,
+    vector_access,
 )
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.spec import KernelSpec
@@ -47,16 +47,6 @@ def rows_for(ndim: int, pack: int) -> int:
 def packed_rows(spec: KernelSpec) -> int:
     """Rows of threads of `spec`'s packed kernel's block."""
     return rows_for(spec.ndim, params_of(spec, TiledParams).pack)
-
-
-def thread_indices(spec: KernelSpec) -> CodeBlock:
-    """C++: the thread's x and y as `jm_tx` and `jm_ty`, which the packed kernel's addresses use. In a
-    batch loop they pass through an empty `asm` at each batch, so that the compiler computes the tile's
-    addresses in the batch instead of keeping them all in registers across it (docs/benchmarks.md)."""
-    code = CodeBlock("int jm_tx = (int)jm_thread_x(), jm_ty = (int)jm_thread_y();")
-    if spec.ndim > 2:
-        code.line('asm volatile("" : "+r"(jm_tx), "+r"(jm_ty));')
-    return code
 
 
 def packed_edges(pack: int, runs: int) -> tuple[int, int]:
@@ -107,37 +97,9 @@ def packing(call: CallShape, staged: list[tuple[int, int]]) -> tuple[int, int]:
     runs = packed_runs(pack, layout.sizes[1])
     if not runs or (TILE * runs // pack) % rows_for(layout.ndim, pack):  # rows of threads split a row's words
         return 1, 1
-    if any(layout.strides[position][1] != 1 for _, position in staged):
-        return 1, 1
     if len(staged) * packed_tile_elements(pack, runs) * (4 // pack) > SHARED_LIMIT:
         return 1, 1
-    # 4-byte accesses need every tiled input's and output's pointer at 4 bytes and its strides,
-    # but along its own rows, multiples of the pack (a misaligned view keeps the unpacked tiles,
-    # which move it as fast). Plans are keyed by pointer alignment, so this holds for the plan.
-    pointers = [call.arrays[i].pointer for i, _ in staged] + [o.pointer for o in call.outs or []]
-    other_strides = [s for _, position in staged for d, s in enumerate(layout.strides[position]) if d != 1]
-    other_strides += [s for j in range(len(call.output_dtypes)) for s in layout.strides[j][1:]]
-    if any(p % 4 for p in pointers) or any(s % pack for s in other_strides):
-        return 1, 1
-    return pack, runs
-
-
-def _word_access(pointer: str, k: int, along: int, pack: int) -> str:
-    """C++: whether operand k (at `pointer`, this batch's offset `jm_o{k}`) can be read or written
-    `pack` elements as one 4-byte access along loop dimension `along`: its address at 4 bytes, unit
-    stride along that dimension, the other dimension's stride a multiple of the pack."""
-    return (f"(((unsigned long long)({pointer} + jm_o{k})) & 3) == 0 && "
-            f"{ARGS}.jm_strides{k}[{along}] == 1 && ({ARGS}.jm_strides{k}[{1 - along}] & {pack - 1}) == 0")
-
-
-def _packed_condition(spec: KernelSpec) -> str:
-    """C++: whether this batch's tiled inputs (along their rows, dimension 1) and outputs (along
-    theirs, dimension 0) allow 4-byte accesses. Checked a batch at a time, so that a batch the
-    plan did not foresee takes the element branch."""
-    nout, ins, params = len(spec.outputs), spec.array_inputs, params_of(spec, TiledParams)
-    conditions = [_word_access(f"{ARGS}.jm_in{i}", nout + ins.index(i), 1, params.pack) for i in params.tiled_inputs]
-    conditions += [_word_access(f"{ARGS}.jm_out{j}", j, 0, params.pack) for j in range(nout)]
-    return " &&\n    ".join(conditions)
+    return (pack, runs) if accessible(call, staged, 4, pack) else (1, 1)
 
 
 def packed_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
@@ -146,21 +108,12 @@ def packed_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
     turn out not to allow it, take an element at a time over the same tiles (`_element_tile`).
     The choice is one per block and batch."""
     params = params_of(spec, TiledParams)
-    edge0, edge1 = packed_edges(params.pack, params.runs)
     code = CodeBlock()
     for i in params.tiled_inputs:
         code.line(f"__shared__ alignas(16) {ctype(spec.inputs[i])} "
                   f"jm_tile{i}[{packed_tile_elements(params.pack, params.runs)}];")
-    code.extend(tile_origin(spec, edge0, edge1))
-    with code.block(batch_loop(spec)):
-        code.extend(thread_indices(spec))
-        code.extend(operand_offsets(spec, "jm_batch", MODULO, first_dim=2))
-        code.line(f"const bool jm_whole = jm_i0_base + {edge0} <= jm_s0 && jm_i1_base + {edge1} <= jm_s1 &&\n"
-                  f"    {_packed_condition(spec)};")
-        with code.block("if (jm_whole)", close="} else {"):
-            code.extend(_vector_tile(binding, spec, params))
-        with code.block(None):
-            code.extend(_element_tile(binding, spec, params))
+    code.extend(tile_batches(spec, packed_edges(params.pack, params.runs), (params.pack, 4),
+                             _vector_tile(binding, spec, params), _element_tile(binding, spec, params)))
     return code
 
 
@@ -230,7 +183,7 @@ def _vector_tile(binding: Binding, spec: KernelSpec, params: TiledParams) -> Cod
                 code.extend(scalar)
                 continue
             # As wide as the tiled inputs: a vector at a time where this input allows it.
-            with code.block(f"if ({_word_access(f'{ARGS}.jm_in{i}', k_of[i], 0, pack)})", close="} else {"):
+            with code.block(f"if ({vector_access(f'{ARGS}.jm_in{i}', k_of[i], 0, pack, 4 // pack)})", close="} else {"):
                 code.line("#pragma unroll")
                 code.line(f"{each_column} jm_p{i}[jm_c * {pack} + jm_q] = "
                           f"*reinterpret_cast<const {vec_t}*>(jm_at{i} + {column(k_of[i])});")

@@ -20,12 +20,11 @@ from functools import lru_cache
 from typing import Protocol
 
 from jiter_magic.codegen.element import convert
-from jiter_magic.codegen.names import KERNEL_FILE, USER_FILE
+from jiter_magic.codegen.names import with_user_code
 from jiter_magic.codegen.prelude import prelude
 from jiter_magic.frontend.bind import EXTRA, INPUT
 from jiter_magic.frontend.parse import Functor
 from jiter_magic.frontend.reduction import ReductionBinding
-from jiter_magic.frontend.tokens import defined_macros
 from jiter_magic.planning.dtypes import ctype
 from jiter_magic.planning.reduce_spec import ReductionSpec
 
@@ -228,10 +227,7 @@ def source_around(code: str, accumulate: str, backend: str, kernel: str) -> str:
     head = prelude("cuda" if backend == "cuda" else "host", "complex" in code)
     head += f"\ntypedef {ctype(accumulate)} jm_acc_t;\ntypedef int64_t jm_index_t;\n"
     head += _SPECIAL_VALUES[backend == "cuda"]
-    text = head + f'#line 1 "{USER_FILE}"\n' + code + "\n"
-    text += "".join(f"#undef {name}\n" for name in sorted(defined_macros(code)))
-    text += f'#line {text.count(chr(10)) + 2} "{KERNEL_FILE}"\n'
-    return text + kernel
+    return with_user_code(head, code) + kernel
 
 
 def _odometer(ndim: int, rest: str, sizes: str, strides: list[tuple[str, str]]) -> list[str]:

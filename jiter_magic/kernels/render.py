@@ -6,10 +6,9 @@ string out, for CUDA (NVRTC) and the host (C++) alike.
 """
 from __future__ import annotations
 
-from jiter_magic.codegen.names import KERNEL_FILE, USER_FILE
+from jiter_magic.codegen.names import with_user_code
 from jiter_magic.codegen.prelude import prelude
 from jiter_magic.frontend.bind import Binding
-from jiter_magic.frontend.tokens import defined_macros
 from jiter_magic.kernels import path_of
 from jiter_magic.kernels.args import args_layout
 from jiter_magic.planning.dtypes import ctype
@@ -22,11 +21,7 @@ def render_source(binding: Binding, spec: KernelSpec, backend: str) -> tuple[str
     head = prelude("cuda" if backend == "cuda" else "host", spec.needs_complex or "complex" in code)
     head += f"\ntypedef {ctype(spec.compute)} jm_compute_t;\n"
     user_start = head.count("\n") + 2
-    text = head + f'#line 1 "{USER_FILE}"\n' + code + "\n"
-    # The user's macros have done their work on the user's code; none may reach the kernel.
-    text += "".join(f"#undef {name}\n" for name in sorted(defined_macros(code)))
-    text += f'#line {text.count(chr(10)) + 2} "{KERNEL_FILE}"\n'
-    text += args_layout(spec, backend).declaration() + "\n"
+    text = with_user_code(head, code) + args_layout(spec, backend).declaration() + "\n"
     return text + path_of(spec, backend).render(binding, spec), user_start
 
 

@@ -14,16 +14,13 @@ from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body, vector_elements
 from jiter_magic.codegen.offsets import MODULO, operand_offsets
 from jiter_magic.frontend.bind import Binding
-from jiter_magic.kernels.args import FieldSpec
 from jiter_magic.kernels.base import (
     BLOCK,
     CallShape,
-    CudaPath,
     Grid,
+    LoopPath,
     PathChoice,
     ceil_div,
-    loop_fields,
-    loop_geometry,
     params_of,
     vector_width,
 )
@@ -49,7 +46,7 @@ def unroll_of(spec: KernelSpec) -> int:
     return ROW_CONSTANT_UNROLL if params_of(spec, RowsParams).row_broadcast else 1
 
 
-class Rows(CudaPath):
+class Rows(LoopPath):
     name = ROWS
 
     def match(self, call: CallShape) -> PathChoice | None:
@@ -67,12 +64,6 @@ class Rows(CudaPath):
                     broadcast.append(index)
                 position += 1
         return PathChoice(ROWS, layout.ndim, RowsParams(vector_width(call, check_alignment=False), tuple(broadcast)))
-
-    def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
-        return loop_fields(spec)
-
-    def geometry(self, spec: KernelSpec, layout: Layout) -> tuple[int, ...]:
-        return loop_geometry(layout)
 
     def grid(self, spec: KernelSpec, layout: Layout) -> Grid:
         inner = layout.sizes[0]

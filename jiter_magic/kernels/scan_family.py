@@ -1,6 +1,7 @@
 """The kernels of scans as a `KernelFamily` (families.py): the host loops (scan_host.py) and the
 CUDA paths (scan_cuda.py), a spec's path naming its backend. What tells one scan kernel from
-another for the notebook's notices is read as a reduction's is (its spec's differing fields)."""
+another for the notebook's notices is read as a reduction's is (its spec's differing fields), and a
+scan's spec describes itself as a reduction's does."""
 from __future__ import annotations
 
 import struct
@@ -23,9 +24,6 @@ class ScanFamily(ReductionFamily):
         from jiter_magic.kernels import scan_cuda
 
         return scan_cuda.render_cuda(binding, spec)
-
-    def describe(self, spec: ScanSpec) -> str:  # type: ignore[override]
-        return spec.describe()
 
     def identity(self, spec: ScanSpec) -> str:  # type: ignore[override]
         return spec.describe().removeprefix("exclusive ").removeprefix("scan ")

@@ -11,7 +11,7 @@ from jiter_magic.codegen.element import ARGS, element_body
 from jiter_magic.codegen.offsets import DIVIDE, MAGIC, operand_offsets
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.args import FieldSpec
-from jiter_magic.kernels.base import BLOCK, CallShape, CudaPath, Grid, PathChoice, ceil_div, loop_fields, loop_geometry
+from jiter_magic.kernels.base import BLOCK, CallShape, Grid, LoopPath, PathChoice, ceil_div
 from jiter_magic.planning.dtypes import ctype
 from jiter_magic.planning.layout import Layout
 from jiter_magic.planning.spec import STRIDED, KernelSpec, PathParams
@@ -28,21 +28,21 @@ def fast_divisor(d: int) -> tuple[int, int]:
     return mul & 0xFFFFFFFF, shift
 
 
-class Strided(CudaPath):
+class Strided(LoopPath):
     name = STRIDED
 
     def match(self, call: CallShape) -> PathChoice | None:
         return PathChoice(STRIDED, max(call.layout.ndim, 1), PathParams())  # no parameters of its own
 
     def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
-        fields = loop_fields(spec)
+        fields = super().geometry_fields(spec)
         if not spec.index64:
             n = spec.ndim
             fields += [("jm_div_mul", "uint32_t", "I" * n, 4 * n, n), ("jm_div_shift", "uint32_t", "I" * n, 4 * n, n)]
         return fields
 
     def geometry(self, spec: KernelSpec, layout: Layout) -> tuple[int, ...]:
-        geometry = loop_geometry(layout)
+        geometry = super().geometry(spec, layout)
         if not spec.index64:
             divisors = [fast_divisor(n) for n in layout.sizes]
             geometry += tuple(m for m, _ in divisors) + tuple(s for _, s in divisors)

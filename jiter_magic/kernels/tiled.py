@@ -16,15 +16,12 @@ from jiter_magic.codegen.element import ARGS, element_body
 from jiter_magic.codegen.offsets import MODULO, operand_offsets
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels import vector_tiles
-from jiter_magic.kernels.args import FieldSpec
 from jiter_magic.kernels.base import (
     CallShape,
-    CudaPath,
     Grid,
+    LoopPath,
     PathChoice,
     ceil_div,
-    loop_fields,
-    loop_geometry,
     params_of,
     transposed_inputs,
     within_budget,
@@ -98,7 +95,7 @@ def tile_bytes(dtype: str, edge1: int) -> int:
     return TILE * (edge1 + tile_padding(dtype)) * DTYPES[dtype].itemsize
 
 
-class Tiled(CudaPath):
+class Tiled(LoopPath):
     name = TILED
 
     def block_of(self, spec: KernelSpec) -> Grid:
@@ -126,12 +123,6 @@ class Tiled(CudaPath):
         wide = layout.ndim > 2 and layout.sizes[1] >= WIDE_TILE_ROWS and \
             sum(tile_bytes(call.arrays[i].dtype, 2 * TILE) for i in staged) <= SHARED_LIMIT
         return PathChoice(TILED, layout.ndim, TiledParams(runs=2 if wide else 1, tiled_inputs=tuple(staged)))
-
-    def geometry_fields(self, spec: KernelSpec) -> list[FieldSpec]:
-        return loop_fields(spec)
-
-    def geometry(self, spec: KernelSpec, layout: Layout) -> tuple[int, ...]:
-        return loop_geometry(layout)
 
     def grid(self, spec: KernelSpec, layout: Layout) -> Grid:
         """Tiles along the two inner dimensions, and up to 65535 batches (the kernel loops over more)."""

@@ -9,25 +9,24 @@ written an element at a time, at bank-conflict-free addresses (see `_vector_tile
 `TiledParams.vec` (4) selects this kernel at plan time (`vectoring`); whole tiles whose
 pointers and strides allow 16-byte accesses take the vector branch, the others (the loop's
 edges, odd views) an element a thread over the same tile. In a batch loop the thread's indices
-pass through the fence of `packed_tiles.thread_indices`: without it the 32-bit batched kernel
+pass through the fence of `tile_code.thread_indices`: without it the 32-bit batched kernel
 spilled (48 registers and 16 bytes of spills against 40 and none, `ptxas -v`).
 """
 from __future__ import annotations
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body, vector_elements
-from jiter_magic.codegen.offsets import MODULO, operand_offsets
 from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.base import CallShape, params_of
-from jiter_magic.kernels.packed_tiles import thread_indices
 from jiter_magic.kernels.tile_code import (
     SHARED_LIMIT,
     WARP,
     TiledParams,
-    batch_loop,
+    accessible,
     operand_offset,
     stride,
-    tile_origin,
+    tile_batches,
+    vector_access,
 )
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.spec import KernelSpec
@@ -50,43 +49,18 @@ def vectoring(call: CallShape, staged: list[tuple[int, int]]) -> int:
                                                                for i, _ in staged}
     if sizes != {4} or layout.sizes[0] < EDGE or layout.sizes[1] < EDGE:
         return 1
-    if any(layout.strides[position][1] != 1 for _, position in staged) or len(staged) * TILE_BYTES > SHARED_LIMIT:
-        return 1
-    pointers = [call.arrays[i].pointer for i, _ in staged] + [o.pointer for o in call.outs or []]
-    other_strides = [s for _, position in staged for d, s in enumerate(layout.strides[position]) if d != 1]
-    other_strides += [s for j in range(len(call.output_dtypes)) for s in layout.strides[j][1:]]
-    if any(p % 16 for p in pointers) or any(s % VEC for s in other_strides):
+    if len(staged) * TILE_BYTES > SHARED_LIMIT or not accessible(call, staged, VEC * 4, VEC):
         return 1
     return VEC
 
 
-def _vector_access(pointer: str, k: int, along: int, itemsize: int) -> str:
-    """C++: whether operand k (at `pointer`, this batch's offset `jm_o{k}`) can move VEC elements as
-    one access along loop dimension `along`: its address aligned to the vector, unit stride along
-    that dimension, the other dimension's stride a multiple of VEC."""
-    return (f"(((unsigned long long)({pointer} + jm_o{k})) & {VEC * itemsize - 1}) == 0 && "
-            f"{ARGS}.jm_strides{k}[{along}] == 1 && ({ARGS}.jm_strides{k}[{1 - along}] & {VEC - 1}) == 0")
-
-
 def vector_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
     """The tiled kernel over 64x64 tiles, 16 bytes an access where a whole tile allows it."""
-    params = params_of(spec, TiledParams)
-    nout, ins = len(spec.outputs), spec.array_inputs
     code = CodeBlock()
-    for i in params.tiled_inputs:
+    for i in params_of(spec, TiledParams).tiled_inputs:
         code.line(f"__shared__ {ctype(spec.inputs[i])} jm_tile{i}[{EDGE * ROW}];")
-    code.extend(tile_origin(spec, EDGE, EDGE))
-    conditions = [_vector_access(f"{ARGS}.jm_in{i}", nout + ins.index(i), 1, 4) for i in params.tiled_inputs]
-    conditions += [_vector_access(f"{ARGS}.jm_out{j}", j, 0, 4) for j in range(nout)]
-    with code.block(batch_loop(spec)):
-        code.extend(thread_indices(spec))
-        code.extend(operand_offsets(spec, "jm_batch", MODULO, first_dim=2))
-        code.line(f"const bool jm_whole = jm_i0_base + {EDGE} <= jm_s0 && jm_i1_base + {EDGE} <= jm_s1 &&\n    "
-                  + " &&\n    ".join(conditions) + ";")
-        with code.block("if (jm_whole)", close="} else {"):
-            code.extend(_vector_tile(binding, spec))
-        with code.block(None):
-            code.extend(_element_tile(binding, spec))
+    code.extend(tile_batches(spec, (EDGE, EDGE), (VEC, VEC * 4), _vector_tile(binding, spec),
+                             _element_tile(binding, spec)))
     return code
 
 
@@ -145,7 +119,7 @@ def _direct_vectors(spec: KernelSpec, i: int, k: int, passes: int) -> CodeBlock:
     vec_t = f"jm_vec<{ctype(dtype)}, {VEC}>"
     at = operand_offset(k, f"(jm_i0_base + {Q} * {VEC})", f"(jm_i1_base + {J})")
     code = CodeBlock(f"{vec_t} jm_d{i}[{passes}];")
-    with code.block(f"if ({_vector_access(f'{ARGS}.jm_in{i}', k, 0, DTYPES[dtype].itemsize)})", close="} else {"):
+    with code.block(f"if ({vector_access(f'{ARGS}.jm_in{i}', k, 0, VEC, DTYPES[dtype].itemsize)})", close="} else {"):
         code.line("#pragma unroll")
         code.line(f"for (int jm_p = 0; jm_p < {passes}; ++jm_p) "
                   f"jm_d{i}[jm_p] = *reinterpret_cast<const {vec_t}*>({ARGS}.jm_in{i} + {at});")

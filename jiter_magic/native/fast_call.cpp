@@ -11,15 +11,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <structmember.h>
-
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#ifndef Py_TPFLAGS_HAVE_VECTORCALL
-#define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
-#endif
+#include "vectorcall_type.h"
 
 namespace {
 
@@ -344,30 +340,9 @@ PyMODINIT_FUNC PyInit__fast_call(void) {
       {0, nullptr},
   };
   static PyType_Spec kernel_spec = {"jiter_magic.native._fast_call.Kernel", sizeof(Kernel), 0, Py_TPFLAGS_DEFAULT, kernel_slots};
-  static PyMemberDef hot_members[] = {
-      {const_cast<char*>("__vectorcalloffset__"), T_PYSSIZET, offsetof(HotPlan, vectorcall), READONLY, nullptr},
-      {nullptr, 0, 0, 0, nullptr},
-  };
-  static PyType_Slot hot_slots[] = {
-      {Py_tp_doc, const_cast<char*>("A planned call of the hot path, run from C.")},
-      {Py_tp_new, reinterpret_cast<void*>(PyType_GenericNew)},
-      {Py_tp_init, reinterpret_cast<void*>(HotPlan_init)},
-      {Py_tp_dealloc, reinterpret_cast<void*>(HotPlan_dealloc)},
-      {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
-      {Py_tp_members, hot_members},
-      {0, nullptr},
-  };
-  static PyType_Spec hot_spec = {"jiter_magic.native._fast_call.HotPlan", sizeof(HotPlan), 0,
-                                 Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL, hot_slots};
-  PyObject* module = PyModule_Create(&module_def);
-  if (module == nullptr) return nullptr;
   KernelType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&kernel_spec));
-  HotPlanType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&hot_spec));
-  if (KernelType == nullptr || HotPlanType == nullptr ||
-      PyModule_AddObjectRef(module, "Kernel", reinterpret_cast<PyObject*>(KernelType)) < 0 ||
-      PyModule_AddObjectRef(module, "HotPlan", reinterpret_cast<PyObject*>(HotPlanType)) < 0) {
-    Py_DECREF(module);
-    return nullptr;
-  }
-  return module;
+  HotPlanType = vectorcall_type("jiter_magic.native._fast_call.HotPlan", "A planned call of the hot path, run from C.",
+                                sizeof(HotPlan), offsetof(HotPlan, vectorcall), reinterpret_cast<void*>(HotPlan_init),
+                                reinterpret_cast<void*>(HotPlan_dealloc));
+  return module_with_types(&module_def, {{"Kernel", KernelType}, {"HotPlan", HotPlanType}});  // both types kept here
 }

@@ -41,6 +41,7 @@ from jiter_magic.errors import LaunchError
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPORT = os.path.join(HERE, "_built.json")
 REINSTALL = "docs/install.md says how to install jiter_magic with it"
+SHARED_HEADER = "vectorcall_type.h"  # both sources include it: part of a module's digest (hatch_build.source_digest)
 
 
 class State(enum.Enum):
@@ -114,13 +115,16 @@ def check_source_unchanged(built: dict[str, Any]) -> None:
     """In an editable install the sources sit beside the modules: one edited since the install
     built its module would run stale code, so the Python path runs until it is built again (a
     wheel carries no sources, and nothing is checked)."""
-    path = os.path.join(HERE, str(built.get("source", "")))
-    if not built.get("source") or not os.path.isfile(path):
+    path, header = os.path.join(HERE, str(built.get("source", ""))), os.path.join(HERE, SHARED_HEADER)
+    if not built.get("source") or not os.path.isfile(path) or not os.path.isfile(header):
         return
-    with open(path, "rb") as handle:
-        if hashlib.sha256(handle.read()).hexdigest() != built.get("sha256"):
-            raise LaunchError(f"native/{built['source']} changed since the install built it: "
-                              "pip install -e . builds it again")
+    digest = hashlib.sha256()
+    for part in (path, header):
+        with open(part, "rb") as handle:
+            digest.update(handle.read())
+    if digest.hexdigest() != built.get("sha256"):
+        raise LaunchError(f"native/{built['source']} or native/{SHARED_HEADER} changed since the install built "
+                          "it: pip install -e . builds it again")
 
 
 def check_nothing(built: dict[str, Any]) -> None:

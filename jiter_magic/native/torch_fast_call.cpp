@@ -10,7 +10,6 @@
 // reaches past its storage: a storage shrunk in place under a planned view is caught on every call),
 // `Allocator` makes an output with at::empty_strided, and `data_ptr` reads a tensor's pointer.
 #include <Python.h>
-#include <structmember.h>
 
 #include <ATen/ops/empty_strided.h>
 #include <torch/csrc/Device.h>
@@ -22,9 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-#ifndef Py_TPFLAGS_HAVE_VECTORCALL
-#define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
-#endif
+#include "vectorcall_type.h"
 
 namespace {
 
@@ -212,29 +209,11 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "jiter_magic.native._torch_call
 }  // namespace
 
 PyMODINIT_FUNC PyInit__torch_call(void) {
-  static PyMemberDef members[] = {
-      {const_cast<char*>("__vectorcalloffset__"), T_PYSSIZET, offsetof(Allocator, vectorcall), READONLY, nullptr},
-      {nullptr, 0, 0, 0, nullptr},
-  };
-  static PyType_Slot slots[] = {
-      {Py_tp_doc, const_cast<char*>("Allocates one output of a plan: at::empty_strided.")},
-      {Py_tp_new, reinterpret_cast<void*>(PyType_GenericNew)},
-      {Py_tp_init, reinterpret_cast<void*>(Allocator_init)},
-      {Py_tp_dealloc, reinterpret_cast<void*>(Allocator_dealloc)},
-      {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
-      {Py_tp_members, members},
-      {0, nullptr},
-  };
-  static PyType_Spec spec = {"jiter_magic.native._torch_call.Allocator", sizeof(Allocator), 0,
-                             Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL, slots};
-  PyObject* module = PyModule_Create(&module_def);
-  if (module == nullptr) return nullptr;
-  PyObject* type = PyType_FromSpec(&spec);
-  if (type == nullptr || PyModule_AddObjectRef(module, "Allocator", type) < 0) {
-    Py_XDECREF(type);
-    Py_DECREF(module);
-    return nullptr;
-  }
-  Py_DECREF(type);
+  PyTypeObject* type = vectorcall_type(
+      "jiter_magic.native._torch_call.Allocator", "Allocates one output of a plan: at::empty_strided.",
+      sizeof(Allocator), offsetof(Allocator, vectorcall), reinterpret_cast<void*>(Allocator_init),
+      reinterpret_cast<void*>(Allocator_dealloc));
+  PyObject* module = module_with_types(&module_def, {{"Allocator", type}});
+  Py_XDECREF(type);  // the module holds it
   return module;
 }

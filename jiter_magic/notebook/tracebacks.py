@@ -1,7 +1,7 @@
 """A mistake in a notebook call shown under the cell's own line, without jiter_magic's frames.
 
 A call's facade drops the frames that found a mistake, but the frame that re-raised it stays
-(its line `raise error.with_traceback(None) ...`), a `%%jiterator --reduce` cell's reduction adds
+(its line `raise for_caller(error) ...`), a `%%jiterator --reduce` cell's reduction adds
 one more, and a line magic adds IPython's dispatch: machinery that says nothing about the mistake,
 whose message says all. With the extension loaded, IPython shows a `JiterError` through
 `show_mistake`: its traceback without frames from jiter_magic's or IPython's own files, so the last

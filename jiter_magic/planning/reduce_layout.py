@@ -15,7 +15,7 @@ import operator
 from dataclasses import dataclass
 
 from jiter_magic.errors import ArgumentTypeError, DimensionError, InvalidArgumentError
-from jiter_magic.planning.layout import broadcast_strides, coalesce, dimension_order
+from jiter_magic.planning.layout import broadcast_strides, coalesce, contiguous_strides, dimension_order
 
 
 def dim_index(dim: object, ndim: int, takes: str) -> int:
@@ -98,11 +98,7 @@ class ReductionLayout:
 
 def dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     """Row-major element strides of `shape`: a result allocated for a call has them."""
-    strides, step = [0] * len(shape), 1
-    for axis in range(len(shape) - 1, -1, -1):
-        strides[axis] = step
-        step *= max(shape[axis], 1)
-    return tuple(strides)
+    return contiguous_strides(shape, list(reversed(range(len(shape)))))
 
 
 def loop_values(sizes: tuple[int, ...], strides: tuple[tuple[int, ...], ...], ndim: int) -> list[int]:

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from jiter_magic.arrays import BY_TYPE, adapter_for, coerce
 from jiter_magic.arrays.base import ArrayAdapter, Delegated, DelegatingAdapter, Described, FastKey, run_delegated
-from jiter_magic.errors import BindError, DeviceError, DTypeError, device_name
+from jiter_magic.errors import BindError, DeviceError, DTypeError, device_name, mixed_inputs
 from jiter_magic.planning.resolve import check_output_overlap, check_overlap
 from jiter_magic.planning.values import scalar_kind
 from jiter_magic.runtime import planner
@@ -215,12 +215,8 @@ class Dispatcher(FunctionCalls):
                 adapter, device = a, described.device
                 if check_backend:
                     self.check_backend(device)
-            elif a is not adapter:
-                raise DeviceError(f"inputs mix {adapter.library} and {a.library} arrays; convert them to one library")
-            elif described.device != device:
-                raise DeviceError(f"inputs live on different devices ({device_name(device)} and "
-                                  f"{device_name(described.device)}); "
-                                  "move them to one device")
+            elif a is not adapter or described.device != device:
+                raise mixed_inputs((adapter.library, a.library), (device, described.device))
             items.append(described)
             parts.append(described.key)
         if adapter is None:

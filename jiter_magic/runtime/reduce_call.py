@@ -22,6 +22,7 @@ from jiter_magic.errors import (
     DeviceError,
     GradientError,
     device_name,
+    mixed_inputs,
 )
 from jiter_magic.frontend.reduction import ReductionBinding
 from jiter_magic.kernels import reduce_cuda, reduce_host
@@ -127,11 +128,8 @@ def described_inputs(args: tuple, calls: ReductionCalls) -> tuple[list[Any], lis
         if adapter is None:
             adapter, device = a, described.device
             calls.check_backend(device)
-        elif a is not adapter:
-            raise DeviceError(f"inputs mix {adapter.library} and {a.library} arrays; convert them to one library")
-        elif described.device != device:
-            raise DeviceError(f"inputs live on different devices ({device_name(device)} and "
-                              f"{device_name(described.device)}); move them to one device")
+        elif a is not adapter or described.device != device:
+            raise mixed_inputs((adapter.library, a.library), (device, described.device))
         arrays.append(x)
         raw.append(described)
         descs.append(a.normalize(described))

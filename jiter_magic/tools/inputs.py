@@ -10,7 +10,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
-from jiter_magic.errors import BindError, DeviceError, InvalidArgumentError, device_name
+from jiter_magic.errors import BindError, DeviceError, InvalidArgumentError, mixed_inputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +58,8 @@ def place_of(inputs: tuple) -> Place:
         here = Place(library, _device_of(array, library))
         if place is None:
             place = here
-        elif here.library != place.library:
-            raise DeviceError(f"benchmark inputs mix {place.library} and {here.library} arrays; "
-                              "convert them to one library")
-        elif here.device != place.device:
-            raise DeviceError(f"benchmark inputs live on different devices ({device_name(place.device)} and "
-                              f"{device_name(here.device)}); move them to one device")
+        elif here != place:
+            raise mixed_inputs((place.library, here.library), (place.device, here.device), "benchmark inputs")
     if place is None:
         raise BindError("benchmark needs at least one array input (its device decides the timing), "
                         "got only Python numbers")

@@ -94,7 +94,7 @@ def test_with_the_extension_no_jiter_magic_frame_shows(loaded, capsys, cell, kin
     assert type(error).__name__ == kind
     assert message in text, text
     assert "jiter_magic/" not in text and "site-packages/IPython" not in text, text
-    assert "with_traceback" not in text and "raise error" not in text, text
+    assert "with_traceback" not in text and "raise error" not in text and "for_caller" not in text, text
     assert re.search(r"Cell In\[\d+\], line \d+", text), text
     assert text.count("File /") == 0, text
 

@@ -196,9 +196,25 @@ def test_a_module_older_than_its_source_is_refused():
     built = build_report()["_fast_call"]
     assert built["source"] == "fast_call.cpp" and len(built["sha256"]) == 64
     check_source_unchanged(built)  # the source as it was built: no complaint
-    with pytest.raises(LaunchError, match=re.escape("native/fast_call.cpp changed since the install built it: "
-                                                    "pip install -e . builds it again")):
+    with pytest.raises(LaunchError, match=re.escape("native/fast_call.cpp or native/vectorcall_type.h changed since "
+                                                    "the install built it: pip install -e . builds it again")):
         check_source_unchanged({**built, "sha256": "0" * 64})
+
+
+def test_a_module_older_than_the_header_both_sources_include_is_refused(tmp_path, monkeypatch):
+    """The digest covers native/vectorcall_type.h too: an edit there leaves the module stale as well."""
+    from jiter_magic.native import loader
+
+    built = loader.build_report()["_fast_call"]
+    for name in ("fast_call.cpp", "vectorcall_type.h"):
+        with open(os.path.join(loader.HERE, name), "rb") as source:
+            (tmp_path / name).write_bytes(source.read())
+    monkeypatch.setattr(loader, "HERE", str(tmp_path))
+    loader.check_source_unchanged(built)  # copies of what was built: no complaint
+    with open(tmp_path / "vectorcall_type.h", "a") as header:
+        header.write("// edited\n")
+    with pytest.raises(LaunchError, match="changed since the install built it"):
+        loader.check_source_unchanged(built)
 
 
 def test_a_torch_module_built_for_another_torch_is_refused():

@@ -107,10 +107,12 @@ def test_a_wheel_built_without_torch_has_the_core_module_and_says_why_it_lacks_t
     assert modules == ["_fast_call"]
     report = json.loads((native / "_built.json").read_text())
     why = "torch was not installed when jiter_magic was built"
-    digest = hashlib.sha256((ROOT / "jiter_magic" / "native" / "fast_call.cpp").read_bytes()).hexdigest()
+    native_sources = ROOT / "jiter_magic" / "native"
+    digest = hashlib.sha256((native_sources / "fast_call.cpp").read_bytes()
+                            + (native_sources / "vectorcall_type.h").read_bytes()).hexdigest()
     assert report == {"_fast_call": {"built": True, "source": "fast_call.cpp", "sha256": digest},
                       "_torch_call": {"built": False, "reason": why}}
-    assert not list(native.glob("*.cpp"))  # the sources stay in the sdist
+    assert not list(native.glob("*.cpp")) and not list(native.glob("*.h"))  # the sources stay in the sdist
     found = run_from(unpacked, tmp_path)
     assert found["status"] == "loaded" and found["torch_status"].startswith(f"unavailable: {why} (docs/install.md")
     # NumPy's calls run whole in C; torch's keep the Python hot path (only the torch module checks a

@@ -120,6 +120,24 @@ def test_debug_keeps_every_frame_in_process(monkeypatch, fresh_cache):
     assert sum(f.endswith("jiter_magic/function.py") for f in frames) == 1  # re-raised once, not twice
 
 
+SUM = "template <typename T> T add(T a, T b) { return a + b; }"
+
+
+@pytest.mark.parametrize("make, where", [
+    (lambda: jiter_magic.create_jit_fn("int x = 3;"), "jiter_magic/__init__.py"),
+    (lambda: jiter_magic.create_reduction_fn("int x = 3;", 0, combine="add"), "jiter_magic/__init__.py"),
+    (lambda: jiter_magic.create_scan_fn("int x = 3;", 0, combine="add"), "jiter_magic/__init__.py"),
+    (lambda: jiter_magic.create_reduction_fn(SUM, 0, combine="add")(np.ones(3), dim=5), "jiter_magic/reduction.py"),
+], ids=["create_jit_fn", "create_reduction_fn", "create_scan_fn", "reduction-call"])
+def test_debug_shows_each_re_raising_frame_once(monkeypatch, fresh_cache, make, where):
+    monkeypatch.setenv("JITER_MAGIC_DEBUG", "1")
+    with pytest.raises(jiter_magic.JiterError) as info:
+        make()
+    frames = frames_of(info.value)
+    assert sum(f.endswith(where) for f in frames) == 1, frames
+    assert any("jiter_magic/frontend" in f or "jiter_magic/planning" in f for f in frames), frames
+
+
 class BrokenDLPack:
     """An array-like object whose own `__dlpack_device__` fails: an error jiter_magic did not raise."""
 
