@@ -26,7 +26,7 @@ __all__ = ["ScanFunction"]
 
 
 def rebuild(code_string: str, identity: object, map_name: str | None, combine: object, finalize: object,
-            kwargs: dict[str, object], multi: bool, backend: str = "auto",
+            kwargs: dict[str, object], multi: bool | tuple[int, ...], backend: str = "auto",
             backward: Callable[..., Any] | None = None, *, kind: type[ScanFunction] | None = None) -> ScanFunction:
     """The same scan, made again from its pickled state, or for torch.compile from its `recipe`;
     `kind`: a subclass to make (a notebook cell's scan)."""
@@ -152,7 +152,7 @@ class ScanFunction(CombineFunction):
         identities = tuple(identity_literal(v, accumulate) for v in self.identity)
         return ScanSpec(inputs, result, accumulate, extras, identities, path=path, kept_ndim=kept_ndim,
                         state=self.binding.state, indexed=self.binding.indexed, exclusive=exclusive, vec=vec,
-                        staged=staged)
+                        staged=staged, kept_values=self.binding.kept_values)
 
     def _check_inspected(self, kind: str, path: str, backend: str) -> None:
         if (kind == "asm") != (backend == "cpu"):

@@ -114,7 +114,8 @@ def _carried(function: Any, planned: ScanResult, flags: dict[str, bool], indexed
 
 def _block_result(function: Any, planned: ScanResult, flags: dict[str, bool], indexed: bool, start: int,
                   carry: State | None, block: State) -> State:
-    return piece_result(tree_parts(function), planned, flags, indexed, start, carry, block)
+    return piece_result(tree_parts(function), planned, flags, indexed, start, carry, block,
+                        function.binding.kept_values)
 
 
 def _next_carry(function: Any, planned: ScanResult, reverse: bool, indexed: bool, carry: State | None,
