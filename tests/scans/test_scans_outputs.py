@@ -19,6 +19,7 @@ from jiter_magic import (
     create_multi_output_scan_fn,
     create_scan_fn,
 )
+from jiter_magic.planning.scan_plan import CUDA_SCAN_PATHS, HOST_SCAN_PATHS
 
 torch = pytest.importorskip("torch")
 
@@ -103,7 +104,7 @@ def test_the_spec_its_description_and_source():
     assert "jm_out1" not in source and "jm_a.jm_out0[jm_p0] = jm_s.w;" in source
     # Every value kept, in order, is the scan without outputs=: the same spec and source.
     every = create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine", outputs=(0, 1))
-    for path in ("scan_rows", "scan_columns", "warp_scan", "block_scan", "column_scan", "grid_scan"):
+    for path in HOST_SCAN_PATHS + CUDA_SCAN_PATHS:
         assert every.source(path=path, exclusive=True) == linear.source(path=path, exclusive=True)
     assert every.spec() == linear.spec()
 
