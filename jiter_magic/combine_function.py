@@ -94,7 +94,8 @@ class CombineFunction(KernelFunction, PanelDisplay):
 
     @property
     def num_outputs(self) -> int:
-        """Arrays a call gives: 1, 2 for values with their indices, or a scan's state's size."""
+        """Arrays a call gives: 1, 2 for values with their indices, or a scan's state's size (the
+        values its `outputs=` keeps)."""
         return int(self.binding.outputs)
 
     # Without a call: one kernel's spec, generated source, build and compiled code.

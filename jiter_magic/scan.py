@@ -43,7 +43,8 @@ def _unpickle(*state: Any) -> ScanFunction:
 class ScanFunction(CombineFunction):
     """A jitted scan; call it as torch.cumsum: `fn(*inputs, dim, reverse=False, exclusive=False,
     dtype=None, out=None, **extras)`. One with indices returns `ValuesIndices(values, indices)` as
-    torch.cummax does; one whose state holds several values returns a tuple of them."""
+    torch.cummax does; one whose state holds several values returns a tuple of them (of those its
+    `outputs=` keeps, a tuple of one array for one)."""
 
     operation = "scan"
     binding: ScanBinding

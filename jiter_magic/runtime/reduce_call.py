@@ -164,8 +164,9 @@ def out_arrays(given: object, binding: ReductionBinding, adapter: ArrayAdapter, 
         outs = list(given)
     elif binding.tupled:  # a scan whose state holds several values gives each of them (or each kept one)
         if not isinstance(given, (tuple, list)) or len(given) != binding.outputs:
-            raise ArgumentTypeError(f"{binding.name} gives {binding.outputs} arrays, one a value of its state: out= "
-                                    f"takes a tuple of {binding.outputs} arrays, got {type(given).__name__}")
+            arrays = f"{binding.outputs} array{'s' if binding.outputs > 1 else ''}"
+            raise ArgumentTypeError(f"{binding.name} gives {arrays}, one a value of its state: out= takes a tuple "
+                                    f"of {arrays}, got {type(given).__name__}")
         outs = list(given)
     else:
         outs = [given]

@@ -132,6 +132,10 @@ def test_empty_extents_and_0d_inputs():
     assert_like(running_mean(da.from_array(scalar), dim=0).compute(scheduler="sync"), numpy.array(2.5))
     found = cummax(da.from_array(scalar), dim=-1)
     assert found.indices.compute(scheduler="sync").tolist() == 0
+    a, b = da.from_array(numpy.array(0.5)), da.from_array(scalar)  # a state's values: a tuple (of one for h alone)
+    assert [x.compute(scheduler="sync").tolist() for x in linear(a, b, dim=0)] == [0.5, 2.5]
+    (h,) = linear_h(a, b, dim=0)
+    assert h.shape == () and h.compute(scheduler="sync").tolist() == 2.5
 
 
 def test_errors_are_raised_at_call_time():

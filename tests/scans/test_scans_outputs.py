@@ -88,9 +88,9 @@ def test_out_takes_as_many_arrays_as_are_kept():
     squares_and_counts(a, dim=1, out=(squares, counts))
     n, _, q = moments(a, dim=1)
     assert torch.equal(squares, q) and torch.equal(counts, n)
-    with pytest.raises(ArgumentTypeError, match="out= takes a tuple of 1 arrays"):
+    with pytest.raises(ArgumentTypeError, match="out= takes a tuple of 1 array, got"):
         linear_h(a, b, dim=1, out=h)
-    with pytest.raises(ArgumentTypeError, match="out= takes a tuple of 1 arrays"):
+    with pytest.raises(ArgumentTypeError, match="out= takes a tuple of 1 array, got"):
         linear_h(a, b, dim=1, out=(h, h))
 
 
