@@ -2,12 +2,13 @@
 Inductor, CuPy and a device-to-device copy, as in issue 46's table.
 
 GB/s count the bytes read plus written (a cumsum of n float32 moves 8n bytes; a linear recurrence
-reads a and b and writes h). Every contender's result is checked against a float64 reference
-before anything is timed. Contenders take turns in each of --rounds rounds; a figure is the median
-of all its calls (CUDA events on a GPU, perf_counter on the host). On the CPU (`--device cpu`) the
-rows are the issue's CPU rows; the thread count is the process's (OMP_NUM_THREADS, taskset).
-Writes bench_scan_<device>.json and .md into --out, with the date, device and commit (--commit names
-the tree where its git metadata is not its own). The linear recurrences' other contender is torch's
+reads a and b and writes h, 12n bytes: its scan returns h alone, `outputs=(1,)`). Every
+contender's result is checked against a float64 reference before anything is timed. Contenders
+take turns in each of --rounds rounds; a figure is the median of all its calls (CUDA events on a
+GPU, perf_counter on the host). On the CPU (`--device cpu`) the rows are the issue's CPU rows; the
+thread count is the process's (OMP_NUM_THREADS, taskset). Writes bench_scan_<device>.json and .md
+into --out, with the date, device and commit (--commit names the tree where its git metadata is not
+its own). The linear recurrences' other contender is torch's
 prototype associative_scan, compiled (it runs only under torch.compile).
 """
 from __future__ import annotations
@@ -32,7 +33,8 @@ LSE = ("template <typename T> T lse(T a, T b) {\n  if (b > a) { const T t = a; a
 AFFINE = "template <typename T> void affine(T a1, T b1, T a2, T b2, T& a, T& b) { a = a1 * a2; b = a2 * b1 + b2; }\n"
 CUMSUM = jiter_magic.create_scan_fn(ADD, 0, combine="add")
 LOGCUMSUMEXP = jiter_magic.create_scan_fn(LSE, float("-inf"), combine="lse")
-LINEAR = jiter_magic.create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine")
+# h alone (outputs=(1,)): the products are carried in the state, not written.
+LINEAR = jiter_magic.create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine", outputs=(1,))
 
 PREFIX = 512  # steps of a linear recurrence checked against a sequential loop
 GPU_ROWS = [("cumsum", (1 << 28,), -1), ("cumsum", (32768, 1024), -1), ("cumsum", (1024, 32768), 0),
@@ -55,7 +57,7 @@ def contenders(op: str, inputs: list, dim: int, device: str) -> dict:
     x = inputs[0]
     if op == "linear":
         a, b = inputs
-        found = {"jiter_magic": lambda: LINEAR(a, b, dim=dim)[1]}
+        found = {"jiter_magic": lambda: LINEAR(a, b, dim=dim)[0]}
         try:
             from torch._higher_order_ops.associative_scan import associative_scan
 
@@ -93,7 +95,7 @@ def reference(op: str, inputs: list, dim: int) -> torch.Tensor:
     # sequential float64 loop (the tests check every kernel path against one; a loop over 2^26 steps
     # in Python would take minutes).
     a, b = (t.double() for t in inputs)
-    h = LINEAR(a, b, dim=dim)[1]
+    (h,) = LINEAR(a, b, dim=dim)
     steps, loop = min(PREFIX, a.shape[dim]), torch.zeros_like(a.select(dim, 0))
     for t in range(steps):
         loop = a.select(dim, t) * loop + b.select(dim, t)

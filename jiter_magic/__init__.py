@@ -129,7 +129,8 @@ def create_scan_fn(code_string: str, identity: object, map: str | None = None, *
 
 
 def create_multi_output_scan_fn(code_string: str, identity: object = None, map: str | None = None, *,  # noqa: A002
-                                combine: str, finalize: str | None = None, **kwargs: object) -> ScanFunction:
+                                combine: str, finalize: str | None = None, outputs: tuple[int, ...] | None = None,
+                                **kwargs: object) -> ScanFunction:
     """Jit a scan whose state holds several values, or values with their indices.
 
     A state of 2 to 4 values: `combine` takes two states and writes the new one through references,
@@ -137,14 +138,22 @@ def create_multi_output_scan_fn(code_string: str, identity: object = None, map: 
     `template <typename T> void affine(T a1, T b1, T a2, T b2, T& a, T& b) { a = a1 * a2; b = a2 * b1 + b2; }`;
     `identity` is a tuple of the state's values ((1, 0) there), the map writes an element's state
     through references (none: the inputs are the state's values, one array each), and a call
-    returns a tuple of one array a value (`h` is the second there).
+    returns a tuple of one array a value (`h` is the second there). `outputs=` names the positions
+    of the values a call returns, in order (by default all): `outputs=(1,)` returns `(h,)`, a tuple
+    of one array, and writes nothing else (the kernels still carry the whole state); `out=` then
+    takes as many arrays, and a backward gets those results and their gradients only. `outputs` is
+    a keyword of this function, so no extra of the map may be named so.
     Values with indices (cummax): `combine` is a reduction with indices' (`void keep_max(T a,
     int64_t ia, T b, int64_t ib, T& value, int64_t& index)`, ties broken by index to be
     deterministic) and a call returns `ValuesIndices(values, indices)` as torch.cummax does."""
+    from jiter_magic.frontend.scan import outputs_type_error
     from jiter_magic.scan import ScanFunction
 
     try:
-        return ScanFunction(code_string, identity, map, combine, finalize, kwargs, multi=True)
+        if isinstance(outputs, bool):  # not the multi-output flag it would pass for below
+            raise outputs_type_error(outputs, combine)
+        return ScanFunction(code_string, identity, map, combine, finalize, kwargs,
+                            multi=True if outputs is None else outputs)
     except JiterError as error:  # as in create_jit_fn
         raise for_caller(error) from error.__cause__
 

@@ -26,7 +26,8 @@ from jiter_magic.runtime.reduce_calls import ReductionCalls
 class CombineFunction(KernelFunction, PanelDisplay):
     """A reduction or a scan: made from a code string, an identity, the names of its map, combine
     and finalize, the extras' defaults and whether it is the kind's multi-output form (values with
-    indices, or a scan's state of several values)."""
+    indices, or a scan's state of several values; for that one, the positions of the values a call
+    returns where not all: `outputs=`)."""
 
     _calls: ReductionCalls
     # What each kind names: its binder, kernels and their shapes (host ones, CUDA ones, each
@@ -43,7 +44,7 @@ class CombineFunction(KernelFunction, PanelDisplay):
     _tracked_needs_backward: ClassVar[bool] = False
 
     def __init__(self, code_string: str, identity: object, map_name: str | None, combine: object,
-                 finalize: object, kwargs: dict[str, object], multi: bool = False) -> None:
+                 finalize: object, kwargs: dict[str, object], multi: bool | tuple[int, ...] = False) -> None:
         kwargs = checked_kwargs(kwargs, f"a {self.operation}")
         # What made it: pickling rebuilds it from this, torch.compile names its operator by it.
         self._made_from = (code_string, identity, map_name, combine, finalize, dict(kwargs), multi)
@@ -93,7 +94,8 @@ class CombineFunction(KernelFunction, PanelDisplay):
 
     @property
     def num_outputs(self) -> int:
-        """Arrays a call gives: 1, 2 for values with their indices, or a scan's state's size."""
+        """Arrays a call gives: 1, 2 for values with their indices, or a scan's state's size (the
+        values its `outputs=` keeps)."""
         return int(self.binding.outputs)
 
     # Without a call: one kernel's spec, generated source, build and compiled code.

@@ -26,7 +26,7 @@ __all__ = ["ScanFunction"]
 
 
 def rebuild(code_string: str, identity: object, map_name: str | None, combine: object, finalize: object,
-            kwargs: dict[str, object], multi: bool, backend: str = "auto",
+            kwargs: dict[str, object], multi: bool | tuple[int, ...], backend: str = "auto",
             backward: Callable[..., Any] | None = None, *, kind: type[ScanFunction] | None = None) -> ScanFunction:
     """The same scan, made again from its pickled state, or for torch.compile from its `recipe`;
     `kind`: a subclass to make (a notebook cell's scan)."""
@@ -43,7 +43,8 @@ def _unpickle(*state: Any) -> ScanFunction:
 class ScanFunction(CombineFunction):
     """A jitted scan; call it as torch.cumsum: `fn(*inputs, dim, reverse=False, exclusive=False,
     dtype=None, out=None, **extras)`. One with indices returns `ValuesIndices(values, indices)` as
-    torch.cummax does; one whose state holds several values returns a tuple of them."""
+    torch.cummax does; one whose state holds several values returns a tuple of them (of those its
+    `outputs=` keeps, a tuple of one array for one)."""
 
     operation = "scan"
     binding: ScanBinding
@@ -152,7 +153,7 @@ class ScanFunction(CombineFunction):
         identities = tuple(identity_literal(v, accumulate) for v in self.identity)
         return ScanSpec(inputs, result, accumulate, extras, identities, path=path, kept_ndim=kept_ndim,
                         state=self.binding.state, indexed=self.binding.indexed, exclusive=exclusive, vec=vec,
-                        staged=staged)
+                        staged=staged, kept_values=self.binding.kept_values)
 
     def _check_inspected(self, kind: str, path: str, backend: str) -> None:
         if (kind == "asm") != (backend == "cpu"):

@@ -60,6 +60,11 @@ class ReductionBinding:
         return 2 if self.indexed else 1
 
     @property
+    def tupled(self) -> bool:
+        """A call gives a tuple of arrays however many it keeps (a scan's state of several values)."""
+        return False
+
+    @property
     def name(self) -> str:
         """How messages and generated file names call the reduction: its map, or its combine."""
         return self.map.functor.name if self.map is not None else self.combine.name

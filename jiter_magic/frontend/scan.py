@@ -7,14 +7,15 @@ extras, `finalize(value, count)` ends each result. What a scan adds is a state o
 pairs: its combine takes two states and writes the new one through references,
 `template <typename T> void affine(T a1, T b1, T a2, T b2, T& a, T& b)`. Such a scan's map
 writes the element's state through references too (`void m(T x, T& a, T& b)`); without a map
-its inputs are the state's values, one array each. A scan with indices (cummax) has the
-reduction with indices' combine, its index parameters declared as integers.
+its inputs are the state's values, one array each; `outputs=` may keep some of them only (a
+linear recurrence's `h` alone), the kernels still carrying the whole state. A scan with indices
+(cummax) has the reduction with indices' combine, its index parameters declared as integers.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jiter_magic.errors import BindError
+from jiter_magic.errors import ArgumentTypeError, BindError, InvalidArgumentError
 from jiter_magic.frontend.bind import bind
 from jiter_magic.frontend.parse import Functor, parse_definitions
 from jiter_magic.frontend.reduction import (
@@ -29,6 +30,8 @@ from jiter_magic.frontend.reduction import (
 MAX_STATE = 4  # values a state holds at most
 _STATE_COMBINE = "template <typename T> void affine(T a1, T b1, T a2, T b2, T& a, T& b)"
 _INDEX_WORDS = ("int64_t", "long", "int", "jm_index_t", "size_t")
+# create_multi_output_scan_fn's keyword naming the state values a call returns, so no extra takes the name.
+OUTPUTS = "outputs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,7 @@ class ScanBinding(ReductionBinding):
     a scan with indices, whose pair is a value and its index)."""
 
     state: int = 1
+    kept_values: tuple[int, ...] | None = None  # the state values a call returns, by position (None: all of them)
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -48,8 +52,13 @@ class ScanBinding(ReductionBinding):
 
     @property
     def outputs(self) -> int:
-        """Arrays a call gives: each value of the state, or the values and their indices."""
-        return 2 if self.indexed else self.state
+        """Arrays a call gives: each value of the state (or each kept one), or the values and their indices."""
+        return 2 if self.indexed else self.state if self.kept_values is None else len(self.kept_values)
+
+    @property
+    def tupled(self) -> bool:
+        """A call gives a tuple of arrays, one a value of the state (one kept value too)."""
+        return self.state > 1
 
 
 def is_state_combine(functor: Functor) -> int:
@@ -89,13 +98,41 @@ def _state_of(combine: Functor, multi: bool) -> tuple[int, bool]:
     return state, False
 
 
+def outputs_type_error(outputs: object, name: str) -> ArgumentTypeError:
+    """What `outputs=` of the wrong type raises."""
+    return ArgumentTypeError(f"outputs= is a tuple of the positions (ints) of the state values a call of {name} "
+                             f"returns, such as outputs=(1,) for a linear recurrence's h alone; got {outputs!r}")
+
+
+def _kept(outputs: object, state: int, indexed: bool, name: str) -> tuple[int, ...] | None:
+    """`outputs=` checked against the state: the positions a call returns, None for all of them in order."""
+    if indexed or state == 1:
+        kind = "values and their indices" if indexed else "one value"
+        raise BindError(f"outputs= picks the values a scan whose state holds several of them returns; the state of "
+                        f"{name} holds {kind}, which a call returns whole: leave outputs= out")
+    if not isinstance(outputs, (tuple, list)) or not all(type(k) is int for k in outputs):
+        raise outputs_type_error(outputs, name)
+    if not outputs or len(set(outputs)) != len(outputs) or not all(0 <= k < state for k in outputs):
+        raise InvalidArgumentError(f"outputs= names each state value a call of {name} returns once, at least one, "
+                                   f"by its position 0 to {state - 1} (the state holds {state} values); got "
+                                   f"{tuple(outputs)!r}")
+    kept = tuple(outputs)
+    return None if kept == tuple(range(state)) else kept  # all of them in order: the scan as without outputs=
+
+
 def bind_scan(code: str, map_name: str | None, combine: object, finalize: object, kwarg_names: list[str],
-              multi: bool = False) -> ScanBinding:
+              multi: bool | tuple[int, ...] | list[int] = False) -> ScanBinding:
     """Find the named functions in `code` and bind the map's parameters; `multi`: the combine of a
-    multi-output scan (a state of several values, or values with indices)."""
+    multi-output scan (a state of several values, or values with indices), True or the positions of
+    the state values a call returns (`outputs=`)."""
+    if OUTPUTS in kwarg_names:
+        raise BindError(f"'{OUTPUTS}' is reserved for the state values a multi-output scan returns "
+                        "(create_multi_output_scan_fn's outputs=), so no extra of a scan's map takes that name: "
+                        "rename that parameter of the map")
     functions = {f.name: f for f in parse_definitions(code)}
     combine_fn = named_function(functions, combine, "combine")
-    state, indexed = _state_of(combine_fn, multi)
+    state, indexed = _state_of(combine_fn, multi is not False)
+    kept = None if isinstance(multi, bool) else _kept(multi, state, indexed, combine_fn.name)
     finalize_fn = None
     if finalize is not None:
         if state > 1:
@@ -106,13 +143,14 @@ def bind_scan(code: str, map_name: str | None, combine: object, finalize: object
                     "`T mean(T total, int64_t n)`")
     map_fn = chosen_map(functions, map_name, combine_fn, finalize_fn, kwarg_names)
     if map_fn is None:
-        return ScanBinding(code, combine_fn, None, finalize_fn, indexed, state=state)
+        return ScanBinding(code, combine_fn, None, finalize_fn, indexed, state=state, kept_values=kept)
     if state > 1:
         if map_fn.returns_value or sum(p.is_reference for p in map_fn.parameters) != state:
             raise BindError(f"the map of a scan whose state holds {state} values takes each element's inputs (and "
                             f"the extras) by value and writes the element's state through {state} references, "
                             f"such as `void m(T x, T& a, T& b)`; {map_fn.name} is: {map_fn.signature}")
         return ScanBinding(code, combine_fn, bind(map_fn, list(kwarg_names), state), finalize_fn, indexed,
-                           state=state)
+                           state=state, kept_values=kept)
     check_value_map(map_fn)
-    return ScanBinding(code, combine_fn, bind(map_fn, list(kwarg_names), None), finalize_fn, indexed, state=state)
+    return ScanBinding(code, combine_fn, bind(map_fn, list(kwarg_names), None), finalize_fn, indexed, state=state,
+                       kept_values=kept)

@@ -41,10 +41,11 @@ def result_dtypes(function: Any, plan: ReductionResult | ScanResult) -> list[str
 
 
 def as_results(function: Any, found: tuple | list) -> Any:
-    """The results as the eager call gives them: `ValuesIndices`, one array, or a tuple of them."""
+    """The results as the eager call gives them: `ValuesIndices`, one array, or a tuple of them (of
+    one array too, for a scan of several values that returns one: `outputs=`)."""
     if function.binding.indexed:
         return ValuesIndices(*found)
-    return found[0] if len(found) == 1 else tuple(found)
+    return found[0] if len(found) == 1 and not function.binding.tupled else tuple(found)
 
 
 def check_array_inputs(function: Any, args: tuple) -> None:

@@ -106,6 +106,8 @@ class ReductionTrees:
 def _made(function: Any) -> TreeParts:
     binding = function.binding
     scan = function.operation == "scan"
+    if scan:  # the pieces carry the whole state (scan_parts.piece_result drops the values a call does not return)
+        binding = replace(binding, kept_values=None)
     partial = DerivedFunction(replace(binding, finalize=None), function.identity, function.kwargs, scan)
     # With indices a reduction's partial carries its element's index over the whole reduced extent,
     # which the fold must compare (a combine may break ties by it), not the partial's place among

@@ -58,7 +58,10 @@ def scan_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dict)
     if ndim == 0:  # 0-d inputs: the scan of one element, as a 1-d one
         options = {**options, "dim": 0}
         found = scan_dask(function, tuple(x[None] if isinstance(x, da.Array) else x for x in args), options, kwargs)
-        return type(found)(*(f[0] for f in found)) if isinstance(found, tuple) else found[0]
+        if not isinstance(found, tuple):
+            return found[0]
+        firsts = tuple(f[0] for f in found)  # a plain tuple of a state's values, or ValuesIndices
+        return type(found)(*firsts) if hasattr(found, "_fields") else firsts
     chunkss, aligned = unify_chunks(*right_aligned(inputs, ndim))  # by index: each dim's unified chunks
     check_known_along(arrays, ndim, (planned.dim,), f"{function.name}: ", f"the scanned dim {planned.dim}",
                       "a scan carries each block's state into the next from where the blocks start")
@@ -114,7 +117,8 @@ def _carried(function: Any, planned: ScanResult, flags: dict[str, bool], indexed
 
 def _block_result(function: Any, planned: ScanResult, flags: dict[str, bool], indexed: bool, start: int,
                   carry: State | None, block: State) -> State:
-    return piece_result(tree_parts(function), planned, flags, indexed, start, carry, block)
+    return piece_result(tree_parts(function), planned, flags, indexed, start, carry, block,
+                        function.binding.kept_values)
 
 
 def _next_carry(function: Any, planned: ScanResult, reverse: bool, indexed: bool, carry: State | None,

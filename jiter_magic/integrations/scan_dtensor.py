@@ -72,4 +72,4 @@ def _carried_over_ranks(function: Any, locals_: list[Any], planned: ScanResult, 
     for rank in range(mesh.size(mesh_dim) - 1, own, -1) if reverse else range(own):  # in the scan's direction
         if rank in by_rank:
             carry = combined(parts, carry, by_rank[rank], planned, reverse, indexed)
-    return piece_result(parts, planned, flags, indexed, starts[dim], carry, partial)
+    return piece_result(parts, planned, flags, indexed, starts[dim], carry, partial, function.binding.kept_values)

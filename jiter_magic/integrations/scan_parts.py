@@ -19,7 +19,8 @@ whole call does, and the index it picks is looked up among the two.
 
 Every piece is a NumPy, CuPy or torch array, so plain operators and the array's own module
 (`stack`, `concatenate`, `where`) keep it on its device. A state is a tuple of arrays: one value,
-the state's values, or values and their int64 indices.
+the state's values, or values and their int64 indices. The pieces carry the whole state even
+where the call returns some of its values (`outputs=`): a piece's results drop the others last.
 """
 from __future__ import annotations
 
@@ -95,9 +96,10 @@ def _concatenate(pair: tuple[Any, Any], dim: int) -> Any:
 
 
 def piece_result(parts: TreeParts, planned: ScanResult, options: dict, indexed: bool, start: int,
-                 carry: State | None, partial: State) -> State:
+                 carry: State | None, partial: State, kept: tuple[int, ...] | None = None) -> State:
     """A piece's results, starting at `start` along the dim: its partial with the carry folded
-    in, shifted for an exclusive scan, finalized with global counts, in the result's dtype."""
+    in, shifted for an exclusive scan, finalized with global counts, in the result's dtype; of a
+    state of several values, those at the positions `kept` (None: all of them)."""
     reverse, exclusive, dim = bool(options["reverse"]), bool(options["exclusive"]), planned.dim
     size = partial[0].shape[dim]
     found = partial if size == 0 else combined(parts, carry, partial, planned, reverse, indexed)
@@ -108,7 +110,8 @@ def piece_result(parts: TreeParts, planned: ScanResult, options: dict, indexed: 
     if parts.finalize is not None and size:
         values = parts.finalize(values, _counts(values, dim, start, size, planned.shape[dim], reverse, exclusive))
     rest = found[1:] if indexed else tuple(cast(v, planned.dtype) for v in found[1:])  # int64 indices stay
-    return (cast(values, planned.dtype), *rest)
+    whole = (cast(values, planned.dtype), *rest)
+    return whole if kept is None else tuple(whole[k] for k in kept)
 
 
 def _counts(like: Any, dim: int, start: int, size: int, whole: int, reverse: bool, exclusive: bool) -> Any:

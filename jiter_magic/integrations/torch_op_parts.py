@@ -84,8 +84,11 @@ def out_tensors(function: Any, out: Any) -> list:
     if out is None:
         return []
     count = function.num_outputs
-    given = list(out) if count > 1 and isinstance(out, (tuple, list)) and len(out) == count else [out]
-    if count > 1 and len(given) != count:
+    if count == 1 and not function.binding.tupled:
+        given = [out]
+    elif isinstance(out, (tuple, list)) and len(out) == count:  # a tuple of one too: a scan returning one value
+        given = list(out)
+    else:
         what = "a (values, indices) pair" if function.binding.indexed else f"a tuple of {count}"
         raise ArgumentTypeError(f"{function.name} gives {count} results: out= takes {what} of tensors, got "
                                 f"{type(out).__name__}")
@@ -181,7 +184,8 @@ def _kind_kernel(function: Any, options_of: OptionsOf) -> Callable[..., Any]:
     def run(*args: Any) -> Any:
         inputs, extras, given = split(function, args)
         result = function.eager(inputs, {**options_of(*given), "out": None}, extras_of(function, extras))
-        return tuple(result) if function.num_outputs > 1 else result  # an operator returns plain tuples
+        found = tuple(result) if isinstance(result, tuple) else (result,)
+        return found if len(found) > 1 else found[0]  # an operator returns plain tuples, one result as itself
 
     return run
 

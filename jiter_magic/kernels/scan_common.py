@@ -6,7 +6,8 @@ shapes never spell out the kind of state:
   the reductions' `jm_pick`, which skips a state of no element; with a state of several values
   the combine writing through references),
 - `jm_element(args, offsets..., position)`: one element's state, from its inputs through the map,
-- `jm_store(args, offsets..., state, count)`: a result written, finalized with its count.
+- `jm_store(args, offsets..., state, count)`: a result written, finalized with its count (of a
+  state of several values, the values a call returns: all, or those `outputs=` keeps).
 A plain scan's state is the accumulator itself. The `jm_Args` struct is a reduction's kind of
 struct (reduce_common.py's packer, every field 8-byte aligned): outputs, inputs, a partials
 buffer and counts, the extras, then each operand's kept strides, step along the scan and start.
@@ -38,14 +39,14 @@ FIELDS = "vwxy"  # a state's value names
 
 @lru_cache(maxsize=256)
 def scan_args(spec: ScanSpec) -> ReduceArgs:
-    """Outputs (each state value, or values then indices), inputs, a workspace (a look-back scan's,
+    """Outputs (each state value written, or values then indices), inputs, a workspace (a look-back scan's,
     split columns' partials), rows, count, blocks a row, whether the walk is reversed (an index counts
     in the array's order) and the launch's stage (of two launches), the extras, then the kept sizes, each operand's kept
     strides, each operand's step along the scan and its start."""
     if spec.indexed:
         fields = [("jm_out0", f"{ctype(spec.output)}*", 0), ("jm_out1", "int64_t*", 0)]
     else:
-        fields = [(f"jm_out{k}", f"{ctype(spec.output)}*", 0) for k in range(spec.state)]
+        fields = [(f"jm_out{k}", f"{ctype(spec.output)}*", 0) for k in range(spec.outputs)]
     fields += [(f"jm_in{i}", f"const {ctype(d)}*", 0) for i, d in enumerate(spec.inputs)]
     fields += [("jm_partials", "int64_t*", 0), ("jm_rows", "int64_t", 0), ("jm_count", "int64_t", 0),
                ("jm_blocks", "int64_t", 0), ("jm_reverse", "int64_t", 0), ("jm_stage", "int64_t", 0)]
@@ -145,8 +146,9 @@ def _store(binding: ScanBinding, spec: ScanSpec, cuda: bool) -> str:
         return head + f"  {ARGS}.jm_out0[jm_p0] = {value};\n  {ARGS}.jm_out1[jm_p1] = jm_s.i;\n}}\n"
     if spec.state == 1:
         return head + f"  {ARGS}.jm_out0[jm_p0] = {finalized(binding, spec, 'jm_s', 'jm_n')};\n}}\n"
-    lines = "".join(f"  {ARGS}.jm_out{k}[jm_p{k}] = {convert(f'jm_s.{FIELDS[k]}', spec.accumulate, spec.output)};\n"
-                    for k in outs)
+    # Output k is the k-th value written (all of them, or those `outputs=` keeps): the state stays whole.
+    lines = "".join(f"  {ARGS}.jm_out{k}[jm_p{k}] = {convert(f'jm_s.{FIELDS[v]}', spec.accumulate, spec.output)};\n"
+                    for k, v in enumerate(spec.written))
     return head + "  (void)jm_n;\n" + lines + "}\n"
 
 

@@ -114,6 +114,11 @@ class ReductionSpec:
     indices_given: bool = False  # with indices: input 1 holds each element's index (a tree's fold)
     index32: bool = False  # with indices: a thread's loop carries its index in 32 bits (fewer than 2^31 reduced)
 
+    @property
+    def tupled(self) -> bool:
+        """A call gives a tuple of arrays however many it writes (a scan's state of several values)."""
+        return False
+
     def describe(self) -> str:
         """One line for people: dtypes, the kernel shape and its loop dims."""
         ins = ", ".join(self.inputs)

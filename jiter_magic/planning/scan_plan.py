@@ -75,16 +75,30 @@ class ScanSpec:
     exclusive: bool = False  # each result folds the elements before its own
     vec: int = 1  # elements a vector load (CUDA paths)
     staged: bool = False  # CUDA row paths: a tile's loads and stores go through shared memory, coalesced
+    kept_values: tuple[int, ...] | None = None  # the state values written, by position (None: all of them)
 
     @property
     def outputs(self) -> int:
-        return 2 if self.indexed else self.state
+        """Arrays written: each (kept) value of the state, or the values and their indices."""
+        return 2 if self.indexed else self.state if self.kept_values is None else len(self.kept_values)
+
+    @property
+    def tupled(self) -> bool:
+        """A call gives a tuple of arrays, one a (kept) value of the state."""
+        return self.state > 1
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        """The position in the state of each array written (the first `outputs` of the operands)."""
+        return tuple(range(self.outputs)) if self.kept_values is None else self.kept_values
 
     def describe(self) -> str:
         """One line for people: dtypes, the kernel shape and its loop dims."""
         ins = ", ".join(self.inputs)
         output = f"({self.output}, int64 index)" if self.indexed else \
             self.output if self.state == 1 else f"{self.state} x {self.output}"
+        if self.kept_values is not None:  # a state of several values, some of them written
+            output = f"values {self.kept_values} of {output}"
         kind = "exclusive scan" if self.exclusive else "scan"
         vector = f", {self.vec}-wide loads" if self.vec > 1 else ""
         vector += ", staged" if self.staged else ""

@@ -73,7 +73,8 @@ class FoldPlan:
     @property
     def wrap(self) -> Callable[..., Any] | None:
         """What makes a call's result of its outputs (None: one output, as is)."""
-        return ValuesIndices if self.spec.indexed else None if len(self.dtypes) == 1 else _as_tuple
+        return ValuesIndices if self.spec.indexed else None if len(self.dtypes) == 1 and not self.spec.tupled \
+            else _as_tuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,10 +160,11 @@ def out_arrays(given: object, binding: ReductionBinding, adapter: ArrayAdapter, 
             raise ArgumentTypeError(f"{binding.name} gives values and their indices: out= takes a (values, indices) "
                                     f"pair of arrays, got {type(given).__name__}")
         outs = list(given)
-    elif binding.outputs > 1:  # a scan whose state holds several values gives each of them
+    elif binding.tupled:  # a scan whose state holds several values gives each of them (or each kept one)
         if not isinstance(given, (tuple, list)) or len(given) != binding.outputs:
-            raise ArgumentTypeError(f"{binding.name} gives {binding.outputs} arrays, one a value of its state: out= "
-                                    f"takes a tuple of {binding.outputs} arrays, got {type(given).__name__}")
+            arrays = f"{binding.outputs} array{'s' if binding.outputs > 1 else ''}"
+            raise ArgumentTypeError(f"{binding.name} gives {arrays}, one a value of its state: out= takes a tuple "
+                                    f"of {arrays}, got {type(given).__name__}")
         outs = list(given)
     else:
         outs = [given]

@@ -44,7 +44,8 @@ def plan_call(binding: ScanBinding, descs: list[ArrayDesc], rules: str, device: 
     staged = device >= 0 and scan_cuda.staged(path, planned.accumulate, binding.state, binding.indexed)
     spec = ScanSpec(inputs, planned.dtype, planned.accumulate, tuple(scalar_kind(v) for v in extras),
                     planned.identity, path=path, kept_ndim=max(len(layout.kept_sizes), 1), state=binding.state,
-                    indexed=binding.indexed, exclusive=exclusive, vec=vec, staged=staged)
+                    indexed=binding.indexed, exclusive=exclusive, vec=vec, staged=staged,
+                    kept_values=binding.kept_values)
     launches = scan_cuda.launches(spec, layout, blocks) if device >= 0 else [((1, 1, 1), 0)]
     partials = scan_cuda.partials_size(spec, layout, blocks) if device >= 0 else 0
     # Each operand's kept strides, then its step along the scan and its start.

@@ -1,7 +1,8 @@
 """Scans on a CUDA GPU against torch's: every kernel path (a warp a row, a block a row, a thread a
 column, a few long rows a block a tile with a look-back), dtypes, layouts, reverse, exclusive, out=,
-cummax with indices, a linear recurrence against a float64 loop, CuPy arrays, and the same result
-every run; the look-back path forced onto short and odd rows, and a row of more than 2^31 elements.
+cummax with indices, a linear recurrence against a float64 loop (and its h alone, as the whole
+scan's h), CuPy arrays, and the same result every run; the look-back path forced onto short and odd
+rows, and a row of more than 2^31 elements.
 
 Marked `gpu`; skipped without one.
 """
@@ -15,7 +16,17 @@ import pytest
 torch = pytest.importorskip("torch")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scans"))
-from scan_functions import ADD, AFFINE, KEEP_MAX, cummax, cummin, cumprod, cumsum, linear, logcumsumexp  # noqa: E402
+from scan_functions import (  # noqa: E402
+    ADD,
+    AFFINE,
+    KEEP_MAX,
+    cummax,
+    cummin,
+    cumprod,
+    cumsum,
+    linear,
+    logcumsumexp,
+)
 
 from jiter_magic import ValuesIndices, create_multi_output_scan_fn, create_scan_fn  # noqa: E402
 from jiter_magic.kernels import scan_cuda, scan_lookback  # noqa: E402
@@ -148,6 +159,22 @@ def test_a_float64_pair_over_whole_and_ragged_tiles(shape, path):
     _, h = fresh(a, b, dim=1, reverse=True)
     flipped = torch.flip(sequential(torch.flip(a, [1]), torch.flip(b, [1]), 1), [1])
     torch.testing.assert_close(h.cpu(), flipped, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize(("path", "shape", "dim"), [(path, *PATHS[path]) for path in PATHS]
+                         + [(COLUMN_SCAN, (1 << 16, 8), 0), (LOOKBACK_SCAN, (1 << 22,), 0)])  # split columns, one row
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_h_alone_is_the_whole_scans_h_on_each_path(path, shape, dim, dtype):
+    a, b = (torch.rand(shape, device="cuda", dtype=torch.float64) * 0.2 + 0.8).to(dtype), sample(shape, dtype, 2)
+    # A fresh function: `last_path` names the last kernel built, which another case's may have been.
+    alone = create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine", outputs=(1,))
+    for reverse, exclusive in ((False, False), (True, False), (False, True), (True, True)):
+        (h,) = alone(a, b, dim=dim, reverse=reverse, exclusive=exclusive)
+        assert last_path(alone) == path
+        _, whole = linear(a, b, dim=dim, reverse=reverse, exclusive=exclusive)
+        assert h.dtype == dtype and torch.equal(h, whole)  # the same kernel path and state: the same bits
+    out = torch.empty_like(b)
+    assert alone(a, b, dim=dim, out=(out,))[0] is out and torch.equal(out, linear(a, b, dim=dim)[1])
 
 
 def test_layouts_out_and_empty():

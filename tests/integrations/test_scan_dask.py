@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy
 import pytest
-from scans.scan_functions import ADD, cummax, cumsum, ema, linear, logcumsumexp
+from scans.scan_functions import ADD, cummax, cumsum, ema, linear, linear_h, logcumsumexp
 
 from jiter_magic import (
     ArgumentTypeError,
@@ -91,12 +91,18 @@ def test_several_inputs_broadcast_with_numpy_arrays_and_extras(compute):
 @pytest.mark.parametrize("chunks", CHUNKINGS)
 @pytest.mark.parametrize(("reverse", "exclusive"), FLAGS)
 def test_a_linear_recurrence_carries_both_values(compute, chunks, reverse, exclusive):
+    """Both values carried between blocks, also where a call returns h alone (outputs=(1,))."""
     a, b = numpy.abs(grid()) * 0.2 + 0.8, grid()[::-1].copy()
     x, y = da.from_array(a, chunks=chunks), da.from_array(b, chunks=chunks)
+    alone = linear_h(x, y, dim=0, reverse=reverse, exclusive=exclusive)
+    assert type(alone) is tuple and len(alone) == 1 and alone[0].chunks == x.chunks
     lazies = [*linear(x, y, dim=1, reverse=reverse, exclusive=exclusive),
-              *ema(y, dim=0, reverse=reverse, exclusive=exclusive, decay=0.7)]
+              *ema(y, dim=0, reverse=reverse, exclusive=exclusive, decay=0.7), *alone,
+              *linear_h(x, y, dim=1, reverse=reverse, exclusive=exclusive)]
     expected = [*linear(a, b, dim=1, reverse=reverse, exclusive=exclusive),
-                *ema(b, dim=0, reverse=reverse, exclusive=exclusive, decay=0.7)]
+                *ema(b, dim=0, reverse=reverse, exclusive=exclusive, decay=0.7),
+                linear(a, b, dim=0, reverse=reverse, exclusive=exclusive)[1],
+                linear(a, b, dim=1, reverse=reverse, exclusive=exclusive)[1]]
     for value, want in zip(compute(*lazies), expected):
         assert_like(value, want)
 
@@ -126,6 +132,10 @@ def test_empty_extents_and_0d_inputs():
     assert_like(running_mean(da.from_array(scalar), dim=0).compute(scheduler="sync"), numpy.array(2.5))
     found = cummax(da.from_array(scalar), dim=-1)
     assert found.indices.compute(scheduler="sync").tolist() == 0
+    a, b = da.from_array(numpy.array(0.5)), da.from_array(scalar)  # a state's values: a tuple (of one for h alone)
+    assert [x.compute(scheduler="sync").tolist() for x in linear(a, b, dim=0)] == [0.5, 2.5]
+    (h,) = linear_h(a, b, dim=0)
+    assert h.shape == () and h.compute(scheduler="sync").tolist() == 2.5
 
 
 def test_errors_are_raised_at_call_time():

@@ -16,7 +16,7 @@ import torch.distributed as dist
 if not dist.is_available():
     pytest.skip("torch was built without torch.distributed", allow_module_level=True)
 
-from scans.scan_functions import ADD, cummax, cumsum, ema, linear, logcumsumexp  # noqa: E402
+from scans.scan_functions import ADD, cummax, cumsum, ema, linear, linear_h, logcumsumexp  # noqa: E402
 from test_dtensor import check_on_two_gpus, cpu_worlds, floats  # noqa: E402
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor  # noqa: E402
@@ -109,6 +109,10 @@ def case_linear_recurrence_and_indices(mesh, device):
     t = distribute_tensor(ties, mesh, [Shard(0)])
     for flags in FLAGS:
         assert_all(linear(x, y, dim=0, **flags), linear(a, b, dim=0, **flags), (Shard(0),))
+        alone = linear_h(x, y, dim=0, **flags)  # h alone: the shards carry both values all the same
+        assert type(alone) is tuple and len(alone) == 1
+        assert_all(alone, (linear(a, b, dim=0, **flags)[1],), (Shard(0),))
+        assert_all(linear_h(x, y, dim=1, **flags), (linear(a, b, dim=1, **flags)[1],), (Shard(0),))
         assert_all(ema(y, dim=0, decay=0.7, **flags), ema(b, dim=0, decay=0.7, **flags), (Shard(0),))
         found = cummax(t, dim=0, **flags)
         assert isinstance(found, ValuesIndices)

@@ -1,4 +1,5 @@
-"""The scans the scan tests share: torch's cumulative ops and a linear recurrence, as C++ functors."""
+"""The scans the scan tests share: torch's cumulative ops and a linear recurrence (whole, and h
+alone), as C++ functors."""
 from __future__ import annotations
 
 from jiter_magic import create_multi_output_scan_fn, create_scan_fn
@@ -28,4 +29,5 @@ logcumsumexp = create_scan_fn(LSE, float("-inf"), combine="lse")
 cummax = create_multi_output_scan_fn(KEEP_MAX, float("-inf"), combine="keep_max")
 cummin = create_multi_output_scan_fn(KEEP_MIN, float("inf"), combine="keep_min")
 linear = create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine")
+linear_h = create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine", outputs=(1,))  # h alone
 ema = create_multi_output_scan_fn(EMA, (1, 0), map="ema", combine="affine", decay=0.9)

@@ -1,5 +1,6 @@
 """Scans with their gradients, as docs/scans.md writes them: a cumsum's and a linear recurrence's
-backward, module-level functions so that pickling and torch.compile store them by reference."""
+backward (whole, and of h alone), module-level functions so that pickling and torch.compile store
+them by reference."""
 from __future__ import annotations
 
 import torch
@@ -9,6 +10,7 @@ from jiter_magic import create_multi_output_scan_fn, create_scan_fn
 
 cumsum = create_scan_fn(ADD, 0, combine="add")
 linear = create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine")
+linear_h = create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine", outputs=(1,))  # h alone
 cummax = create_multi_output_scan_fn(KEEP_MAX, float("-inf"), combine="keep_max")
 ema = create_multi_output_scan_fn(EMA, (1, 0), map="ema", combine="affine", decay=0.9)  # no backward
 
@@ -42,6 +44,17 @@ def linear_backward(a, b, products, h, grad_products, grad_h, *, dim, reverse, e
     return g * h_before + q * products_before, g
 
 
+def linear_h_backward(a, b, h, grad_h, *, dim, reverse, exclusive):
+    """h alone (outputs=(1,)): its backward gets h and its gradient only, and needs no products:
+    g[t] = a[t+1] g[t+1] + dh[t] is the h-only recurrence reversed, db = g and da[t] = g[t] h[t-1]."""
+    if exclusive:  # result t is h[t-1]: its gradient is h's a step later, and it is h_before itself
+        h_before, grad_h = h, step(grad_h, dim, True, reverse, 0)
+    else:
+        h_before = step(h, dim, False, reverse, 0)
+    (g,) = linear_h(step(a, dim, True, reverse, 0), grad_h, dim=dim, reverse=not reverse)
+    return g * h_before, g
+
+
 def cummax_backward(x, values, indices, grad_values, grad_indices, *, dim, reverse, exclusive):
     """Each result's gradient goes to the element it was taken from (its index), as torch.cummax's."""
     return torch.zeros_like(grad_values).scatter_add(dim, indices, grad_values)
@@ -49,4 +62,5 @@ def cummax_backward(x, values, indices, grad_values, grad_indices, *, dim, rever
 
 cumsum.def_backward(cumsum_backward)
 linear.def_backward(linear_backward)
+linear_h.def_backward(linear_h_backward)
 cummax.def_backward(cummax_backward)

@@ -1,6 +1,6 @@
 """Every generated CUDA scan kernel compiles with NVRTC for sm_80 and sm_90, with no GPU: each path,
-plain, exclusive, with indices, with a state of two values (and a map writing it), a finalize,
-extras and the dtypes whose accumulators differ. The sources' `static_assert` on `sizeof(jm_Args)`
+plain, exclusive, with indices, with a state of two values (and a map writing it; h alone of it), a
+finalize, extras and the dtypes whose accumulators differ. The sources' `static_assert` on `sizeof(jm_Args)`
 checks the struct against the packer in each compile."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import itertools
 import re
 
 import pytest
-from scan_functions import ADD, cummax, cumsum, ema, linear, logcumsumexp
+from scan_functions import ADD, cummax, cumsum, ema, linear, linear_h, logcumsumexp
 
 from jiter_magic import create_scan_fn
 from jiter_magic.compilers.nvrtc import NvrtcCompiler
@@ -26,7 +26,7 @@ MEAN = create_scan_fn(ADD + "template <typename T> T mean(T total, int64_t n) { 
                       "template <typename T> T scaled(T x, T alpha) { return alpha * x; }\n", 0, map="scaled",
                       combine="add", finalize="mean", alpha=1.0)
 FUNCTIONS = {"cumsum": cumsum, "logcumsumexp": logcumsumexp, "cummax": cummax, "linear": linear, "ema": ema,
-             "mean": MEAN}
+             "mean": MEAN, "linear_h": linear_h}
 _COMPILERS: dict[str, NvrtcCompiler] = {}
 
 
@@ -49,6 +49,7 @@ def test_every_path_and_kind_of_state_compiles(name, path, exclusive):
         # block scans, never how values group).
         assert source.count("atomic") == (path == "lookback_scan")
         assert ("jm_buf[" in source) == staged
+        assert name != "linear_h" or "jm_out1" not in source  # h alone: one array written, the state whole
 
 
 @pytest.mark.parametrize(("dtype", "arch"), list(itertools.product(
