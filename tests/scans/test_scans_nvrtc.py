@@ -154,15 +154,16 @@ def test_the_window_publishes_its_aggregate_before_it_waits_and_its_fold_after()
     assert "jm_index_t jm_s = jm_tile - 256 + jm_q;" in source  # 8 warps: 256 tiles
 
 
-@pytest.mark.parametrize("variant", [{"STAGED_LOADS": 0, "FULL_TILES": 0}, {"STAGED_LOADS": 1, "FULL_TILES": 0},
-                                     {"KEEP_STAGED": 0}, {}])
+@pytest.mark.parametrize("variant", [{}, {"STAGED_LOADS": 1, "FULL_TILES": 0}, {"STAGED_LOADS": 1, "FULL_TILES": 1},
+                                     {"STAGED_LOADS": 1, "FULL_TILES": 1, "KEEP_STAGED": 0},
+                                     {"STAGED_LOADS": 1, "FULL_TILES": 1, "TILE_ITEMS": 32}])
 def test_each_way_of_loading_a_staged_tile_compiles(monkeypatch, variant):
-    """Issue 46: a staged tile's loads into registers first (STAGED_LOADS=1, shipped), unguarded
-    where the tile is whole (FULL_TILES=1, shipped), or each stored as it comes (0: the sources
-    before). Each kind of state on each staged path, plain and exclusive, the look-back's states
+    """Issue 46: a staged tile's loads into registers first (STAGED_LOADS=1), unguarded where the
+    tile is whole (FULL_TILES=1), or each stored as it comes (0, as shipped), with look-back tiles of
+    16 or 32 elements a thread. Each kind of state on each staged path, plain and exclusive, the look-back's states
     kept in the staged slots or not; none spills."""
     for name, value in variant.items():
-        monkeypatch.setattr(scan_lookback if name == "KEEP_STAGED" else scan_loads, name, value)
+        monkeypatch.setattr(scan_lookback if name in ("KEEP_STAGED", "TILE_ITEMS") else scan_loads, name, value)
     kinds = [(cumsum, ("float32",)), (cumsum, ("float16",)), (cumsum, ("int64",)), (cummax, ("float32",)),
              (linear, ("float32", "float32")), (linear, ("float64", "float64"))]
     loads, full = scan_loads.STAGED_LOADS, scan_loads.STAGED_LOADS and scan_loads.FULL_TILES
