@@ -34,8 +34,28 @@ _INDEX_WORDS = ("int64_t", "long", "int", "jm_index_t", "size_t")
 OUTPUTS = "outputs"
 
 
+class ScanArrays:
+    """The arrays a scan's call gives, as its binding and each of its specs count them (both records
+    hold `state`, `indexed` and `kept_values`)."""
+
+    __slots__ = ()
+    state: int
+    indexed: bool
+    kept_values: tuple[int, ...] | None
+
+    @property
+    def outputs(self) -> int:
+        """Each value of the state (or each kept one), or the values and their indices."""
+        return 2 if self.indexed else self.state if self.kept_values is None else len(self.kept_values)
+
+    @property
+    def tupled(self) -> bool:
+        """A call gives a tuple of arrays, one a value of the state (one kept value too)."""
+        return self.state > 1
+
+
 @dataclass(frozen=True, slots=True)
-class ScanBinding(ReductionBinding):
+class ScanBinding(ScanArrays, ReductionBinding):
     """A reduction's binding with the size of the state each step carries (1 for a plain scan or
     a scan with indices, whose pair is a value and its index)."""
 
@@ -50,15 +70,6 @@ class ScanBinding(ReductionBinding):
             return tuple(p.name for p in self.combine.parameters[:self.state])
         return ("x",)
 
-    @property
-    def outputs(self) -> int:
-        """Arrays a call gives: each value of the state (or each kept one), or the values and their indices."""
-        return 2 if self.indexed else self.state if self.kept_values is None else len(self.kept_values)
-
-    @property
-    def tupled(self) -> bool:
-        """A call gives a tuple of arrays, one a value of the state (one kept value too)."""
-        return self.state > 1
 
 
 def is_state_combine(functor: Functor) -> int:

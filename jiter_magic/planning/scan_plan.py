@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 
 from jiter_magic.errors import ArgumentTypeError
+from jiter_magic.frontend.scan import ScanArrays
 from jiter_magic.planning.layout import broadcast_shape, broadcast_strides, coalesce
 from jiter_magic.planning.reduce_layout import dense_strides, dim_index, product
 from jiter_magic.planning.reduce_result import common_dtype
@@ -59,7 +60,7 @@ def scan_result(dtypes: list[str], shapes: list[tuple[int, ...]], rules: str, di
 
 
 @dataclass(frozen=True, slots=True)
-class ScanSpec:
+class ScanSpec(ScanArrays):
     """One scan kernel: dtypes, the identity, the kernel shape and its loop dims."""
 
     inputs: tuple[str, ...]  # storage dtype of each input
@@ -76,16 +77,6 @@ class ScanSpec:
     vec: int = 1  # elements a vector load (CUDA paths)
     staged: bool = False  # CUDA row paths: a tile's loads and stores go through shared memory, coalesced
     kept_values: tuple[int, ...] | None = None  # the state values written, by position (None: all of them)
-
-    @property
-    def outputs(self) -> int:
-        """Arrays written: each (kept) value of the state, or the values and their indices."""
-        return 2 if self.indexed else self.state if self.kept_values is None else len(self.kept_values)
-
-    @property
-    def tupled(self) -> bool:
-        """A call gives a tuple of arrays, one a (kept) value of the state."""
-        return self.state > 1
 
     @property
     def written(self) -> tuple[int, ...]:
