@@ -153,7 +153,7 @@ def create_multi_output_scan_fn(code_string: str, identity: object = None, map: 
         if isinstance(outputs, bool):  # not the multi-output flag it would pass for below
             raise outputs_type_error(outputs, combine)
         return ScanFunction(code_string, identity, map, combine, finalize, kwargs,
-                            multi=True if outputs is None else outputs)
+                            multi=True if outputs is None else tuple(outputs) if isinstance(outputs, list) else outputs)
     except JiterError as error:  # as in create_jit_fn
         raise for_caller(error) from error.__cause__
 

@@ -30,7 +30,7 @@ from jiter_magic.frontend.reduction import (
 MAX_STATE = 4  # values a state holds at most
 _STATE_COMBINE = "template <typename T> void affine(T a1, T b1, T a2, T b2, T& a, T& b)"
 _INDEX_WORDS = ("int64_t", "long", "int", "jm_index_t", "size_t")
-# create_multi_output_scan_fn's keyword naming the state values a call returns, so no extra takes the name.
+# create_multi_output_scan_fn's keyword naming the state values a call returns, so no extra of its map takes the name.
 OUTPUTS = "outputs"
 
 
@@ -136,9 +136,9 @@ def bind_scan(code: str, map_name: str | None, combine: object, finalize: object
     """Find the named functions in `code` and bind the map's parameters; `multi`: the combine of a
     multi-output scan (a state of several values, or values with indices), True or the positions of
     the state values a call returns (`outputs=`)."""
-    if OUTPUTS in kwarg_names:
+    if OUTPUTS in kwarg_names and multi is not False:
         raise BindError(f"'{OUTPUTS}' is reserved for the state values a multi-output scan returns "
-                        "(create_multi_output_scan_fn's outputs=), so no extra of a scan's map takes that name: "
+                        "(create_multi_output_scan_fn's outputs=), so no extra of such a scan's map takes that name: "
                         "rename that parameter of the map")
     functions = {f.name: f for f in parse_definitions(code)}
     combine_fn = named_function(functions, combine, "combine")

@@ -128,8 +128,19 @@ def test_refusals():
             create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine", outputs=wrong)
     with pytest.raises(BindError, match="the state of keep_max holds values and their indices"):
         create_multi_output_scan_fn(KEEP_MAX, float("-inf"), combine="keep_max", outputs=(0,))
-    with pytest.raises(BindError, match="'outputs' is reserved for the state values a multi-output scan returns"):
+    with pytest.raises(BindError, match=r"keyword arguments \['outputs'\] need a map function"):
         create_scan_fn("template <typename T> T add(T a, T b) { return a + b; }", 0, combine="add", outputs=(0,))
+    # A plain scan has no outputs=: its map may take an extra of that name (as before outputs= existed).
+    scaled = create_scan_fn("template <typename T> T add(T a, T b) { return a + b; }\n"
+                            "template <typename T> T m(T x, T outputs) { return x * outputs; }", 0, "m",
+                            combine="add", outputs=2.0)
+    np.testing.assert_array_equal(scaled(np.arange(4.0), dim=0), [0.0, 2.0, 6.0, 12.0])
+    np.testing.assert_array_equal(scaled(np.arange(4.0), dim=0, outputs=3.0), [0.0, 3.0, 9.0, 18.0])
+    # A list is copied: changing it afterwards changes neither the function nor what it pickles as.
+    chosen = [1]
+    alone = create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine", outputs=chosen)
+    chosen[0] = 0
+    assert alone.binding.kept_values == (1,) and pickle.loads(pickle.dumps(alone)).binding.kept_values == (1,)
     # An extra of the map named `outputs` cannot be given: the keyword takes the value, then the name is refused.
     named = ("template <typename T> void m(T x, T outputs, T& a, T& b) { a = outputs; b = x; }\n" + AFFINE)
     with pytest.raises(ArgumentTypeError, match="outputs= is a tuple"):
