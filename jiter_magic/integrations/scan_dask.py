@@ -26,16 +26,8 @@ from dask.array.utils import meta_from_array
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
-from jiter_magic.integrations.dask_inputs import (
-    as_dask_input,
-    check_known_along,
-    check_unknown_sizes,
-    out_is_refused,
-    plan_of,
-    right_aligned,
-    split_outputs,
-    zero_size,
-)
+from jiter_magic.integrations import dask_inputs
+from jiter_magic.integrations.dask_inputs import zero_size
 from jiter_magic.integrations.kinds import as_results
 from jiter_magic.integrations.reduce_parts import State, as_state, tree_parts
 from jiter_magic.integrations.scan_parts import combined, piece_partial, piece_result, total
@@ -47,13 +39,13 @@ _FLAGS = ("reverse", "exclusive")
 def scan_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dict) -> Any:
     """The lazy result of `function(*args, dim=, reverse=, exclusive=, dtype=, **kwargs)` (see the module docstring)."""
     if options["out"] is not None:
-        raise out_is_refused()
-    inputs = [as_dask_input(x) for x in args]
+        raise dask_inputs.out_is_refused()
+    inputs = [dask_inputs.as_dask_input(x) for x in args]
     arrays = [x for x in inputs if isinstance(x, da.Array)]
     # The eager call on zero-size metas: every error a block would raise, and the results' array types.
     found = function(*(zero_size(x) for x in inputs), **{k: v for k, v in options.items() if k != "out"}, **kwargs)
-    check_unknown_sizes(arrays)
-    planned = plan_of(function, arrays, options)  # the meta call accepted the chunks' library
+    dask_inputs.check_unknown_sizes(arrays)
+    planned = dask_inputs.plan_of(function, arrays, options)  # the meta call accepted the chunks' library
     ndim = len(planned.shape)
     if ndim == 0:  # 0-d inputs: the scan of one element, as a 1-d one
         options = {**options, "dim": 0}
@@ -62,8 +54,8 @@ def scan_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dict)
             return found[0]
         firsts = tuple(f[0] for f in found)  # a plain tuple of a state's values, or ValuesIndices
         return type(found)(*firsts) if hasattr(found, "_fields") else firsts
-    chunkss, aligned = unify_chunks(*right_aligned(inputs, ndim))  # by index: each dim's unified chunks
-    check_known_along(arrays, ndim, (planned.dim,), f"{function.name}: ", f"the scanned dim {planned.dim}",
+    chunkss, aligned = unify_chunks(*dask_inputs.right_aligned(inputs, ndim))  # by index: each dim's unified chunks
+    dask_inputs.check_known_along(arrays, ndim, (planned.dim,), f"{function.name}: ", f"the scanned dim {planned.dim}",
                       "a scan carries each block's state into the next from where the blocks start")
     flags = {name: bool(options[name]) for name in _FLAGS}
     indexed = bool(function.binding.indexed)
@@ -76,7 +68,7 @@ def scan_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dict)
     graph = HighLevelGraph.from_collections(name, _carried(function, planned, flags, indexed, partials, name),
                                             dependencies=[partials])
     together = da.Array(graph, name, partials.chunks, meta=metas[0])
-    return as_results(function, split_outputs(together, tuple(range(ndim)), metas, function.name))
+    return as_results(function, dask_inputs.split_outputs(together, tuple(range(ndim)), metas, function.name))
 
 
 def _start(block_info: dict, dim: int) -> int:

@@ -12,18 +12,9 @@ from __future__ import annotations
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body, vector_elements
 from jiter_magic.frontend.bind import Binding
+from jiter_magic.kernels import tile_code
 from jiter_magic.kernels.base import CallShape, params_of
-from jiter_magic.kernels.tile_code import (
-    SHARED_LIMIT,
-    TILE,
-    WARP,
-    TiledParams,
-    accessible,
-    operand_offset,
-    stride,
-    tile_batches,
-    vector_access,
-)
+from jiter_magic.kernels.tile_code import TILE, WARP, TiledParams, operand_offset, stride, vector_access
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.spec import KernelSpec
 
@@ -97,9 +88,9 @@ def packing(call: CallShape, staged: list[tuple[int, int]]) -> tuple[int, int]:
     runs = packed_runs(pack, layout.sizes[1])
     if not runs or (TILE * runs // pack) % rows_for(layout.ndim, pack):  # rows of threads split a row's words
         return 1, 1
-    if len(staged) * packed_tile_elements(pack, runs) * (4 // pack) > SHARED_LIMIT:
+    if len(staged) * packed_tile_elements(pack, runs) * (4 // pack) > tile_code.SHARED_LIMIT:
         return 1, 1
-    return (pack, runs) if accessible(call, staged, 4, pack) else (1, 1)
+    return (pack, runs) if tile_code.accessible(call, staged, 4, pack) else (1, 1)
 
 
 def packed_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
@@ -112,7 +103,7 @@ def packed_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
     for i in params.tiled_inputs:
         code.line(f"__shared__ alignas(16) {ctype(spec.inputs[i])} "
                   f"jm_tile{i}[{packed_tile_elements(params.pack, params.runs)}];")
-    code.extend(tile_batches(spec, packed_edges(params.pack, params.runs), (params.pack, 4),
+    code.extend(tile_code.tile_batches(spec, packed_edges(params.pack, params.runs), (params.pack, 4),
                              _vector_tile(binding, spec, params), _element_tile(binding, spec, params)))
     return code
 
@@ -225,11 +216,7 @@ def _element_tile(binding: Binding, spec: KernelSpec, params: TiledParams) -> Co
     with code.block(f"for (int jm_r = 0; jm_r < {edge0 // rows}; ++jm_r)\n#pragma unroll\n"
                     f"for (int jm_k = 0; jm_k < {edge1 // WARP}; ++jm_k)"):
         code.line(f"const int jm_row = jm_ty + jm_r * {rows}, jm_col = jm_tx + jm_k * {WARP};")
-        code.line("const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;")
-        with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
-            for i in tiled:
-                code.line(f"jm_tile{i}[{packed_tile_index(pack, runs, 'jm_row', 'jm_col')}] = "
-                          f"{ARGS}.jm_in{i}[{operand_offset(nout + ins.index(i))}];")
+        tile_code.load_tiles(code, spec, tiled, packed_tile_index(pack, runs, "jm_row", "jm_col"))
     code.line("__syncthreads();")
     loaded = {}
     for pos, i in enumerate(ins):
@@ -241,8 +228,7 @@ def _element_tile(binding: Binding, spec: KernelSpec, params: TiledParams) -> Co
     with code.block(f"for (int jm_c = 0; jm_c < {edge1 // rows}; ++jm_c)\n#pragma unroll\n"
                     f"for (int jm_k = 0; jm_k < {edge0 // WARP}; ++jm_k)"):
         code.line(f"const int jm_row = jm_tx + jm_k * {WARP}, jm_col = jm_ty + jm_c * {rows};")
-        code.line("const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;")
-        with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
+        with tile_code.inside_tile(code):
             stores = [f"{ARGS}.jm_out{j}[{operand_offset(j)}]" for j in range(nout)]
             code.extend(element_body(binding, spec, loaded, stores))
     code.line("__syncthreads();")

@@ -14,16 +14,8 @@ from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body, vector_elements
 from jiter_magic.codegen.offsets import MODULO, operand_offsets
 from jiter_magic.frontend.bind import Binding
-from jiter_magic.kernels.base import (
-    BLOCK,
-    CallShape,
-    Grid,
-    LoopPath,
-    PathChoice,
-    ceil_div,
-    params_of,
-    vector_width,
-)
+from jiter_magic.kernels import base
+from jiter_magic.kernels.base import BLOCK, Grid, PathChoice, ceil_div, params_of, vector_width
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.layout import INT32_MAX, ArrayDesc, Layout
 from jiter_magic.planning.spec import ROWS, KernelSpec, PathParams
@@ -46,10 +38,10 @@ def unroll_of(spec: KernelSpec) -> int:
     return ROW_CONSTANT_UNROLL if params_of(spec, RowsParams).row_broadcast else 1
 
 
-class Rows(LoopPath):
+class Rows(base.LoopPath):
     name = ROWS
 
-    def match(self, call: CallShape) -> PathChoice | None:
+    def match(self, call: base.CallShape) -> PathChoice | None:
         layout = call.layout
         if layout.ndim < 2 or layout.sizes[0] < 2 * BLOCK:
             return None

@@ -9,6 +9,8 @@ from one place.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from jiter_magic.codegen.block import CodeBlock
@@ -58,6 +60,23 @@ def batch_loop(spec: KernelSpec) -> str:
 def operand_offset(k: int, i0: str = "jm_i0", i1: str = "jm_i1") -> str:
     """C++: operand k's element offset at loop indices (i0, i1) of its batch."""
     return f"jm_o{k} + {i0} * (jm_index_t){ARGS}.jm_strides{k}[0] + {i1} * (jm_index_t){ARGS}.jm_strides{k}[1]"
+
+
+@contextmanager
+def inside_tile(code: CodeBlock) -> Iterator[None]:
+    """C++: the loop indices of the tile's element (jm_row, jm_col), and a block for the lines that
+    read or write it, entered only where the element is inside the loop's edges."""
+    code.line("const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;")
+    with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
+        yield
+
+
+def load_tiles(code: CodeBlock, spec: KernelSpec, tiled: tuple[int, ...], tile_index: str) -> None:
+    """C++: each tiled input's element (jm_row, jm_col) stored at `tile_index` of its shared tile."""
+    nout, ins = len(spec.outputs), spec.array_inputs
+    with inside_tile(code):
+        for i in tiled:
+            code.line(f"jm_tile{i}[{tile_index}] = {ARGS}.jm_in{i}[{operand_offset(nout + ins.index(i))}];")
 
 
 def stride(k: int, dim: int) -> str:

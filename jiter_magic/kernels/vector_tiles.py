@@ -23,6 +23,8 @@ from jiter_magic.kernels.tile_code import (
     WARP,
     TiledParams,
     accessible,
+    inside_tile,
+    load_tiles,
     operand_offset,
     stride,
     tile_batches,
@@ -143,19 +145,14 @@ def _element_tile(binding: Binding, spec: KernelSpec) -> CodeBlock:
         code.line("#pragma unroll 1")
         with code.block(f"for (int jm_row = jm_ty; jm_row < {EDGE}; jm_row += {ROWS})\n"
                         f"for (int jm_col = jm_tx; jm_col < {EDGE}; jm_col += {WARP})"):
-            code.line("const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;")
-            with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
-                for i in tiled:
-                    code.line(f"jm_tile{i}[jm_row * {ROW} + jm_col] = "
-                              f"{ARGS}.jm_in{i}[{operand_offset(nout + ins.index(i))}];")
+            load_tiles(code, spec, tiled, f"jm_row * {ROW} + jm_col")
         code.line("__syncthreads();")
     loaded = {i: (f"jm_tile{i}[jm_row * {ROW} + jm_col]" if i in tiled
                   else f"{ARGS}.jm_in{i}[{operand_offset(nout + pos)}]") for pos, i in enumerate(ins)}
     code.line("#pragma unroll 1")
     with code.block(f"for (int jm_col = jm_ty; jm_col < {EDGE}; jm_col += {ROWS})\n"
                     f"for (int jm_row = jm_tx; jm_row < {EDGE}; jm_row += {WARP})"):
-        code.line("const jm_index_t jm_i0 = jm_i0_base + jm_row, jm_i1 = jm_i1_base + jm_col;")
-        with code.block("if (jm_i0 < jm_s0 && jm_i1 < jm_s1)"):
+        with inside_tile(code):
             code.extend(element_body(binding, spec, loaded, [f"{ARGS}.jm_out{j}[{operand_offset(j)}]"
                                                              for j in range(nout)]))
     if tiled:

@@ -325,9 +325,6 @@ PyMethodDef module_methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "jiter_magic.native._fast_call", "jiter_magic's C-level call path.", -1,
-                          module_methods, nullptr, nullptr, nullptr, nullptr};
-
 }  // namespace
 
 PyMODINIT_FUNC PyInit__fast_call(void) {
@@ -344,5 +341,7 @@ PyMODINIT_FUNC PyInit__fast_call(void) {
   HotPlanType = vectorcall_type("jiter_magic.native._fast_call.HotPlan", "A planned call of the hot path, run from C.",
                                 sizeof(HotPlan), offsetof(HotPlan, vectorcall), reinterpret_cast<void*>(HotPlan_init),
                                 reinterpret_cast<void*>(HotPlan_dealloc));
+  static PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "jiter_magic.native._fast_call", "jiter_magic's C-level call path.", -1,
+                                    module_methods, nullptr, nullptr, nullptr, nullptr};
   return module_with_types(&module_def, {{"Kernel", KernelType}, {"HotPlan", HotPlanType}});  // both types kept here
 }

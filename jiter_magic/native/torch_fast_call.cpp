@@ -203,9 +203,6 @@ PyMethodDef module_methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "jiter_magic.native._torch_call", "jiter_magic's hot path for torch tensors.", -1,
-                          module_methods, nullptr, nullptr, nullptr, nullptr};
-
 }  // namespace
 
 PyMODINIT_FUNC PyInit__torch_call(void) {
@@ -213,6 +210,8 @@ PyMODINIT_FUNC PyInit__torch_call(void) {
       "jiter_magic.native._torch_call.Allocator", "Allocates one output of a plan: at::empty_strided.",
       sizeof(Allocator), offsetof(Allocator, vectorcall), reinterpret_cast<void*>(Allocator_init),
       reinterpret_cast<void*>(Allocator_dealloc));
+  static PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "jiter_magic.native._torch_call", "jiter_magic's hot path for torch tensors.", -1,
+                                    module_methods, nullptr, nullptr, nullptr, nullptr};
   PyObject* module = module_with_types(&module_def, {{"Allocator", type}});
   Py_XDECREF(type);  // the module holds it
   return module;
