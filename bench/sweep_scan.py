@@ -29,9 +29,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# STAGED_LOADS=1,FULL_TILES=1 and TILE_ITEMS=32: the variants off until their GPU tests run (issue 46).
-DEFAULT_VARIANTS = ("STAGED_LOADS=1,FULL_TILES=1;STAGED_LOADS=1;TILE_ITEMS=32;SMALL_ITEMS=8;ITEMS=16;BLOCK=512;"
-                    "BLOCK=128;BUSY_THREADS=262144")
+DEFAULT_VARIANTS = ("STAGED_LOADS=0,FULL_TILES=0;TILE_ITEMS=16;SMALL_ITEMS=8;ITEMS=16;BLOCK=128;WINDOW=4;"
+                    "BUSY_THREADS=262144")
 LOOKBACK_ROWS = [("cumsum", (1 << 28,), -1), ("cumsum", (64, 1 << 22), -1), ("linear", (1, 1, 1 << 26), -1),
                  ("linear", (1, 64, 1 << 18), -1)]
 

@@ -17,10 +17,8 @@ from jiter_magic.kernels.scan_common import ARGS, element_call
 from jiter_magic.planning.scan_plan import ScanSpec
 
 # Tuning constants (bench/sweep_scan.py patches them; 0 and 0: each element stored as it is loaded).
-# Off as shipped until the GPU tests have run with them on: NVRTC compiles every variant, but only a
-# GPU shows a race between the register loads and the look-back's kept states (issue 46).
-STAGED_LOADS = 0  # 1: a thread's items loaded into registers, all in flight, then stored to shared memory
-FULL_TILES = 0  # 1 (with STAGED_LOADS): a tile wholly inside the row loads without a guard on each element
+STAGED_LOADS = 1  # 1: a thread's items loaded into registers, all in flight, then stored to shared memory
+FULL_TILES = 1  # 1 (with STAGED_LOADS): a tile wholly inside the row loads without a guard on each element
 
 
 def slot(index: str) -> str:

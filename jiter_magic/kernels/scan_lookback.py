@@ -29,8 +29,7 @@ MAX_TILES = (1 << 31) - 1  # tiles of a call at most: one block each, and a grid
 # any of them the grouping of values depends on the shape alone, never on timing.
 WINDOW = 8  # warps that read a window of 32 x WINDOW tiles (scan_window.py); 0: the tree
 PERSIST = 0  # blocks of the scan launch, each looping over tiles (the GPU's resident blocks or more); 0: a tile each
-# 16 as shipped: the GPU tests (ragged tiles, reverse, exclusive) ran with 16; 32 swept faster on an H100.
-TILE_ITEMS = 16  # elements a thread of a staged tile, where its states fit (0: scan_cuda.ITEMS; scan_cuda.items_of)
+TILE_ITEMS = 32  # elements a thread of a staged tile, where its states fit (0: scan_cuda.ITEMS; scan_cuda.items_of)
 KEEP_STAGED = 1  # 1: a thread's running states wait out the look-back in its staged slots; 0: in registers
 MIN_BLOCKS = 0  # the kernel's blocks an SM at least (__launch_bounds__' second argument, caps registers); 0: none
 

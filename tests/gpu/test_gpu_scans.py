@@ -87,20 +87,23 @@ def test_reverse_exclusive_and_determinism(path):
         assert torch.equal(first, cumsum(y, dim=dim))
 
 
-# Counts around the tiles of a thread's 16 elements (a warp's 512, a block's 4096, the grid's shares)
-# and the column path's segments, for a 4-byte state: small integers, so every float sum is exact and
-# the result must equal torch's bit for bit (a float16 input accumulates in float32, rounded once).
+# Counts around the tiles of a thread's 16 elements (a warp's 512, a block's 4096), the look-back's
+# tiles of 32 elements a thread (8192) and the column path's segments, for a 4-byte state: small
+# integers, so every float sum is exact and the result must equal torch's bit for bit (a float16
+# input accumulates in float32, rounded once).
 EDGES = [((600, n), 1) for n in (511, 512, 513, 1024, 1025, 4095, 4096, 4097, 8193)] + \
-    [((3, n), 1) for n in (16383, 16384, 16385, 61447)] + [((n, 300), 0) for n in (63, 64, 65, 900, 4097)]
+    [((3, n), 1) for n in (8191, 16383, 16384, 16385, 24577, 61447)] + \
+    [((n, 300), 0) for n in (63, 64, 65, 900, 4097)]
 
 
 @pytest.mark.parametrize(("shape", "dim"), EDGES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_tile_edges_of_sixteen_elements_a_thread(shape, dim, dtype):
+def test_tile_edges_of_each_threads_elements(shape, dim, dtype):
     from scan_functions import ADD
 
     from jiter_magic import create_scan_fn
-    from jiter_magic.kernels.scan_cuda import SMALL_ITEMS, items_of
+    from jiter_magic.kernels.scan_cuda import LOOKBACK_SCAN, SMALL_ITEMS, items_of
+    from jiter_magic.kernels.scan_lookback import TILE_ITEMS
 
     fresh = create_scan_fn(ADD, 0, combine="add")  # its own specializations: the last is this call's
     x = torch.randint(-3, 4, shape, device="cuda").to(dtype)
@@ -110,7 +113,8 @@ def test_tile_edges_of_sixteen_elements_a_thread(shape, dim, dtype):
                                          (False, True, exact - x.double()), (True, True, flipped - x.double())):
         got = fresh(x, dim=dim, reverse=reverse, exclusive=exclusive)
         assert got.dtype == dtype and torch.equal(got, expected.to(dtype)), (shape, reverse, exclusive)
-    assert items_of(fresh.specializations[-1].spec) == SMALL_ITEMS
+    spec = fresh.specializations[-1].spec
+    assert items_of(spec) == (TILE_ITEMS if spec.path == LOOKBACK_SCAN else SMALL_ITEMS), spec.path
 
 
 @pytest.mark.parametrize("path", list(PATHS))

@@ -53,13 +53,13 @@ def test_launches_and_partials_of_each_path():
     long_rows = layout((3, 1 << 20), 1)  # 512 tiles a row: A(t) and I(t) each, a word each (packed)
     assert scan_cuda.launches(spec, long_rows, 1) == [((2, 1, 1), 0), ((3 * 512, 1, 1), 1)]
     assert scan_cuda.partials_size(spec, long_rows, 1) == 16 + 3 * 1024
-    # Staged, a look-back tile takes TILE_ITEMS elements a thread where its states fit: 16 of 4 or 8
-    # bytes (256 tiles a row), 8 of 16 bytes (a value and its index).
+    # Staged, a look-back tile takes TILE_ITEMS elements a thread where its states fit: 32 of 4 bytes
+    # (128 tiles a row), 16 of 8 bytes, 8 of 16 bytes (a value and its index).
     staged = dataclasses.replace(spec, staged=True)
-    assert scan_cuda.items_of(staged) == 16 and scan_cuda.items_of(dataclasses.replace(staged, state=2)) == 16
+    assert scan_cuda.items_of(staged) == 32 and scan_cuda.items_of(dataclasses.replace(staged, state=2)) == 16
     assert scan_cuda.items_of(dataclasses.replace(staged, indexed=True)) == 8
-    assert scan_cuda.launches(staged, long_rows, 1) == [((1, 1, 1), 0), ((3 * 256, 1, 1), 1)]
-    assert scan_cuda.partials_size(staged, long_rows, 1) == 16 + 3 * 512
+    assert scan_cuda.launches(staged, long_rows, 1) == [((1, 1, 1), 0), ((3 * 128, 1, 1), 1)]
+    assert scan_cuda.partials_size(staged, long_rows, 1) == 16 + 3 * 256
     columns = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=COLUMN_SCAN, kept_ndim=1, state=2)
     tall = layout((1 << 20, 8), 0)
     assert scan_cuda.launches(columns, tall, 1) == [((1, 1, 1), 1)]
