@@ -9,7 +9,6 @@ declarator is read and checked in parse_decl.py: a return type that names two ty
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from jiter_magic.errors import ArgumentTypeError, ParseError
@@ -40,8 +39,7 @@ class Parameter(NamedTuple):
         return f"{self.type} {self.name}"
 
 
-@dataclass(frozen=True, slots=True)
-class Functor:
+class Functor(NamedTuple):
     """What the kernel generator needs to know about the user's code string."""
 
     code: str

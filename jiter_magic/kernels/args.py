@@ -7,8 +7,8 @@ C layout against the packer.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.spec import KernelSpec
@@ -23,19 +23,17 @@ _SCALAR_FORMAT = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ArgsField:
+class ArgsField(NamedTuple):
     name: str
     ctype: str
     format: str  # struct module format of the field itself, no padding
     offset: int
-    count: int = 0  # array length (sizes/strides); 0 for a plain field
+    length: int = 0  # array length (sizes/strides); 0 for a plain field
     size: int = 0  # bytes of the field (all elements)
     pointee: int = 0  # bytes of the element a pointer field points to; 0 for other fields
 
 
-@dataclass(frozen=True, slots=True)
-class ArgsLayout:
+class ArgsLayout(NamedTuple):
     fields: tuple[ArgsField, ...]
     packer: struct.Struct
 
@@ -46,7 +44,7 @@ class ArgsLayout:
         wrong bytes or past the end of an array."""
         lines = ["struct jm_Args {"]
         for f in self.fields:
-            suffix = f"[{f.count}]" if f.count else ""
+            suffix = f"[{f.length}]" if f.length else ""
             align = 16 if f.format == "dd" else 8
             lines.append(f"  alignas({align}) {f.ctype} {f.name}{suffix};")
         lines.append("};")

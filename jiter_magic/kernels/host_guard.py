@@ -19,7 +19,7 @@ a Python thread made with `threading.stack_size(32768)`, or an OpenMP worker und
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS
@@ -30,13 +30,12 @@ NO_MEMORY = -2  # the status of a kernel whose scratch buffers could not be allo
 BODY = "jm_body"
 
 
-@dataclass(frozen=True, slots=True)
-class Scratch:
-    """A buffer of `count` (a C expression) elements of `ctype`, named `name` in the guarded code."""
+class Scratch(NamedTuple):
+    """A buffer of `elements` (a C expression) elements of `ctype`, named `name` in the guarded code."""
 
     ctype: str
     name: str
-    count: str
+    elements: str
 
 
 def _thread_guard(work: CodeBlock, scratch: Sequence[Scratch], own_fenv: str) -> CodeBlock:
@@ -48,7 +47,7 @@ def _thread_guard(work: CodeBlock, scratch: Sequence[Scratch], own_fenv: str) ->
     code = CodeBlock("volatile int jm_failed = 0;")
     for buffer in scratch:
         code.line(f"{buffer.ctype}* const {buffer.name} = ({buffer.ctype}*)jm_scratch_alloc("
-                  f"(int64_t)sizeof({buffer.ctype}) * (int64_t)({buffer.count}));")
+                  f"(int64_t)sizeof({buffer.ctype}) * (int64_t)({buffer.elements}));")
         code.line(f"if (!{buffer.name}) jm_failed = {NO_MEMORY};")
     code.line(f"jm_fenv_t jm_fenv;\nconst int jm_own_fenv = {own_fenv};\nif (jm_own_fenv) jm_fenv_save(&jm_fenv);")
     code.line("sigjmp_buf* const jm_outer = jm_fault_jump;\nsigjmp_buf jm_jump;")

@@ -8,7 +8,8 @@ its record there, not fields here.
 """
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from jiter_magic.planning.dtypes import DTYPES
 
@@ -22,8 +23,7 @@ class PathParams:
     spec stays hashable and equal by value; a path with none (strided) uses this empty record."""
 
 
-@dataclass(frozen=True, slots=True)
-class KernelSpec:
+class KernelSpec(NamedTuple):
     """One specialization of a jitted function: dtypes, argument kinds and the loop shape."""
 
     inputs: tuple[str, ...]  # storage dtype of each input (a scalar input: its compute dtype)
@@ -31,11 +31,11 @@ class KernelSpec:
     outputs: tuple[str, ...]  # storage dtype of each output
     compute: str  # the functor's T
     extras: tuple[str, ...]  # dtype of each extra argument, in the entry function's order
-    _: KW_ONLY  # the loop's fields by name only, so that no caller's positions drift when they change
+    # The loop's fields: every caller names them, so that no caller's positions drift when they change.
     path: str  # the kernel path (kernels/): contiguous, rows, tiled or strided; blocked on the host
+    params: PathParams  # the path's own parameters (kernels/: ContiguousParams, RowsParams, TiledParams)
     ndim: int = 1  # loop dimensions
     index64: bool = False  # 64-bit indices: always on the host, on CUDA where 32 bits do not reach
-    params: PathParams  # the path's own parameters (kernels/: ContiguousParams, RowsParams, TiledParams)
 
     @property
     def array_inputs(self) -> tuple[int, ...]:

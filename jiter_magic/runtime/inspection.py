@@ -5,8 +5,6 @@ names (dense inputs, a chosen path) or from example inputs planned as a call wou
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from jiter_magic.arrays.base import Delegated
 from jiter_magic.errors import BindError, InvalidArgumentError
 from jiter_magic.kernels.base import widest_vector
@@ -99,7 +97,7 @@ def cuda_counterpart(spec: KernelSpec) -> KernelSpec:
     tiled path's tiles depend on the call's shape, which a spec does not keep)."""
     if spec.path == CONTIGUOUS:
         vec = widest_vector([spec.compute, *spec.inputs, *spec.outputs])
-        return replace(spec, index64=False, params=ContiguousParams(vec))
+        return spec._replace(index64=False, params=ContiguousParams(vec))
     if spec.path == ROWS:
-        return replace(spec, index64=False)
-    return replace(spec, path=STRIDED, index64=False, params=PathParams())
+        return spec._replace(index64=False)
+    return spec._replace(path=STRIDED, index64=False, params=PathParams())

@@ -7,8 +7,7 @@ for the default keyword values and for other values seen twice, each made once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from jiter_magic.kernels.args import args_layout
 from jiter_magic.planning.layout import ArrayDesc
@@ -24,8 +23,7 @@ KWARGS_LIMIT = 64  # keyword values a plan keeps C hot paths for
 
 # A plan and its checks are compared by identity (eq=False): no code compares two plans by value,
 # and generating __eq__ and __hash__ for them is a quarter of their classes' cost at import.
-@dataclass(frozen=True, slots=True, eq=False)
-class PlanChecks:
+class PlanChecks(NamedTuple):
     """What is checked on every call of a plan, beyond its key."""
 
     overlap_pairs: tuple[OverlapPair, ...] = ()  # out= plans: (output, input) pairs that must not partly overlap
@@ -37,8 +35,7 @@ class PlanChecks:
     storage: Callable[[Any, tuple], None] | None = None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CallPlan:
+class CallPlan(NamedTuple):
     """Everything a call with a known key needs besides its pointers and scalar values."""
 
     spec: KernelSpec
@@ -51,7 +48,7 @@ class CallPlan:
     stream: Callable[[int], int]  # the library's current raw stream on a device
     pointer: Callable[[Any], int]  # an output's data pointer
     device: int  # -1 for the host
-    checks: PlanChecks = field(default_factory=PlanChecks)
+    checks: PlanChecks = PlanChecks()
     # The C hot paths made from this plan, where it may have them: the C call path was loaded
     # when the plan was made and no storage check is due (a C hot path checks none). Else None.
     native_calls: NativeCalls | None = None

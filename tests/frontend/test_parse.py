@@ -1,8 +1,6 @@
 """parse_functor: the code string -> Functor (entry name, template, parameters, helpers, lines)."""
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from jiter_magic.errors import JiterError, ParseError
@@ -57,7 +55,7 @@ def test_seed_gelu_ternary_with_angle_brackets_in_body():
 def test_functor_is_frozen_and_comparable():
     a, b = parse_functor(SEED_AXPY), parse_functor(SEED_AXPY)
     assert a == b and hash(a) == hash(b)
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         a.name = "other"  # type: ignore[misc]
     assert str(a.parameters[2]) == "T alpha"
     assert isinstance(a.parameters[0], Parameter)

@@ -1,8 +1,6 @@
 """What makes a specialization new, in words: from the specs real calls on the CPU made."""
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -59,7 +57,7 @@ def test_the_same_path_with_other_loop_dimensions_is_a_new_layout(specs):
 def test_several_facets_are_named_together(specs):
     assert differing_facets(specs[4], specs[1]) == ["scalar kinds", "kernel path"]
     assert novelty(specs[4], [specs[1]]).startswith("new scalar kinds and kernel path; #0 is ")
-    wide = dataclasses.replace(specs[4], index64=not specs[4].index64)
+    wide = specs[4]._replace(index64=not specs[4].index64)
     assert differing_facets(wide, specs[4]) == ["index width"]
 
 
