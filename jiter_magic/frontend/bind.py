@@ -7,7 +7,7 @@ and non-const reference parameters are the outputs of the multi-output form.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jiter_magic.errors import BindError
 from jiter_magic.frontend.parse import Functor
@@ -16,8 +16,7 @@ INPUT, EXTRA, OUTPUT = "input", "extra", "output"
 RESERVED = frozenset({"out"})
 
 
-@dataclass(frozen=True, slots=True)
-class Binding:
+class Binding(NamedTuple):
     functor: Functor
     roles: tuple[tuple[str, int], ...]  # for each parameter in order: (role, index within role)
     input_names: tuple[str, ...]

@@ -8,14 +8,13 @@ scalars) for torch inputs, and NumPy's (NEP 50 weak Python scalars) for NumPy/Cu
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
 from functools import cache, lru_cache
+from typing import NamedTuple
 
 from jiter_magic.errors import DTypeError
 
 
-@dataclass(frozen=True, slots=True)
-class DType:
+class DType(NamedTuple):
     name: str
     kind: str  # 'b' bool, 'u' unsigned, 'i' signed, 'f' floating, 'c' complex
     itemsize: int

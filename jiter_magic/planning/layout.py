@@ -7,7 +7,6 @@ are merged, so most calls end on a single contiguous dimension.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from jiter_magic.errors import ShapeError
@@ -25,8 +24,7 @@ class ArrayDesc(NamedTuple):
     pointer: int
 
 
-@dataclass(frozen=True, slots=True)
-class Layout:
+class Layout(NamedTuple):
     """How one call iterates: the user-visible shape and the coalesced loop nest."""
 
     shape: tuple[int, ...]  # broadcast shape, as the user sees it

@@ -1,8 +1,6 @@
 """bind: parameters -> inputs, extra (kwarg) arguments and outputs, by name."""
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from jiter_magic.errors import BindError, JiterError
@@ -165,7 +163,7 @@ def test_no_inputs_left():
 def test_binding_is_frozen_and_hashable():
     b = make(AXPY, ["alpha"])
     assert hash(b) == hash(make(AXPY, ["alpha"]))
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         b.input_names = ()  # type: ignore[misc]
 
 
