@@ -152,8 +152,10 @@ def create_multi_output_scan_fn(code_string: str, identity: object = None, map: 
     try:
         if isinstance(outputs, bool):  # not the multi-output flag it would pass for below
             raise outputs_type_error(outputs, combine)
+        if isinstance(outputs, list):  # a copy: changing the list later changes neither the function nor its pickle
+            outputs = tuple(outputs)
         return ScanFunction(code_string, identity, map, combine, finalize, kwargs,
-                            multi=True if outputs is None else tuple(outputs) if isinstance(outputs, list) else outputs)
+                            multi=True if outputs is None else outputs)
     except JiterError as error:  # as in create_jit_fn
         raise for_caller(error) from error.__cause__
 

@@ -71,7 +71,6 @@ class ScanBinding(ScanArrays, ReductionBinding):
         return ("x",)
 
 
-
 def is_state_combine(functor: Functor) -> int:
     """The state size of a combine of several values (3k parameters, the last k references, no
     return value), else 0."""

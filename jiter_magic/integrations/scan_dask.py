@@ -56,7 +56,7 @@ def scan_dask(function: Any, args: tuple, options: dict[str, Any], kwargs: dict)
         return type(found)(*firsts) if hasattr(found, "_fields") else firsts
     chunkss, aligned = unify_chunks(*dask_inputs.right_aligned(inputs, ndim))  # by index: each dim's unified chunks
     dask_inputs.check_known_along(arrays, ndim, (planned.dim,), f"{function.name}: ", f"the scanned dim {planned.dim}",
-                      "a scan carries each block's state into the next from where the blocks start")
+                                  "a scan carries each block's state into the next from where the blocks start")
     flags = {name: bool(options[name]) for name in _FLAGS}
     indexed = bool(function.binding.indexed)
     partials = da.map_blocks(partial(_block_partial, function, planned, flags["reverse"], indexed, kwargs), *aligned,

@@ -104,7 +104,7 @@ def packed_body(binding: Binding, spec: KernelSpec) -> CodeBlock:
         code.line(f"__shared__ alignas(16) {ctype(spec.inputs[i])} "
                   f"jm_tile{i}[{packed_tile_elements(params.pack, params.runs)}];")
     code.extend(tile_code.tile_batches(spec, packed_edges(params.pack, params.runs), (params.pack, 4),
-                             _vector_tile(binding, spec, params), _element_tile(binding, spec, params)))
+                                       _vector_tile(binding, spec, params), _element_tile(binding, spec, params)))
     return code
 
 
