@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from jiter_magic import settings
@@ -164,7 +163,8 @@ class KernelFunction:
         """How many calls so far took the hot path (their plan found from the fast key, the C
         call path's or Python's) and how many the general path (described argument by argument,
         planned on a miss): a copy, taken now."""
-        return replace(self._calls.counts)
+        counts = self._calls.counts
+        return CallCounts(counts.hot, counts.general)
 
     def memory_counts(self, specialization: Specialization) -> tuple[int, int]:
         """(calls served from memory, plans made) for one specialization, since the cache was cleared."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 import jiter_magic.settings as settings
@@ -26,18 +25,16 @@ class CacheWarning(UserWarning):
     """A cache entry was discarded, or the cache directory cannot be used."""
 
 
-@dataclass(slots=True)
 class Counters:
-    """The process's cache counters (`counters()`), read through `jiter_magic.cache_stats()`."""
+    """The process's cache counters (`counters()`), read through `jiter_magic.cache_stats()`. A
+    plain class: a new process makes this one at import, where a dataclass costs a millisecond."""
 
-    memory_hits: int = 0
-    disk_hits: int = 0
-    compiles: int = 0
-    compile_seconds: float = 0.0
-    corrupt_entries: int = 0
-    evictions: int = 0
-    lock_timeouts: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    __slots__ = ("memory_hits", "disk_hits", "compiles", "compile_seconds", "corrupt_entries", "evictions",
+                 "lock_timeouts", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.reset()
 
     def add(self, name: str, amount: float = 1) -> None:
         with self.lock:

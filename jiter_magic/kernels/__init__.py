@@ -70,8 +70,10 @@ def __getattr__(name: str) -> Any:
 
 
 def choose_path(call: CallShape, backend: str) -> PathChoice:
-    """The first path that fits the call on `backend` ('cuda' or 'cpu')."""
-    for path in cuda_paths() if backend == "cuda" else (host_path(),):
+    """The first path that fits the call on `backend` ('cuda' or 'cpu'). A CUDA path's module is
+    imported only once the paths before it did not fit: a contiguous call imports no other."""
+    paths = (cuda_path(name) for name in CUDA_ORDER) if backend == "cuda" else (host_path(),)
+    for path in paths:
         choice = path.match(call)
         if choice is not None:
             return choice

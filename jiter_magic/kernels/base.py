@@ -2,7 +2,7 @@
 
 A kernel path is one way of walking a call's elements (contiguous vectors, rows, tiles,
 strided offsets, the host loop). Each is one class: whether it fits a call (`match`, which
-answers with the path's own parameters, a `PathParams` record the spec then carries), the
+answers with the path's own parameters, a NamedTuple record the spec then carries), the
 loop-geometry fields it adds to the `Args` struct and their values for a call, its launch
 grid, and its rendered kernel. Adding a path means adding one module with its class and its
 parameters' record, and listing the class in `kernels/__init__.py`.
@@ -17,7 +17,7 @@ from jiter_magic.frontend.bind import Binding
 from jiter_magic.kernels.args import FieldSpec
 from jiter_magic.planning.dtypes import DTYPES
 from jiter_magic.planning.layout import ArrayDesc, Layout, transposed_operands
-from jiter_magic.planning.spec import KernelSpec, PathParams
+from jiter_magic.planning.spec import KernelSpec
 
 BLOCK = 128  # threads a block on CUDA
 
@@ -40,11 +40,11 @@ class PathChoice(NamedTuple):
 
     path: str  # the spec's path: the class's name, or on the host the CUDA path the loop is shaped like
     ndim: int
-    params: PathParams
+    params: tuple  # the path's own NamedTuple, or PathParams()
 
 
 Grid = tuple[int, int, int]
-Params = TypeVar("Params", bound=PathParams)
+Params = TypeVar("Params", bound=tuple)
 
 
 def params_of(spec: KernelSpec, record: type[Params]) -> Params:

@@ -9,7 +9,7 @@ so that loads stay in flight as they do at full width.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body, vector_elements
@@ -27,7 +27,7 @@ from jiter_magic.kernels.base import (
 )
 from jiter_magic.planning.dtypes import ctype
 from jiter_magic.planning.layout import Layout
-from jiter_magic.planning.spec import CONTIGUOUS, KernelSpec, PathParams
+from jiter_magic.planning.spec import CONTIGUOUS, KernelSpec
 
 # Full-width vectors a thread: two for 4-byte elements and wider, one for narrower ones, so that a
 # thread computes at least 8 elements where its vector holds fewer, as torch's jiterator does. For
@@ -36,8 +36,7 @@ from jiter_magic.planning.spec import CONTIGUOUS, KernelSpec, PathParams
 MIN_ELEMENTS, MAX_UNROLL = 8, 2
 
 
-@dataclass(frozen=True, slots=True)
-class ContiguousParams(PathParams):
+class ContiguousParams(NamedTuple):
     """The contiguous loop's parameters (also the host's flat loop, with vec 1)."""
 
     vec: int = 1  # elements a vector access moves: 16 bytes of the widest operand, less where misaligned

@@ -14,7 +14,7 @@ status the kernel returns, and a Python exception, instead of the end of the pro
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body
@@ -60,8 +60,7 @@ MIN_TILED_ROWS = 16
 STAGE_LIMIT = 128 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class BlockedParams(PathParams):
+class BlockedParams(NamedTuple):
     """The blocked loop's parameters."""
 
     tiled_inputs: tuple[int, ...] = ()  # inputs copied along their rows into a tile buffer, read back transposed

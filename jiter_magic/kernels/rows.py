@@ -8,7 +8,7 @@ block is not gone after one store.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS, element_body, vector_elements
@@ -18,7 +18,7 @@ from jiter_magic.kernels import base
 from jiter_magic.kernels.base import BLOCK, Grid, PathChoice, ceil_div, params_of, vector_width
 from jiter_magic.planning.dtypes import DTYPES, ctype
 from jiter_magic.planning.layout import INT32_MAX, ArrayDesc, Layout
-from jiter_magic.planning.spec import ROWS, KernelSpec, PathParams
+from jiter_magic.planning.spec import ROWS, KernelSpec
 
 # Vectors a thread: 2 where an input is constant along the row (an outer product: there is little
 # to load, and with one vector a block is gone after one store), else 1 (a bias add, which loads a
@@ -26,8 +26,7 @@ from jiter_magic.planning.spec import ROWS, KernelSpec, PathParams
 ROW_CONSTANT_UNROLL = 2
 
 
-@dataclass(frozen=True, slots=True)
-class RowsParams(PathParams):
+class RowsParams(NamedTuple):
     """The rows loop's parameters."""
 
     vec: int = 1  # elements a vector access moves where a row is aligned (checked in the kernel)

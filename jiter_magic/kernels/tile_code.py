@@ -11,21 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jiter_magic.codegen.block import CodeBlock
 from jiter_magic.codegen.element import ARGS
 from jiter_magic.codegen.offsets import MODULO, operand_offsets
 from jiter_magic.kernels.base import CallShape, params_of
-from jiter_magic.planning.spec import KernelSpec, PathParams
+from jiter_magic.planning.spec import KernelSpec
 
 WARP = 32
 TILE = 32  # a tile's edge in warp-wide runs: 32 elements, or 32 vectors of a packed tile
 SHARED_LIMIT = 48 * 1024  # static shared memory a block: the tiles of the inputs read through it must fit
 
 
-@dataclass(frozen=True, slots=True)
-class TiledParams(PathParams):
+class TiledParams(NamedTuple):
     """The tiled loop's parameters, for the unpacked and the packed kernel alike."""
 
     runs: int = 1  # warp-wide runs of a tiled input's row a tile holds: the tile is 32 * runs along those rows

@@ -3,12 +3,11 @@
 Resolving a call produces a spec (dtypes, argument kinds, the kernel path and its loop
 shape); rendering, the `Args` struct and launching read it, and never the arrays. What only
 one kernel path needs (a vector width, the inputs read through tiles) sits in that path's own
-record, `params`, a `PathParams` subclass defined next to the path in kernels/: a new path adds
-its record there, not fields here.
+record, `params`, a NamedTuple defined next to the path in kernels/: a new path adds its record
+there, not fields here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from jiter_magic.planning.dtypes import DTYPES
@@ -17,10 +16,12 @@ CONTIGUOUS, ROWS, TILED, STRIDED = "contiguous", "rows", "tiled", "strided"
 BLOCKED = "blocked"  # the host's cache-blocked loop (kernels/host.py): no CUDA path has this shape
 
 
-@dataclass(frozen=True, slots=True)
-class PathParams:
-    """A kernel path's own parameters. Each path that has some subclasses this, frozen so that a
-    spec stays hashable and equal by value; a path with none (strided) uses this empty record."""
+class PathParams(NamedTuple):
+    """The parameters of a path that has none of its own (strided). A path that has some defines
+    its own NamedTuple next to it (kernels/): immutable, so that a spec stays hashable and equal by
+    value, and its repr names its class, so that a cache recipe (runtime/build.py) tells paths
+    apart. A NamedTuple class costs a fifth of a frozen dataclass's to make, and a new process
+    makes these on its first call."""
 
 
 class KernelSpec(NamedTuple):
@@ -33,7 +34,7 @@ class KernelSpec(NamedTuple):
     extras: tuple[str, ...]  # dtype of each extra argument, in the entry function's order
     # The loop's fields: every caller names them, so that no caller's positions drift when they change.
     path: str  # the kernel path (kernels/): contiguous, rows, tiled or strided; blocked on the host
-    params: PathParams  # the path's own parameters (kernels/: ContiguousParams, RowsParams, TiledParams)
+    params: tuple  # the path's own NamedTuple (kernels/: ContiguousParams, RowsParams, TiledParams), or PathParams()
     ndim: int = 1  # loop dimensions
     index64: bool = False  # 64-bit indices: always on the host, on CUDA where 32 bits do not reach
 

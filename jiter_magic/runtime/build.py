@@ -18,7 +18,7 @@ import functools
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jiter_magic.settings as settings
@@ -33,11 +33,11 @@ if TYPE_CHECKING:  # imported where used: a new process imports this module, and
 DEBUG_VARIABLE = settings.DEBUG.name
 
 
-@dataclass(frozen=True, slots=True)
-class Built:
-    """One build's binary and how it was found, as a Specialization reports it."""
+class Built(NamedTuple):
+    """One build's binary and how it was found, as a Specialization reports it (a NamedTuple, as
+    the other records a first call makes: a fifth of a frozen dataclass's cost to make at import)."""
 
-    binary: bytes = field(repr=False)
+    binary: bytes
     log: str
     options: tuple[str, ...]
     compile_seconds: float  # 0.0 when it came from the disk cache
@@ -47,10 +47,17 @@ class Built:
 
 
 @dataclass(frozen=True, slots=True)
-class Specialization(Built):
-    """A built specialization, as the notebook panel and `fn.specializations` show it: the build,
-    and what was built where."""
+class Specialization:
+    """A built specialization, as the notebook panel and `fn.specializations` show it: the build
+    (`Built`'s fields), and what was built where."""
 
+    binary: bytes = field(repr=False)
+    log: str
+    options: tuple[str, ...]
+    compile_seconds: float  # 0.0 when it came from the disk cache
+    cache_event: str  # 'compiled', 'disk' or 'memory'
+    cache_key: str
+    cache_file: str | None
     backend: str  # 'cuda' or 'cpu'
     target: str  # 'sm_90', or 'host'
     spec: Any  # a KernelSpec of an elementwise function, a ReductionSpec of a reduction
@@ -123,8 +130,7 @@ def build(binding: Any, family: KernelFamily, spec: Any, backend: str, compiler:
             found = _from_disk(job, disk) if held else None  # the previous holder may have compiled it
             if found is None:
                 found = _compile(job, rendered(), disk)
-    made: dict[str, Any] = {f.name: getattr(found, f.name) for f in fields(Built)}
-    return Specialization(**made, backend=backend, target=compiler.target, spec=spec, rendered=rendered,
+    return Specialization(*found, backend=backend, target=compiler.target, spec=spec, rendered=rendered,
                           description=what)
 
 

@@ -5,7 +5,6 @@ kinds' call paths over it; the facade (jiter_magic/kernel_function.py) reads onl
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from jiter_magic.arrays import BY_TYPE
@@ -17,12 +16,21 @@ from jiter_magic.runtime.loader import KernelLoader
 BACKENDS = ("auto", "cuda", "cpu")
 
 
-@dataclass(slots=True)
 class CallCounts:
-    """Calls of one function by the path they took (`fn.call_counts`)."""
+    """Calls of one function by the path they took (`fn.call_counts`). A plain class: a new
+    process makes it on its first call, where a dataclass costs a millisecond."""
 
-    hot: int = 0  # found their plan from the fast key (run in C or launched from Python)
-    general: int = 0  # described, checked and (on a miss) planned argument by argument
+    __slots__ = ("hot", "general")
+
+    def __init__(self, hot: int = 0, general: int = 0) -> None:
+        self.hot = hot  # found their plan from the fast key (run in C or launched from Python)
+        self.general = general  # described, checked and (on a miss) planned argument by argument
+
+    def __repr__(self) -> str:
+        return f"CallCounts(hot={self.hot}, general={self.general})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CallCounts) and (self.hot, self.general) == (other.hot, other.general)
 
 
 class FunctionCalls:

@@ -80,3 +80,24 @@ def test_a_disk_hit_shows_the_source_a_compile_gave(tmp_path):
     first = json.loads(_run(code, str(tmp_path)))
     again = json.loads(_run(code, str(tmp_path)))
     assert "light_axpy" in again and again == first
+
+
+
+CHOOSE_CUDA_PATH = """
+import sys
+from jiter_magic.kernels.specialize import resolve_call
+from jiter_magic.planning.layout import ArrayDesc
+spec, _ = resolve_call([ArrayDesc("float32", {shape!r}, {strides!r}, 1 << 20)] * 2, "torch", "cuda", None, (), 1)
+print(repr((spec.path, sorted(m for m in sys.modules if m.startswith("jiter_magic.kernels.")))))
+"""
+OTHER_CUDA_PATHS = ("jiter_magic.kernels.tiled", "jiter_magic.kernels.tile_code", "jiter_magic.kernels.rows",
+                    "jiter_magic.kernels.strided")
+
+
+def test_a_contiguous_cuda_call_imports_no_other_cuda_path(tmp_path):
+    # A GPU process's first call: the CUDA paths are tried in order, each module imported when reached.
+    path, loaded = ast.literal_eval(_run(CHOOSE_CUDA_PATH.format(shape=(1024,), strides=(1,)), str(tmp_path)))
+    assert path == "contiguous" and "jiter_magic.kernels.contiguous" in loaded
+    assert _matching(loaded, OTHER_CUDA_PATHS) == []
+    path, loaded = ast.literal_eval(_run(CHOOSE_CUDA_PATH.format(shape=(64, 64), strides=(1, 128)), str(tmp_path)))
+    assert path == "strided" and _matching(loaded, OTHER_CUDA_PATHS) == sorted(OTHER_CUDA_PATHS)  # each was tried
