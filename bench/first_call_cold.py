@@ -66,15 +66,12 @@ first = time.perf_counter()
 result = {"import_s": imported - start, "import_and_first_call_s": first - start,
           "first_call_s": first - imported}
 if row["stage"] == "cold":
-    def host_us(call, args):
-        for _ in range(50):
-            call(*args)
-        sync()
+    def host_us(call, args, reps):
         began = time.perf_counter()
-        for _ in range(row["reps"]):
+        for _ in range(reps):
             call(*args)
         sync()
-        return (time.perf_counter() - began) / row["reps"] * 1e6
+        return (time.perf_counter() - began) / reps * 1e6
 
     def seconds(call, args):
         if cuda:
@@ -87,7 +84,16 @@ if row["stage"] == "cold":
     contenders = {"jiter_magic": ours, "torch_native": native}
     if jiterator is not None:
         contenders["torch_jiterator"] = jiterator
-    result["host_us"] = {name: host_us(call, small) for name, call in contenders.items()}
+    for call in contenders.values():
+        host_us(call, small, 50)
+    # The contenders take turns, a fifth of the calls each time, and each reports its median turn:
+    # a host's speed drifts by tens of percent within seconds, which one block each would read as
+    # a difference between them.
+    turns = {name: [] for name in contenders}
+    for _ in range(5):
+        for name, call in contenders.items():
+            turns[name].append(host_us(call, small, row["reps"] // 5))
+    result["host_us"] = {name: statistics.median(times) for name, times in turns.items()}
     if kind == "elementwise":
         n = row["big"][0]
         big = (torch.rand(n, device=device).to(dtype), torch.rand(n, device=device).to(dtype))
