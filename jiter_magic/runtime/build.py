@@ -18,7 +18,6 @@ import functools
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jiter_magic.settings as settings
@@ -46,12 +45,12 @@ class Built(NamedTuple):
     cache_file: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Specialization:
+class Specialization(NamedTuple):
     """A built specialization, as the notebook panel and `fn.specializations` show it: the build
-    (`Built`'s fields), and what was built where."""
+    (`Built`'s fields), and what was built where. A NamedTuple as `Built`: a new process makes this
+    class on its first call, where a frozen dataclass costs a millisecond."""
 
-    binary: bytes = field(repr=False)
+    binary: bytes
     log: str
     options: tuple[str, ...]
     compile_seconds: float  # 0.0 when it came from the disk cache
@@ -63,8 +62,12 @@ class Specialization:
     spec: Any  # a KernelSpec of an elementwise function, a ReductionSpec of a reduction
     # The generated source: the compiled text, or (a disk hit) rendered on the first read, so that
     # a process whose kernels are all on disk loads no code generator unless someone asks.
-    rendered: Callable[[], str] = field(repr=False, compare=False)
+    rendered: Callable[[], str]
     description: str  # one line for people (its family's `describe`)
+
+    def __repr__(self) -> str:  # neither the binary (megabytes) nor the renderer
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields if name not in _UNSHOWN)
+        return f"Specialization({shown})"
 
     @property
     def source(self) -> str:
@@ -77,6 +80,9 @@ class Specialization:
     def describe(self) -> str:
         """One line for people: dtypes, the kernel's path and its loop shape."""
         return self.description
+
+
+_UNSHOWN = ("binary", "rendered")
 
 
 def debugging() -> bool:

@@ -17,7 +17,6 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Hashable
-from dataclasses import replace
 from typing import Any
 
 from jiter_magic.cache.memory import MemoryCache
@@ -116,7 +115,7 @@ class KernelLoader:
         pool = RUNTIME.part(KernelPool)
         launcher = pool.get(shared_key)
         if launcher is not None:  # loaded for an equal function that is still alive
-            self.record(replace(launcher.specialization, cache_event="memory", compile_seconds=0.0))
+            self.record(launcher.specialization._replace(cache_event="memory", compile_seconds=0.0))
             return launcher
         specialization = self._build(spec, device)
         try:
