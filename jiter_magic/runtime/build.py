@@ -32,23 +32,10 @@ if TYPE_CHECKING:  # imported where used: a new process imports this module, and
 DEBUG_VARIABLE = settings.DEBUG.name
 
 
-class Built(NamedTuple):
-    """One build's binary and how it was found, as a Specialization reports it (a NamedTuple, as
-    the other records a first call makes: a fifth of a frozen dataclass's cost to make at import)."""
-
-    binary: bytes
-    log: str
-    options: tuple[str, ...]
-    compile_seconds: float  # 0.0 when it came from the disk cache
-    cache_event: str  # 'compiled' or 'disk'
-    cache_key: str
-    cache_file: str | None
-
-
 class Specialization(NamedTuple):
     """A built specialization, as the notebook panel and `fn.specializations` show it: the build
-    (`Built`'s fields), and what was built where. A NamedTuple as `Built`: a new process makes this
-    class on its first call, where a frozen dataclass costs a millisecond."""
+    (its binary and how it was found), and what was built where. A NamedTuple: a new process makes
+    this class on its first call, where a frozen dataclass costs a millisecond."""
 
     binary: bytes
     log: str
@@ -106,14 +93,17 @@ class _Job(NamedTuple):
 
     name: str
     code: str  # the user's code string: compiler logs point at its lines
-    what: str  # one line naming the specialization, for a failed compile's message
+    what: str  # one line naming the specialization, for messages and its description
     backend: str
     compiler: Compiler
     options: tuple[str, ...]
     key: str
+    spec: Any
+    rendered: Callable[[], str]
 
-    def made(self, binary: bytes, log: str, seconds: float, event: str, path: str | None) -> Built:
-        return Built(binary, log, self.options, seconds, event, self.key, path)
+    def made(self, binary: bytes, log: str, seconds: float, event: str, path: str | None) -> Specialization:
+        return Specialization(binary, log, self.options, seconds, event, self.key, path, self.backend,
+                              self.compiler.target, self.spec, self.rendered, self.what)
 
 
 def build(binding: Any, family: KernelFamily, spec: Any, backend: str, compiler: Compiler) -> Specialization:
@@ -127,17 +117,16 @@ def build(binding: Any, family: KernelFamily, spec: Any, backend: str, compiler:
     what = family.describe(spec)
     options = compiler.options()
     key = cache_key(recipe(binding, family, spec, backend), options, compiler.identity)
-    job = _Job(binding.name, binding.code, what, backend, compiler, options, key)
+    rendered: Callable[[], str] = functools.cache(functools.partial(family.render, binding, spec, backend))
+    job = _Job(binding.name, binding.code, what, backend, compiler, options, key, spec, rendered)
     disk = disk_cache()
     found = _from_disk(job, disk)
-    rendered: Callable[[], str] = functools.cache(functools.partial(family.render, binding, spec, backend))
     if found is None:
         with disk.key_lock(backend, key) as held:
             found = _from_disk(job, disk) if held else None  # the previous holder may have compiled it
             if found is None:
                 found = _compile(job, rendered(), disk)
-    return Specialization(*found, backend=backend, target=compiler.target, spec=spec, rendered=rendered,
-                          description=what)
+    return found
 
 
 def recipe(binding: Any, family: KernelFamily, spec: Any, backend: str) -> str:
@@ -198,7 +187,7 @@ def split_payload(payload: bytes) -> tuple[bytes, str]:
     return payload[end:], payload[start:end].decode(errors="replace")
 
 
-def _from_disk(job: _Job, disk: DiskCache | NullDiskCache) -> Built | None:
+def _from_disk(job: _Job, disk: DiskCache | NullDiskCache) -> Specialization | None:
     payload = disk.get(job.backend, job.key)
     if payload is None:
         return None
@@ -207,7 +196,7 @@ def _from_disk(job: _Job, disk: DiskCache | NullDiskCache) -> Built | None:
     return job.made(binary, log, 0.0, "disk", disk.path(job.backend, job.key))
 
 
-def _compile(job: _Job, source: str, disk: DiskCache | NullDiskCache) -> Built:
+def _compile(job: _Job, source: str, disk: DiskCache | NullDiskCache) -> Specialization:
     from jiter_magic.compilers.base import with_source_lines
 
     name = job.name

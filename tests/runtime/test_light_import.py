@@ -82,7 +82,6 @@ def test_a_disk_hit_shows_the_source_a_compile_gave(tmp_path):
     assert "light_axpy" in again and again == first
 
 
-
 CHOOSE_CUDA_PATH = """
 import sys
 from jiter_magic.kernels.specialize import resolve_call
