@@ -80,14 +80,11 @@ class FoldPlan:
 @dataclass(frozen=True, slots=True)
 class CallKind:
     """What a reduction's call and a scan's do their own way: the options besides `dtype=` and
-    `out=` that key a plan, how a plan is made, the options as part of a hot key (reduce_hot.py),
-    and whether a call of several launches leaves a hot path (a reduction's grid does, run from
-    Python; a scan's does not)."""
+    `out=` that key a plan, how a plan is made, and the options as part of a hot key (reduce_hot.py)."""
 
     keyed: tuple[str, ...]
     plan: Callable[..., FoldPlan]  # (binding, descs, rules, device, identity, extras, options, requested, out)
     hot_options: Callable[[dict[str, Any]], tuple | None]
-    grid_hot: bool
 
 
 def no_backward(name: str, indexed: bool = False) -> GradientError:
@@ -234,7 +231,7 @@ def call(kind: CallKind, calls: ReductionCalls, identity: object, defaults: dict
         partials = adapter.pointer(keep)
     tail = [bool(v) if scalar == "bool" else float(v) if scalar == "float64" else int(v)  # as jm_Args takes them
             for v, scalar in zip(extras, plan.spec.extras)]
-    if out is None and not given and (kind.grid_hot or len(plan.launches) == 1):  # leave a hot path for calls alike
+    if out is None and not given:  # leave a hot path for calls alike
         reduce_hot.keep_hot(calls, args, kind.hot_options(options), plan, tail, adapter, device)
     head = [*(adapter.pointer(o) for o in outs), *(d.pointer for d in descs), partials, *plan.counts]
     for grid, stage in plan.launches:
@@ -282,7 +279,7 @@ def plan_call(binding: ReductionBinding, descs: list[ArrayDesc], rules: str, dev
                     tuple(geometry))
 
 
-REDUCE = CallKind(("dim", "keepdim"), plan_call, reduce_hot.call_options, grid_hot=True)
+REDUCE = CallKind(("dim", "keepdim"), plan_call, reduce_hot.call_options)
 
 
 def run(calls: ReductionCalls, identity: object, defaults: dict[str, object], args: tuple,

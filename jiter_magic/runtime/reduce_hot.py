@@ -11,12 +11,13 @@ in Python costs several times what torch.sum spends on the host, and on a GPU th
 before the kernel starts: a single call on a 1 GiB tensor lost several percent of its bandwidth to
 it (bench/results/2026-12-06-h100-reductions).
 
-A grid reduction over several blocks a row launches twice, with partials in between, which a
-`HotPlan` does not do: its hot path is a Python function writing the pointers into two structs
-packed at planning. What stays on the general path: inputs the fast key refuses (requiring grad,
-lazy conj/neg views, tensor subclasses, Dask arrays), an unusual `dim` or `keepdim` (anything but
-None, an int or a tuple of ints; a bool), and every call where the C call path is not loaded or
-the key does not check that a storage still covers a view (torch's key read in Python).
+A grid reduction over several blocks a row launches twice, with partials in between, as do a
+look-back scan and a scan of split columns, which a `HotPlan` does not do: their hot path is a
+Python function writing the pointers into two structs packed at planning. What stays on the
+general path: inputs the fast key refuses (requiring grad, lazy conj/neg views, tensor
+subclasses, Dask arrays), an unusual `dim` or `keepdim` (anything but None, an int or a tuple of
+ints; a bool), and every call where the C call path is not loaded or the key does not check that
+a storage still covers a view (torch's key read in Python).
 """
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ def keep_hot(calls: ReductionCalls, args: tuple, options: tuple | None, plan: An
 
     allocators = tuple(adapter.allocator(plan.shape, plan.strides, d, args[0]) for d in plan.dtypes)
     if len(plan.launches) > 1:
-        run = _grid_call(launcher.native, packed, plan, allocators, adapter, device, args)
+        run = _launches_call(launcher.native, packed, plan, allocators, adapter, device, args)
     else:
         (grid, stage), = plan.launches
         wrap = plan.wrap
@@ -124,11 +125,12 @@ def _wrapped(run: Callable[[list], tuple], wrap: Callable[..., Any]) -> Callable
     return call
 
 
-def _grid_call(native: Any, packed: Callable[[int], bytes], plan: Any, allocators: tuple, adapter: ArrayAdapter,
+def _launches_call(native: Any, packed: Callable[[int], bytes], plan: Any, allocators: tuple, adapter: ArrayAdapter,
                device: int, args: tuple) -> Callable[[list], Any]:
-    """A grid reduction over several blocks a row: its two launches (partials, then their fold)
-    from Python, each `jm_Args` copied from one packed at planning with only the pointers
-    written, the partials allocated on the call's stream as the general path does."""
+    """A call of several launches (a grid reduction's partials, then their fold; a scan's look-back
+    flags zeroed, then its tiles; split columns' segment folds, then their scans) from Python, each
+    `jm_Args` copied from one packed at planning with only the pointers written, the partials
+    allocated on the call's stream as the general path does."""
     stages = [(packed(stage), grid) for grid, stage in plan.launches]
     size, kind = plan.partials
     partials = adapter.allocator((size,), (1,), kind, args[0])

@@ -57,7 +57,7 @@ def plan_call(binding: ScanBinding, descs: list[ArrayDesc], rules: str, device: 
                     tuple(geometry))
 
 
-SCAN = CallKind(("dim", "reverse", "exclusive"), plan_call, scan_hot.options_key, grid_hot=False)
+SCAN = CallKind(("dim", "reverse", "exclusive"), plan_call, scan_hot.options_key)
 
 
 def run(calls: ReductionCalls, identity: tuple[object, ...], defaults: dict[str, object], args: tuple,

@@ -306,6 +306,27 @@ def test_a_row_of_more_than_2_31_elements():
     assert backward[0].item() == count - 1 and backward[(1 << 31) + 1].item() == 3 and backward[-1].item() == 0
 
 
+@pytest.mark.parametrize(("shape", "dim", "path"), [((3, 1 << 20), -1, LOOKBACK_SCAN), ((1 << 16, 8), 0, COLUMN_SCAN)],
+                         ids=["look-back", "split columns"])
+def test_two_launch_scans_run_hot_from_their_second_call(shape, dim, path):
+    """A look-back scan (flags zeroed, then tiles) and split columns (segment folds, then scans)
+    launch twice; a call keyed like one before runs both launches from its hot path (a Python
+    function writing pointers, as a grid reduction's), on the current stream, with the same bits."""
+    add = create_scan_fn(ADD, 0, combine="add")
+    affine = create_multi_output_scan_fn(AFFINE, (1, 0), combine="affine", outputs=(1,))
+    x, a = sample(shape, torch.float32), torch.rand(shape, device="cuda") * 0.1 + 0.9
+    first, (first_h,) = add(x, dim=dim), affine(a, x, dim=dim)
+    assert last_path(add) == path and last_path(affine) == path
+    assert [type(run).__name__ for run in add._calls.hot.values()] == ["function"]
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):  # launched on the side stream, as torch's own ops would be
+        again = [(add(x, dim=dim), affine(a, x, dim=dim)[0]) for _ in range(3)]
+    side.synchronize()
+    assert (add.call_counts.hot, affine.call_counts.hot) == (3, 3)
+    assert all(torch.equal(total, first) and torch.equal(h, first_h) for total, h in again)
+    check(first, torch.cumsum(x.double(), dim).float(), 30.0)
+
+
 def test_cupy_arrays_on_the_look_back_path():
     cupy = pytest.importorskip("cupy")
     x = cupy.random.standard_normal((2, 50000)).astype(cupy.float32)
