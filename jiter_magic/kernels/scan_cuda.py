@@ -10,7 +10,7 @@ carry of the row's earlier tiles, and carries the tile's total on.
   thread a row, stepping along the scan, so that a warp reads 32 neighbouring elements each step
   (`items_of(spec)` steps' loads in flight before their stores). Where the columns are too few to keep the
   GPU busy, each is split along the scan into segments, one a block row (`blocks`): stage 0 folds
-  each segment, stage 1 scans it from the fold of the segments before it.
+  each segment but the last, stage 1 scans it from the fold of the segments before it.
 - lookback_scan: a few long rows, a block a tile, its carry from a deterministic look-back over
   fixed entries of earlier tiles (scan_lookback.py, scan_window.py): the input is read once.
 """
@@ -110,8 +110,9 @@ def launches(spec: ScanSpec, layout: ScanLayout, blocks: int) -> list[tuple[Grid
     if spec.path == BLOCK_SCAN:
         return [((layout.rows, 1, 1), 0)]
     if spec.path == COLUMN_SCAN:  # stage 0 folds each segment, stage 1 scans it from its carry
-        grid = (-(-layout.rows // BLOCK), blocks, 1)
-        return [(grid, 0), (grid, 1)] if blocks > 1 else [(grid, 1)]
+        columns = -(-layout.rows // BLOCK)
+        # No segment's carry holds the last segment's fold, so stage 0 leaves it unread.
+        return [((columns, blocks - 1, 1), 0), ((columns, blocks, 1), 1)] if blocks > 1 else [((columns, 1, 1), 1)]
     return scan_lookback.launches(spec, layout.rows, layout.count, BLOCK * items_of(spec))
 
 

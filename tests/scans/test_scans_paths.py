@@ -63,5 +63,5 @@ def test_launches_and_partials_of_each_path():
     columns = ScanSpec(("float32",), "float32", "float32", (), ("0",), path=COLUMN_SCAN, kept_ndim=1, state=2)
     tall = layout((1 << 20, 8), 0)
     assert scan_cuda.launches(columns, tall, 1) == [((1, 1, 1), 1)]
-    assert scan_cuda.launches(columns, tall, 16) == [((1, 16, 1), 0), ((1, 16, 1), 1)]
+    assert scan_cuda.launches(columns, tall, 16) == [((1, 15, 1), 0), ((1, 16, 1), 1)]
     assert scan_cuda.partials_size(columns, tall, 16) == 8 * 16 * 2
