@@ -15,8 +15,9 @@ a float64 loop over the 1024 steps before each (a in [0.95, 1): earlier steps we
 Usage on the GPU machine:
   python3 bench/sweep_scan.py [--only TEXT] [--lookback] [--budget S] [--timeout S]
       [--variants 'ITEMS=16;BLOCK=512,ITEMS=4']
-(variants separated by ';', a variant's constants by ','; the shipped constants are always the first
-column; --lookback: only the rows that take the look-back path).
+(--only: text in a row's label, such as 'cumsum' or 'dim 0'; variants separated by ';', a variant's
+constants by ','; the shipped constants are always the first column; --lookback: only the rows that
+take the look-back path).
 """
 from __future__ import annotations
 
@@ -62,8 +63,8 @@ def child(variant: str, only: str | None, lookback: bool, repeat: int) -> None:
 
     found = {}
     for op, shape, dim in LOOKBACK_ROWS if lookback else bs.GPU_ROWS:
-        if not only or only in op:
-            label = f"{op} {tuple(shape)} dim {dim}"
+        label = f"{op} {tuple(shape)} dim {dim}"
+        if not only or only in label:
             found[label] = _row(bs, op, shape, dim, repeat)
             print(label, json.dumps(found[label]), file=sys.stderr, flush=True)  # a row as it is done
             torch.cuda.empty_cache()
