@@ -47,8 +47,9 @@ WARP_COUNT = 32 * ITEMS * 4  # rows this short get a warp each
 MIN_ROWS = 512  # fewer rows than this, and long: the look-back path spreads each over many blocks
 LOOKBACK_COUNT = 8 * TILE  # elements a row at least, for the look-back path
 MAX_GRID_BLOCKS = 1024
-# Columns are split along the scan until this many threads run: a split column is read twice (stage
-# 0 folds each segment), which costs more than idle lanes once a few hundred threads an SM load.
+# Columns are split along the scan until this many threads run: a split column is read almost twice
+# (stage 0 folds each segment but the last), which costs more than idle lanes once a few hundred
+# threads an SM load.
 BUSY_THREADS = 1 << 15
 SEGMENT = 64  # steps along the scan a column's segment takes at least
 STAGE_BYTES = 16  # the largest state a tile stages through shared memory (2048 of them and padding: 34 KiB)
