@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jiter_magic.arrays import BY_TYPE
-from jiter_magic.arrays.base import FastKey
+from jiter_magic.arrays.base import ArrayAdapter, FastKey
 from jiter_magic.cache.memory import MemoryCache
 from jiter_magic.errors import DeviceError, InvalidArgumentError, device_name
 from jiter_magic.runtime.loader import KernelLoader
@@ -47,6 +47,8 @@ class FunctionCalls:
         self._checked_device: int | None = None  # the device the backend was last checked for
         # The adapter's fast key of a call's inputs by the first one's type (hot paths key by it).
         self._fast_keys: dict[type, Callable[[tuple], FastKey | None] | None] = {}
+        # The fast key of a call's inputs and out= arrays together, by adapter (`out_key_function`).
+        self._out_keys: dict[ArrayAdapter, Callable[[tuple], FastKey | None]] = {}
 
     def _fast_key_function(self, kind: type) -> Callable[[tuple], FastKey | None] | None:
         """The fast key of calls whose first input is a `kind` (bound once a type, so that a call
@@ -55,6 +57,14 @@ class FunctionCalls:
         if adapter is None or adapter.delegates:  # such arrays take the general path, which hands them on
             return None
         found = self._fast_keys[kind] = adapter.fast_key_for(self.loader.binding.num_inputs)
+        return found
+
+    def out_key_function(self, adapter: ArrayAdapter, outputs: int) -> Callable[[tuple], FastKey | None]:
+        """The fast key of a call's inputs followed by its `outputs` out= arrays (as many as the
+        function gives), for an adapter whose key covers outputs (`keys_outputs`)."""
+        found = self._out_keys.get(adapter)
+        if found is None:
+            found = self._out_keys[adapter] = adapter.fast_key_for(self.loader.binding.num_inputs + outputs)
         return found
 
     def set_backend(self, value: str) -> None:

@@ -41,7 +41,6 @@ class Dispatcher(FunctionCalls):
         self.kwargs = kwargs
         self.returns_one = returns_one
         self.keywords = KeywordExtras(binding.extra_names, kwargs)
-        self._out_keys: dict[ArrayAdapter, Callable[[tuple], FastKey | None]] = {}  # of inputs and out= arrays
         self.owner: Callable[[], Any] = lambda: None  # the JitFunction, weakly (a delegated call needs it)
 
     def call(self, args: tuple, out: object, kwargs: dict) -> Any:
@@ -115,10 +114,7 @@ class Dispatcher(FunctionCalls):
         if keyword is None:
             return self.general_call(args, out, kwargs, None)
         extras, kinds, _values = keyword
-        key_of = self._out_keys.get(adapter)
-        if key_of is None:
-            key_of = self._out_keys[adapter] = adapter.fast_key_for(self.num_inputs + self.num_outputs)
-        fast = key_of(args + given)
+        fast = self.out_key_function(adapter, self.num_outputs)(args + given)
         if fast is None:
             return self.general_call(args, out, kwargs, None)
         plan_key = ("out", fast[0], kinds)

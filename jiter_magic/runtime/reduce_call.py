@@ -32,7 +32,7 @@ from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.reduce_layout import dense_strides, loop_values, plan_reduction_layout
 from jiter_magic.planning.reduce_result import checked_out, reduction_result
 from jiter_magic.planning.reduce_spec import ReductionSpec, identity_literal
-from jiter_magic.planning.resolve import check_written
+from jiter_magic.planning.resolve import check_written, output_overlap_pairs, overlap_pairs
 from jiter_magic.planning.values import scalar_kind, scalar_value
 from jiter_magic.runtime import reduce_hot
 from jiter_magic.runtime.keywords import check_kwarg_names
@@ -205,11 +205,15 @@ def call(kind: CallKind, calls: ReductionCalls, identity: object, defaults: dict
          options: dict[str, Any], given: dict[str, object]) -> Any:
     """A whole call of either kind: `options` holds the kind's options, `dtype` and `out`."""
     binding = calls.binding
+    out = options["out"]
+    if out is not None and not given and calls.hot:  # out= torch tensors keyed like a call before
+        found = reduce_hot.hot_out_run(calls, args, out, kind.hot_options(options))
+        if found is not None:
+            return found
     calls.counts.general += 1
     arrays, descs, adapter, device = described_inputs(args, calls)
     extras = extra_values(binding, defaults, given)
     requested = None if options["dtype"] is None else dtype_name(options["dtype"])
-    out = options["out"]
     outs, out_descs = out_arrays(out, binding, adapter, device, descs)
     key = _memo_key(kind, adapter, descs, device, extras, options, requested, out_descs)
     plan = calls.plans.get(key) if key is not None else None
@@ -233,6 +237,9 @@ def call(kind: CallKind, calls: ReductionCalls, identity: object, defaults: dict
             for v, scalar in zip(extras, plan.spec.extras)]
     if out is None and not given:  # leave a hot path for calls alike
         reduce_hot.keep_hot(calls, args, kind.hot_options(options), plan, tail, adapter, device)
+    elif out_descs is not None and not given:
+        pairs = overlap_pairs(list(out_descs), descs), output_overlap_pairs(list(out_descs))
+        reduce_hot.keep_hot_out(calls, args, outs, kind.hot_options(options), plan, tail, adapter, device, pairs)
     head = [*(adapter.pointer(o) for o in outs), *(d.pointer for d in descs), partials, *plan.counts]
     for grid, stage in plan.launches:
         launcher([*head, stage, *tail], plan.geometry, grid, stream)

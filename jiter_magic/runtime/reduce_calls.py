@@ -28,7 +28,8 @@ class ReductionCalls(FunctionCalls):
     def __init__(self, binding: ReductionBinding, family: KernelFamily = REDUCTION) -> None:
         super().__init__(binding.name, KernelLoader(binding, family), PLAN_LIMIT)
         self.binding = binding
-        self.hot: MemoryCache[Callable[[list], Any]] = MemoryCache(HOT_LIMIT, counted=False)
+        # Each takes the key's pointers; one into given out= arrays takes those arrays too.
+        self.hot: MemoryCache[Callable[..., Any]] = MemoryCache(HOT_LIMIT, counted=False)
 
     def forget_plans(self) -> None:
         super().forget_plans()

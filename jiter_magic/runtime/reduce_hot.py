@@ -1,7 +1,7 @@
 """The hot path of reduction calls (and, keyed their own way, of scans: scan_hot.py): a call keyed
 like one planned before runs in C.
 
-A call of plain arrays of one library, with no `out=` and no keyword values of the map, is keyed
+A call of plain arrays of one library, with no keyword values of the map, is keyed
 by the adapter's fast key of its inputs (dtypes, shapes, strides, alignment, device: read in C
 for torch tensors) and its `dim`, `keepdim` and `dtype`. Once the general path (reduce_call.py)
 has planned such a call, it leaves a `HotPlan` of the C call path (native/fast_call.cpp, the one
@@ -13,7 +13,11 @@ it (bench/results/2026-12-06-h100-reductions).
 
 A grid reduction over several blocks a row launches twice, with partials in between, as do a
 look-back scan and a scan of split columns, which a `HotPlan` does not do: their hot path is a
-Python function writing the pointers into two structs packed at planning. What stays on the
+Python function writing the pointers into two structs packed at planning. A call with `out=`
+torch tensors is keyed by its inputs and outputs together (the key refuses what `out=` may not
+be), and its hot path, a Python function too, runs on every call the checks no key can carry:
+overlap between the outputs and the inputs, an inference tensor outside inference mode; then it
+launches and bumps the outputs' version counters, as the general path does. What stays on the
 general path: inputs the fast key refuses (requiring grad, lazy conj/neg views, tensor
 subclasses, Dask arrays), an unusual `dim` or `keepdim` (anything but None, an int or a tuple of
 ints; a bool), and every call where the C call path is not loaded or the key does not check that
@@ -25,8 +29,10 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from jiter_magic.arrays import BY_TYPE
 from jiter_magic.arrays.base import ArrayAdapter
 from jiter_magic.native import call_path
+from jiter_magic.planning.resolve import check_output_overlap, check_overlap
 from jiter_magic.runtime.reduce_calls import ReductionCalls
 
 PARTIALS = struct.Struct("<Q")
@@ -79,6 +85,56 @@ def hot_run(calls: ReductionCalls, args: tuple, options: tuple | None) -> Any:
     return run(fast[1])
 
 
+def out_arrays_of(calls: ReductionCalls, out: object) -> tuple | None:
+    """A call's `out=` as the tuple of arrays the general path would take from it, or None where
+    it would refuse its form (it then says why)."""
+    binding = calls.binding
+    if binding.indexed or binding.tupled:
+        return tuple(out) if type(out) is tuple or type(out) is list else None
+    return None if type(out) is tuple or type(out) is list else (out,)
+
+
+def hot_out_run(calls: ReductionCalls, args: tuple, out: object, options: tuple | None) -> Any:
+    """The result of an `out=` call run by its hot path, or None where it takes the general path."""
+    given = out_arrays_of(calls, out)
+    if options is None or given is None or len(args) != calls.binding.num_inputs:
+        return None
+    adapter = BY_TYPE.get(type(args[0]))
+    if adapter is None or adapter.delegates or not adapter.keys_outputs:
+        return None
+    fast = calls.out_key_function(adapter, len(given))(args + given)
+    if fast is None:
+        return None
+    try:
+        run = calls.hot.get(("out", fast[0], options))
+    except TypeError:  # a dtype= that cannot be hashed: the general path says what is wrong with it
+        return None
+    if run is None:
+        return None
+    calls.counts.hot += 1
+    return run(fast[1], given)
+
+
+def _packer(calls: ReductionCalls, plan: Any, tail: list, device: int, arrays: int) -> Callable[[int], bytes]:
+    """A launch's `jm_Args` by its stage, with every pointer 0 (the outputs', the inputs' and the
+    partials', `arrays` + 1 of them)."""
+    packer = calls.loader.family.packer(plan.spec, "cpu" if device < 0 else "cuda")
+
+    def packed(stage: int) -> bytes:
+        return packer.pack(*[0] * (arrays + 1), *plan.counts, stage, *tail, *plan.geometry)
+
+    return packed
+
+
+def _launchable(calls: ReductionCalls, plan: Any, adapter: ArrayAdapter, device: int) -> Any:
+    """The C kernel a hot path of `plan` launches, or None where the call may keep none: the C
+    call path not loaded, a key that does not check that a storage still covers a view."""
+    if (adapter.shrinkable and not adapter.key_checks_storage) or call_path.current().loaded_core() is None:
+        return None
+    launcher: Any = calls.loader.launcher(plan.spec, device)  # `Launcher` types the call; both have `native`
+    return launcher.native
+
+
 def keep_hot(calls: ReductionCalls, args: tuple, options: tuple | None, plan: Any, tail: list,
              adapter: ArrayAdapter, device: int) -> None:
     """After the general path planned a call (runtime/reduce_call.py's `FoldPlan`) without `out=` or
@@ -86,30 +142,22 @@ def keep_hot(calls: ReductionCalls, args: tuple, options: tuple | None, plan: An
     as part of a key, None where they take the general path), where the call may have one: inputs
     the adapter's fast key reads (and whose storage it checks), the C call path loaded, a kernel it
     can launch. `tail`: the extras as the kernel's `jm_Args` take them."""
-    if options is None or (adapter.shrinkable and not adapter.key_checks_storage):
-        return
-    core = call_path.current().loaded_core()
-    if core is None:
+    native = None if options is None else _launchable(calls, plan, adapter, device)
+    if native is None:
         return
     fast = fast_key(calls, args)
     if fast is None or not adapter.reusable(fast[0]):
         return
-    launcher: Any = calls.loader.launcher(plan.spec, device)  # `Launcher` types the call; both have `native`
-    if launcher.native is None:
-        return
-    pointers = len(plan.dtypes) + len(args) + 1  # the outputs', the inputs' and the partials'
-    packer = calls.loader.family.packer(plan.spec, "cpu" if device < 0 else "cuda")
-
-    def packed(stage: int) -> bytes:  # a launch's jm_Args with every pointer 0
-        return packer.pack(*[0] * pointers, *plan.counts, stage, *tail, *plan.geometry)
-
+    core: Any = call_path.current().loaded_core()
+    launcher: Any = calls.loader.launcher(plan.spec, device)
+    packed = _packer(calls, plan, tail, device, len(plan.dtypes) + len(args))
     allocators = tuple(adapter.allocator(plan.shape, plan.strides, d, args[0]) for d in plan.dtypes)
     if len(plan.launches) > 1:
-        run = _launches_call(launcher.native, packed, plan, allocators, adapter, device, args)
+        run = _launches_call(native, packed, plan, allocators, adapter, device, args)
     else:
         (grid, stage), = plan.launches
         wrap = plan.wrap
-        run = core.HotPlan(launcher.native, launcher, packed(stage), grid, len(args), allocators, adapter.pointer,
+        run = core.HotPlan(native, launcher, packed(stage), grid, len(args), allocators, adapter.pointer,
                            None if device < 0 else adapter.stream, device, wrap is None)
         run = run if wrap is None else _wrapped(run, wrap)
     try:
@@ -149,5 +197,65 @@ def _launches_call(native: Any, packed: Callable[[int], bytes], plan: Any, alloc
             native.launch(bytes(args_struct), grid, on)
         del keep  # queued: the allocator orders the partials' reuse on the stream
         return outs[0] if wrap is None else wrap(*outs)
+
+    return call
+
+
+def keep_hot_out(calls: ReductionCalls, args: tuple, outs: list, options: tuple | None, plan: Any, tail: list,
+                 adapter: ArrayAdapter, device: int, pairs: tuple[tuple, tuple]) -> None:
+    """After the general path planned a call with `out=` arrays and no keyword values: its hot path,
+    kept under the fast key of its inputs and outputs together and `options`, where the adapter's
+    key covers outputs. `pairs`: planning/resolve.py's overlap pairs of the outputs with the inputs
+    and with each other, checked against each call's pointers."""
+    if options is None or not adapter.keys_outputs:
+        return
+    native = _launchable(calls, plan, adapter, device)
+    if native is None:
+        return
+    given = tuple(outs)
+    fast = calls.out_key_function(adapter, len(given))(args + given)
+    if fast is None or not adapter.reusable(fast[0]):
+        return
+    run = _out_call(native, _packer(calls, plan, tail, device, len(given) + len(args)), plan, adapter, device,
+                    args, pairs)
+    try:
+        calls.hot.put(("out", fast[0], options), run, plan.spec)
+    except TypeError:  # an unhashable dtype=
+        return
+
+
+def _out_call(native: Any, packed: Callable[[int], bytes], plan: Any, adapter: ArrayAdapter, device: int,
+              args: tuple, pairs: tuple[tuple, tuple]) -> Callable[[list, tuple], Any]:
+    """A call into given `out=` arrays: the pointer checks, each launch's `jm_Args` copied from one
+    packed at planning with the outputs' and inputs' pointers written (the key lists the inputs
+    first, the struct the outputs), the partials allocated on the call's stream where the plan
+    has them, and the outputs' version counters bumped."""
+    stages = [(packed(stage), grid) for grid, stage in plan.launches]
+    partials = None if plan.partials is None else adapter.allocator((plan.partials[0],), (1,), plan.partials[1],
+                                                                    args[0])
+    inputs = len(args)
+    pointers_at = struct.Struct(f"<{len(plan.dtypes) + inputs}Q")
+    partials_at = pointers_at.size  # the partials' pointer follows the outputs' and the inputs' (reduce_args)
+    inputs_pairs, outputs_pairs = pairs
+    stream, wrap = adapter.stream, plan.wrap
+
+    def call(pointers: list, given: tuple) -> Any:
+        written, read = pointers[inputs:], pointers[:inputs]
+        if inputs_pairs:
+            check_overlap(inputs_pairs, written, read)
+        if outputs_pairs:
+            check_output_overlap(outputs_pairs, written)
+        adapter.check_writable(given)
+        keep = None if partials is None else partials()
+        on = stream(device) if device >= 0 else 0
+        for template, grid in stages:
+            args_struct = bytearray(template)
+            pointers_at.pack_into(args_struct, 0, *written, *read)
+            if keep is not None:
+                PARTIALS.pack_into(args_struct, partials_at, adapter.pointer(keep))
+            native.launch(bytes(args_struct), grid, on)
+        del keep  # queued: the allocator orders the partials' reuse on the stream
+        adapter.written(list(given))
+        return given[0] if wrap is None else wrap(*given)
 
     return call

@@ -166,6 +166,14 @@ def test_the_hot_path_on_a_gpu(shape, dim, hot):
     for result in results:
         check(result, (y * y).sum(dim) if dim is not None else (y * y).sum())
     assert torch.equal(results[0], results[2])  # deterministic, also on the hot path
+    outs = [torch.empty_like(results[0]) for _ in range(3)]
+    before = fn.call_counts.hot
+    with torch.cuda.stream(side):  # into out=: the general path once, then a hot path of its own
+        side.wait_stream(torch.cuda.current_stream())
+        for out in outs:
+            assert fn(y, dim=dim, out=out) is out
+    side.synchronize()
+    assert fn.call_counts.hot - before == 2 and all(torch.equal(out, results[0]) for out in outs)
 
 
 @pytest.mark.parametrize(("dtype", "width"), [(torch.float16, 2), (torch.bfloat16, 2), (torch.int16, 2),

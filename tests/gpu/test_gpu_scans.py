@@ -29,6 +29,7 @@ from scan_functions import (  # noqa: E402
 )
 
 from jiter_magic import ValuesIndices, create_multi_output_scan_fn, create_scan_fn  # noqa: E402
+from jiter_magic.errors import ShapeError  # noqa: E402
 from jiter_magic.kernels import scan_cuda, scan_lookback  # noqa: E402
 from jiter_magic.planning.scan_plan import BLOCK_SCAN, COLUMN_SCAN, LOOKBACK_SCAN, WARP_SCAN  # noqa: E402
 
@@ -325,6 +326,32 @@ def test_two_launch_scans_run_hot_from_their_second_call(shape, dim, path):
     assert (add.call_counts.hot, affine.call_counts.hot) == (3, 3)
     assert all(torch.equal(total, first) and torch.equal(h, first_h) for total, h in again)
     check(first, torch.cumsum(x.double(), dim).float(), 30.0)
+
+
+@pytest.mark.parametrize(("shape", "dim", "path"), [((3, 1 << 20), -1, LOOKBACK_SCAN), ((1 << 16, 8), 0, COLUMN_SCAN),
+                                                   ((300, 700), -1, WARP_SCAN)],
+                         ids=["look-back", "split columns", "one launch"])
+def test_out_calls_run_hot_from_their_second_call(shape, dim, path):
+    """A call into given out= tensors is keyed by its inputs and outputs together: from its second
+    call it launches from its hot path (every launch of its plan, on the current stream), writes
+    the same bits into the tensors given and bumps their versions; a partial overlap is refused."""
+    add = create_scan_fn(ADD, 0, combine="add")
+    x = sample(shape, torch.float32)
+    first = add(x, dim=dim)
+    assert last_path(add) == path
+    outs = [torch.empty_like(x) for _ in range(3)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for out in outs:
+            assert add(x, dim=dim, out=out) is out and out._version == 1
+    side.synchronize()
+    assert add.call_counts.hot == 2
+    assert all(torch.equal(out, first) for out in outs)
+    base = torch.zeros(x.numel() + 64, device="cuda")
+    with pytest.raises(ShapeError, match="partially overlaps an input"):
+        add(base[:x.numel()].view(shape), dim=dim, out=base[64:].view(shape))
+    assert not base.any()
 
 
 def test_cupy_arrays_on_the_look_back_path():
