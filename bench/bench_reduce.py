@@ -246,10 +246,14 @@ def timed(found: dict, device: str, rounds: int, reps: int) -> dict[str, float]:
 
 def host_costs(device: str, reps: int = 2000) -> dict[str, float]:
     """Microseconds a call of each contender spends on the host, on a (4, 256) float32 tensor whose
-    kernel takes far less: calls queued back to back, then one synchronize (as bench_gpu.py's)."""
+    kernel takes far less: calls queued back to back, then one synchronize (as bench_gpu.py's); also
+    into a given out= tensor."""
     x = torch.randn(4, 256, device=device)
     found = {name: fn for name, fn in contenders(x, 1, device).items()
              if name in ("jiter_magic", "x.sum (read reference)", "Inductor")}
+    ours, out = jiter_magic.create_reduction_fn(SUMSQ, 0, map="sq", combine="add"), torch.empty(4, device=device)
+    found["jiter_magic out="] = lambda: ours(x, dim=1, out=out)
+    found["x.sum out="] = lambda: torch.sum(x, 1, out=out)
     costs = {}
     for name, fn in found.items():
         for _ in range(50):
