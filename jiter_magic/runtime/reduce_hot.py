@@ -173,29 +173,43 @@ def _wrapped(run: Callable[[list], tuple], wrap: Callable[..., Any]) -> Callable
     return call
 
 
-def _launches_call(native: Any, packed: Callable[[int], bytes], plan: Any, allocators: tuple, adapter: ArrayAdapter,
-               device: int, args: tuple) -> Callable[[list], Any]:
-    """A call of several launches (a grid reduction's partials, then their fold; a scan's look-back
-    flags zeroed, then its tiles; split columns' segment folds, then their scans) from Python, each
-    `jm_Args` copied from one packed at planning with only the pointers written, the partials
-    allocated on the call's stream as the general path does."""
+def _launches(native: Any, packed: Callable[[int], bytes], plan: Any, adapter: ArrayAdapter, device: int,
+              args: tuple) -> Callable[[list], None]:
+    """Every launch of `plan` from Python, given the outputs' then the inputs' pointers: each
+    `jm_Args` copied from one packed at planning with only the pointers written, the partials (where
+    the plan has them) allocated on the call's stream as the general path does."""
     stages = [(packed(stage), grid) for grid, stage in plan.launches]
-    size, kind = plan.partials
-    partials = adapter.allocator((size,), (1,), kind, args[0])
-    pointers_at = struct.Struct(f"<{len(allocators) + len(args)}Q")
+    partials = None if plan.partials is None else adapter.allocator((plan.partials[0],), (1,), plan.partials[1],
+                                                                    args[0])
+    pointers_at = struct.Struct(f"<{len(plan.dtypes) + len(args)}Q")
     partials_at = pointers_at.size  # the partials' pointer follows the outputs' and the inputs' (reduce_args)
-    pointer, stream, wrap = adapter.pointer, adapter.stream, plan.wrap
+    pointer, stream = adapter.pointer, adapter.stream
+
+    def launch(pointers: list) -> None:
+        keep = None if partials is None else partials()
+        on = stream(device) if device >= 0 else 0
+        for template, grid in stages:
+            args_struct = bytearray(template)
+            pointers_at.pack_into(args_struct, 0, *pointers)
+            if keep is not None:
+                PARTIALS.pack_into(args_struct, partials_at, pointer(keep))
+            native.launch(bytes(args_struct), grid, on)
+        del keep  # queued: the allocator orders the partials' reuse on the stream
+
+    return launch
+
+
+def _launches_call(native: Any, packed: Callable[[int], bytes], plan: Any, allocators: tuple, adapter: ArrayAdapter,
+                   device: int, args: tuple) -> Callable[[list], Any]:
+    """A call of several launches (a grid reduction's partials, then their fold; a scan's look-back
+    flags zeroed, then its tiles; split columns' segment folds, then their scans), its results
+    allocated here."""
+    launch = _launches(native, packed, plan, adapter, device, args)
+    pointer, wrap = adapter.pointer, plan.wrap
 
     def call(pointers: list) -> Any:
         outs = [allocate() for allocate in allocators]
-        keep = partials()
-        on = stream(device)
-        for template, grid in stages:
-            args_struct = bytearray(template)
-            pointers_at.pack_into(args_struct, 0, *[pointer(o) for o in outs], *pointers)
-            PARTIALS.pack_into(args_struct, partials_at, pointer(keep))
-            native.launch(bytes(args_struct), grid, on)
-        del keep  # queued: the allocator orders the partials' reuse on the stream
+        launch([*[pointer(o) for o in outs], *pointers])
         return outs[0] if wrap is None else wrap(*outs)
 
     return call
@@ -226,18 +240,10 @@ def keep_hot_out(calls: ReductionCalls, args: tuple, outs: list, options: tuple 
 
 def _out_call(native: Any, packed: Callable[[int], bytes], plan: Any, adapter: ArrayAdapter, device: int,
               args: tuple, pairs: tuple[tuple, tuple]) -> Callable[[list, tuple], Any]:
-    """A call into given `out=` arrays: the pointer checks, each launch's `jm_Args` copied from one
-    packed at planning with the outputs' and inputs' pointers written (the key lists the inputs
-    first, the struct the outputs), the partials allocated on the call's stream where the plan
-    has them, and the outputs' version counters bumped."""
-    stages = [(packed(stage), grid) for grid, stage in plan.launches]
-    partials = None if plan.partials is None else adapter.allocator((plan.partials[0],), (1,), plan.partials[1],
-                                                                    args[0])
-    inputs = len(args)
-    pointers_at = struct.Struct(f"<{len(plan.dtypes) + inputs}Q")
-    partials_at = pointers_at.size  # the partials' pointer follows the outputs' and the inputs' (reduce_args)
-    inputs_pairs, outputs_pairs = pairs
-    stream, wrap = adapter.stream, plan.wrap
+    """A call into given `out=` arrays: the pointer checks, every launch (the key lists the inputs
+    first, the struct the outputs), and the outputs' version counters bumped."""
+    launch = _launches(native, packed, plan, adapter, device, args)
+    inputs, (inputs_pairs, outputs_pairs), wrap = len(args), pairs, plan.wrap
 
     def call(pointers: list, given: tuple) -> Any:
         written, read = pointers[inputs:], pointers[:inputs]
@@ -246,15 +252,7 @@ def _out_call(native: Any, packed: Callable[[int], bytes], plan: Any, adapter: A
         if outputs_pairs:
             check_output_overlap(outputs_pairs, written)
         adapter.check_writable(given)
-        keep = None if partials is None else partials()
-        on = stream(device) if device >= 0 else 0
-        for template, grid in stages:
-            args_struct = bytearray(template)
-            pointers_at.pack_into(args_struct, 0, *written, *read)
-            if keep is not None:
-                PARTIALS.pack_into(args_struct, partials_at, adapter.pointer(keep))
-            native.launch(bytes(args_struct), grid, on)
-        del keep  # queued: the allocator orders the partials' reuse on the stream
+        launch(written + read)
         adapter.written(list(given))
         return given[0] if wrap is None else wrap(*given)
 
