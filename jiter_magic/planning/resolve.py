@@ -141,11 +141,14 @@ def check_overlap(pairs: tuple[OverlapPair, ...], out_pointers: list[int], in_po
             )
 
 
-def check_written(outs: list[ArrayDesc], inputs: list[ArrayDesc]) -> None:
+def check_written(outs: list[ArrayDesc], inputs: list[ArrayDesc]) -> tuple[tuple, tuple]:
     """Every check of `out=` arrays against themselves, each other and the inputs, at once, for a
     call that plans no pairs ahead (a reduction's): no element written from several places, no
-    partial overlap with an input, no overlap between outputs."""
+    partial overlap with an input, no overlap between outputs. Gives the pairs it checked (with the
+    inputs, between the outputs), which a hot path checks against each later call's pointers."""
     check_expanded_outputs(outs)
     out_pointers = [o.pointer for o in outs]
-    check_overlap(overlap_pairs(outs, inputs), out_pointers, [a.pointer for a in inputs])
-    check_output_overlap(output_overlap_pairs(outs), out_pointers)
+    pairs = overlap_pairs(outs, inputs), output_overlap_pairs(outs)
+    check_overlap(pairs[0], out_pointers, [a.pointer for a in inputs])
+    check_output_overlap(pairs[1], out_pointers)
+    return pairs

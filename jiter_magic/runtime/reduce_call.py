@@ -32,7 +32,7 @@ from jiter_magic.planning.layout import ArrayDesc
 from jiter_magic.planning.reduce_layout import dense_strides, loop_values, plan_reduction_layout
 from jiter_magic.planning.reduce_result import checked_out, reduction_result
 from jiter_magic.planning.reduce_spec import ReductionSpec, identity_literal
-from jiter_magic.planning.resolve import check_written, output_overlap_pairs, overlap_pairs
+from jiter_magic.planning.resolve import check_written
 from jiter_magic.planning.values import scalar_kind, scalar_value
 from jiter_magic.runtime import reduce_hot
 from jiter_magic.runtime.keywords import check_kwarg_names
@@ -145,13 +145,13 @@ def extra_values(binding: ReductionBinding, defaults: dict[str, object], given: 
 
 
 def out_arrays(given: object, binding: ReductionBinding, adapter: ArrayAdapter, device: int,
-               inputs: list[ArrayDesc]) -> tuple[list | None, tuple[ArrayDesc, ...] | None]:
+               inputs: list[ArrayDesc]) -> tuple[list | None, tuple[ArrayDesc, ...] | None, tuple[tuple, tuple]]:
     """The `out=` arrays of a call and their descriptions, checked for their library, writability,
     device, gradient and memory (planning/resolve.py's `check_written`, against `inputs`): one array,
     with indices a (values, indices) pair as torch.max(x, dim, out=...) takes, or a tuple of as many
-    arrays as `binding.outputs` says."""
+    arrays as `binding.outputs` says; then the overlap pairs `check_written` checked."""
     if given is None:
-        return None, None
+        return None, None, ((), ())
     if binding.indexed:
         if not isinstance(given, (tuple, list)) or len(given) != 2:
             raise ArgumentTypeError(f"{binding.name} gives values and their indices: out= takes a (values, indices) "
@@ -176,8 +176,7 @@ def out_arrays(given: object, binding: ReductionBinding, adapter: ArrayAdapter, 
             raise DeviceError(f"out= lives on {device_name(described[-1].device)}, the inputs on {device_name(device)}")
     adapter.gradient_inputs([], described)  # an out= that requires grad: torch's own refusal
     descs = [adapter.normalize(d) for d in described]
-    check_written(descs, inputs)
-    return outs, tuple(descs)
+    return outs, tuple(descs), check_written(descs, inputs)
 
 
 def _typed(value: object) -> object:
@@ -214,7 +213,7 @@ def call(kind: CallKind, calls: ReductionCalls, identity: object, defaults: dict
     arrays, descs, adapter, device = described_inputs(args, calls)
     extras = extra_values(binding, defaults, given)
     requested = None if options["dtype"] is None else dtype_name(options["dtype"])
-    outs, out_descs = out_arrays(out, binding, adapter, device, descs)
+    outs, out_descs, pairs = out_arrays(out, binding, adapter, device, descs)
     key = _memo_key(kind, adapter, descs, device, extras, options, requested, out_descs)
     plan = calls.plans.get(key) if key is not None else None
     if plan is None:
@@ -238,7 +237,6 @@ def call(kind: CallKind, calls: ReductionCalls, identity: object, defaults: dict
     if out is None and not given:  # leave a hot path for calls alike
         reduce_hot.keep_hot(calls, args, kind.hot_options(options), plan, tail, adapter, device)
     elif out_descs is not None and not given:
-        pairs = overlap_pairs(list(out_descs), descs), output_overlap_pairs(list(out_descs))
         reduce_hot.keep_hot_out(calls, args, outs, kind.hot_options(options), plan, tail, adapter, device, pairs)
     head = [*(adapter.pointer(o) for o in outs), *(d.pointer for d in descs), partials, *plan.counts]
     for grid, stage in plan.launches:

@@ -127,12 +127,13 @@ def _packer(calls: ReductionCalls, plan: Any, tail: list, device: int, arrays: i
 
 
 def _launchable(calls: ReductionCalls, plan: Any, adapter: ArrayAdapter, device: int) -> Any:
-    """The C kernel a hot path of `plan` launches, or None where the call may keep none: the C
-    call path not loaded, a key that does not check that a storage still covers a view."""
+    """The launcher of `plan`'s kernel where a hot path may launch it in C, else None: the C call
+    path not loaded, a kernel without a C launch, a key that does not check that a storage still
+    covers a view."""
     if (adapter.shrinkable and not adapter.key_checks_storage) or call_path.current().loaded_core() is None:
         return None
     launcher: Any = calls.loader.launcher(plan.spec, device)  # `Launcher` types the call; both have `native`
-    return launcher.native
+    return launcher if launcher.native is not None else None
 
 
 def keep_hot(calls: ReductionCalls, args: tuple, options: tuple | None, plan: Any, tail: list,
@@ -142,14 +143,14 @@ def keep_hot(calls: ReductionCalls, args: tuple, options: tuple | None, plan: An
     as part of a key, None where they take the general path), where the call may have one: inputs
     the adapter's fast key reads (and whose storage it checks), the C call path loaded, a kernel it
     can launch. `tail`: the extras as the kernel's `jm_Args` take them."""
-    native = None if options is None else _launchable(calls, plan, adapter, device)
-    if native is None:
+    launcher = None if options is None else _launchable(calls, plan, adapter, device)
+    if launcher is None:
         return
     fast = fast_key(calls, args)
     if fast is None or not adapter.reusable(fast[0]):
         return
-    core: Any = call_path.current().loaded_core()
-    launcher: Any = calls.loader.launcher(plan.spec, device)
+    native, core = launcher.native, call_path.current().loaded_core()
+    assert core is not None  # `_launchable` found it loaded
     packed = _packer(calls, plan, tail, device, len(plan.dtypes) + len(args))
     allocators = tuple(adapter.allocator(plan.shape, plan.strides, d, args[0]) for d in plan.dtypes)
     if len(plan.launches) > 1:
@@ -221,16 +222,14 @@ def keep_hot_out(calls: ReductionCalls, args: tuple, outs: list, options: tuple 
     kept under the fast key of its inputs and outputs together and `options`, where the adapter's
     key covers outputs. `pairs`: planning/resolve.py's overlap pairs of the outputs with the inputs
     and with each other, checked against each call's pointers."""
-    if options is None or not adapter.keys_outputs:
-        return
-    native = _launchable(calls, plan, adapter, device)
-    if native is None:
+    launcher = _launchable(calls, plan, adapter, device) if options is not None and adapter.keys_outputs else None
+    if launcher is None:
         return
     given = tuple(outs)
     fast = calls.out_key_function(adapter, len(given))(args + given)
     if fast is None or not adapter.reusable(fast[0]):
         return
-    run = _out_call(native, _packer(calls, plan, tail, device, len(given) + len(args)), plan, adapter, device,
+    run = _out_call(launcher.native, _packer(calls, plan, tail, device, len(given) + len(args)), plan, adapter, device,
                     args, pairs)
     try:
         calls.hot.put(("out", fast[0], options), run, plan.spec)
